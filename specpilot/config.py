@@ -1,0 +1,74 @@
+"""Frozen configuration: ServerArgs (the CLI, SGLang flag names) and the model facts read from HF.
+
+Every CLI flag is a field of ServerArgs: `--chunked-prefill-size` <-> `chunked_prefill_size`.
+Facts measured at start-up (KV pool size, eos ids) are returned by the engine, never written here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+DTYPES = ("auto", "float32", "float", "bfloat16", "float16", "half")
+DEVICES = ("cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    model_path: Optional[str] = None  # None: the embedded demo model (python -m specpilot.demo)
+    tokenizer_path: Optional[str] = None
+    host: str = "127.0.0.1"
+    port: int = 30000
+    dtype: str = "auto"  # auto: the checkpoint's dtype on GPU, float32 on CPU
+    device: Optional[str] = None  # None: cuda if available else cpu
+    context_length: Optional[int] = None  # None: the model's max_position_embeddings
+    mem_fraction_static: float = 0.85  # GPU: share of total memory for weights + KV pool
+    max_total_tokens: Optional[int] = None  # KV pool size in tokens; None: from memory
+    max_running_requests: int = 64
+    chunked_prefill_size: int = 2048  # <= 0 disables chunking
+    max_prefill_tokens: int = 16384
+    served_model_name: Optional[str] = None
+    api_key: Optional[str] = None
+    random_seed: int = 0
+    log_level: str = "info"
+    skip_tokenizer_init: bool = False
+
+    def validate(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"--dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if self.device is not None and self.device not in DEVICES:
+            raise ValueError(f"--device must be one of {DEVICES}, got {self.device!r}")
+        if not 0 < self.mem_fraction_static < 1:
+            raise ValueError("--mem-fraction-static must be in (0, 1)")
+        if self.max_running_requests < 1:
+            raise ValueError("--max-running-requests must be >= 1")
+        if self.context_length is not None and self.context_length < 2:
+            raise ValueError("--context-length must be >= 2")
+        if self.max_total_tokens is not None and self.max_total_tokens < 2:
+            raise ValueError("--max-total-tokens must be >= 2")
+
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> None:
+        """One flag per field, named as the field with dashes; `--model` is an alias."""
+        for f in dataclasses.fields(ServerArgs):
+            flag = "--" + f.name.replace("_", "-")
+            names = [flag, "--model"] if f.name == "model_path" else [flag]
+            if f.type in ("bool", bool):
+                parser.add_argument(*names, dest=f.name, action="store_true")
+            else:
+                kind = {"int": int, "float": float}.get(str(f.type).replace("Optional[", "").rstrip("]"), str)
+                parser.add_argument(*names, dest=f.name, type=kind, default=f.default)
+
+    @classmethod
+    def from_cli(cls, argv: Optional[list[str]] = None) -> "ServerArgs":
+        parser = argparse.ArgumentParser(prog="python -m specpilot.launch_server")
+        cls.add_cli_args(parser)
+        ns = parser.parse_args(argv)
+        args = cls(**vars(ns))
+        try:
+            args.validate()
+        except ValueError as e:
+            parser.error(str(e))
+        return args

@@ -1,0 +1,135 @@
+"""ModelRunner: owns the model, the KV cache, the request-to-token table and the sampler.
+
+The scheduler calls `forward(WorkerBatch) -> list[int]` (one sampled token per request) and never
+touches a tensor. Sizes decided here at start-up (KV slots, table rows) are returned in
+`RunnerInfo`, not written back into any config.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from specpilot.core import WorkerBatch
+from specpilot.engine.attention_backend import TorchNativeBackend
+from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
+from specpilot.engine.sampler import SamplingBatch, sample
+from specpilot.models.loader import build_model, load_hf_config
+
+log = logging.getLogger(__name__)
+_DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
+           "float16": torch.float16, "half": torch.float16}
+CPU_KV_BUDGET_BYTES = 2 << 30  # default KV pool on CPU when --max-total-tokens is not given
+
+
+@dataclass(frozen=True)
+class RunnerInfo:
+    device: str
+    dtype: str
+    context_length: int
+    vocab_size: int
+    num_kv_slots: int  # usable KV slots (tokens), scratch slot excluded
+    num_req_rows: int
+    eos_token_ids: tuple[int, ...]
+    architecture: str
+
+
+def resolve_device(device: str | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for but torch sees no CUDA device")
+    return torch.device(device)
+
+
+def resolve_dtype(name: str, hf_config, device: torch.device) -> torch.dtype:
+    if name != "auto":
+        return _DTYPES[name]
+    if device.type == "cpu":
+        return torch.float32
+    ckpt = getattr(hf_config, "dtype", None) or getattr(hf_config, "torch_dtype", None)
+    ckpt = ckpt if isinstance(ckpt, torch.dtype) else _DTYPES.get(str(ckpt), torch.bfloat16)
+    return torch.bfloat16 if ckpt == torch.float32 else ckpt
+
+
+def eos_ids(model_path: str, hf_config) -> tuple[int, ...]:
+    from transformers import GenerationConfig
+
+    ids = []
+    try:
+        ids.append(GenerationConfig.from_pretrained(model_path).eos_token_id)
+    except OSError:
+        pass
+    ids.append(getattr(hf_config, "eos_token_id", None))
+    flat = []
+    for x in ids:
+        for t in (x if isinstance(x, (list, tuple)) else [x]):
+            if t is not None and t not in flat:
+                flat.append(int(t))
+    return tuple(flat)
+
+
+class ModelRunner:
+    def __init__(self, model_path: str, dtype: str = "auto", device: str | None = None,
+                 context_length: int | None = None, mem_fraction_static: float = 0.85,
+                 max_total_tokens: int | None = None, max_running_requests: int = 64,
+                 random_seed: int = 0):
+        self.device = resolve_device(device)
+        torch.manual_seed(random_seed)
+        hf_config = load_hf_config(model_path)
+        self.dtype = resolve_dtype(dtype, hf_config, self.device)
+        max_pos = getattr(hf_config, "max_position_embeddings", None)
+        ctx = context_length or max_pos
+        if ctx is None:
+            raise ValueError("config.json has no max_position_embeddings: pass --context-length")
+        if max_pos is not None and ctx > max_pos:
+            log.warning("--context-length %d exceeds max_position_embeddings %d", ctx, max_pos)
+        self.model, self.hf_config = build_model(model_path, self.dtype, self.device, ctx)
+        attn = self.model.model.layers[0].self_attn
+        num_layers = len(self.model.model.layers)
+        per_token = KVCache.bytes_per_token(num_layers, attn.num_kv_heads, attn.head_dim, self.dtype)
+        num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)
+        num_slots = min(num_slots, ctx * max_running_requests)
+        if num_slots < 2:
+            raise RuntimeError("no memory left for the KV cache: raise --mem-fraction-static")
+        self.kv = KVCache(num_layers, num_slots + 1, attn.num_kv_heads, attn.head_dim,
+                          self.dtype, self.device)
+        num_rows = max_running_requests + 2  # + one partially prefilled request, + spare
+        self.req_to_token = ReqToTokenTable(num_rows, ctx, self.device)
+        self.backend = TorchNativeBackend(self.kv, self.req_to_token)
+        self.info = RunnerInfo(
+            device=str(self.device), dtype=str(self.dtype).replace("torch.", ""),
+            context_length=ctx, vocab_size=self.hf_config.vocab_size, num_kv_slots=num_slots,
+            num_req_rows=num_rows, eos_token_ids=eos_ids(model_path, self.hf_config),
+            architecture=type(self.model).__name__)
+        log.info("KV cache: %d tokens (%.2f GiB), context %d, %s on %s", num_slots,
+                 num_slots * per_token / 2**30, ctx, self.info.dtype, self.device)
+
+    def _auto_kv_slots(self, per_token: int, mem_fraction_static: float) -> int:
+        if self.device.type == "cpu":
+            return CPU_KV_BUDGET_BYTES // per_token
+        free, total = torch.cuda.mem_get_info(self.device)
+        used = total - free
+        budget = int(total * mem_fraction_static) - used
+        return max(budget // per_token, 0)
+
+    @torch.inference_mode()
+    def forward(self, wb: WorkerBatch) -> list[int]:
+        dev = self.device
+        positions_l, rows_l = [], []
+        for row, prefix, ext in zip(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens):
+            positions_l.extend(range(prefix, prefix + ext))
+            rows_l.extend([row] * ext)
+        input_ids = torch.tensor(wb.input_ids, dtype=torch.int64, device=dev)
+        positions = torch.tensor(positions_l, dtype=torch.int64, device=dev)
+        loc = torch.tensor(wb.out_cache_loc, dtype=torch.int64, device=dev)
+        self.req_to_token.write(torch.tensor(rows_l, dtype=torch.int64, device=dev), positions, loc)
+        backend = self.backend.prepare(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens, loc)
+        hidden = self.model(input_ids, positions, backend)
+        last = torch.tensor(wb.extend_lens, device=dev).cumsum(0) - 1
+        logits = self.model.compute_logits(hidden[last])  # [B, vocab] fp32
+        sb = SamplingBatch.from_params(wb.sampling, wb.steps, wb.histories, self.info.vocab_size,
+                                       dev, banned_until_min=wb.banned)
+        return sample(logits, sb).tolist()  # the step's one device-to-host copy

@@ -1,0 +1,51 @@
+"""Rotary position embedding (HF "rotate_half" layout), frequencies from the model config.
+
+The cos/sin table is computed once for every position up to `max_positions` in fp32 exactly as
+transformers computes it on the fly (position * inv_freq in fp32, then cos/sin, times the
+attention scaling), so lookups are bit-identical to the reference.
+RoPE variants come from transformers' ROPE_INIT_FUNCTIONS; variants whose frequencies depend on
+the running sequence length ("dynamic", "longrope") are refused rather than approximated.
+"""
+
+import torch
+from torch import nn
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+_LENGTH_DEPENDENT = ("dynamic", "longrope")
+
+
+def rope_frequencies(hf_config, head_dim: int) -> tuple[torch.Tensor, float]:
+    """Returns (inv_freq [head_dim/2] fp32, attention_scaling)."""
+    params = getattr(hf_config, "rope_parameters", None) or {}
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type == "default":
+        base = params.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        return inv_freq, 1.0
+    if rope_type in _LENGTH_DEPENDENT:
+        raise ValueError(f"RoPE type {rope_type!r} depends on the sequence length; not supported")
+    if rope_type not in ROPE_INIT_FUNCTIONS:
+        raise ValueError(f"unknown RoPE type {rope_type!r}")
+    inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](hf_config, torch.device("cpu"))
+    return inv_freq.float(), float(scaling)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, hf_config, head_dim: int, max_positions: int):
+        super().__init__()
+        inv_freq, scaling = rope_frequencies(hf_config, head_dim)
+        freqs = torch.arange(max_positions, dtype=torch.int64).float()[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)  # [max_positions, head_dim]
+        self.register_buffer("cos_table", emb.cos() * scaling, persistent=False)
+        self.register_buffer("sin_table", emb.sin() * scaling, persistent=False)
+
+    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+        """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes."""
+        cos = self.cos_table[positions].to(q.dtype)[:, None, :]
+        sin = self.sin_table[positions].to(q.dtype)[:, None, :]
+        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin

@@ -1,0 +1,89 @@
+"""LlamaForCausalLM and Qwen3ForCausalLM (Llama plus per-head q/k RMSNorm).
+
+Parameter names equal the Hugging Face checkpoint's (`model.layers.N.self_attn.q_proj.weight`).
+forward(input_ids [T], positions [T], backend) -> hidden [T, hidden]; the runner picks the rows
+that need logits and calls compute_logits(hidden [N, hidden]) -> [N, vocab] (fp32).
+"""
+
+import torch
+from torch import nn
+
+from specpilot.layers.attention import SelfAttention
+from specpilot.layers.norm import RMSNorm
+from specpilot.layers.rotary import RotaryEmbedding
+from specpilot.models.registry import register
+
+
+class GatedMLP(nn.Module):
+    def __init__(self, hidden: int, intermediate: int, act: str, bias: bool):
+        super().__init__()
+        if act != "silu":
+            raise ValueError(f"hidden_act {act!r} is not supported (only 'silu')")
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c, layer_id: int, rotary: RotaryEmbedding, qk_norm: bool):
+        super().__init__()
+        self.self_attn = SelfAttention(c, layer_id, rotary, qk_norm)
+        self.mlp = GatedMLP(c.hidden_size, c.intermediate_size, c.hidden_act,
+                            bool(getattr(c, "mlp_bias", False)))
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+
+    def forward(self, positions, x, backend):
+        x = x + self.self_attn(positions, self.input_layernorm(x), backend)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class DecoderModel(nn.Module):
+    def __init__(self, c, max_positions: int, qk_norm: bool):
+        super().__init__()
+        head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        self.rotary_emb = RotaryEmbedding(c, head_dim, max_positions)
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(
+            DecoderLayer(c, i, self.rotary_emb, qk_norm) for i in range(c.num_hidden_layers))
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+
+    def forward(self, input_ids, positions, backend):
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(positions, x, backend)
+        return self.norm(x)
+
+
+class LlamaForCausalLM(nn.Module):
+    qk_norm = False
+
+    def __init__(self, hf_config, max_positions: int):
+        super().__init__()
+        self.config = hf_config
+        self.model = DecoderModel(hf_config, max_positions, self.qk_norm)
+        self.lm_head = nn.Linear(hf_config.hidden_size, hf_config.vocab_size, bias=False)
+        if getattr(hf_config, "tie_word_embeddings", False):
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, input_ids, positions, backend):
+        return self.model(input_ids, positions, backend)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden).float()
+
+
+class Qwen3ForCausalLM(LlamaForCausalLM):
+    qk_norm = True
+
+    def __init__(self, hf_config, max_positions: int):
+        if getattr(hf_config, "use_sliding_window", False):
+            raise ValueError("Qwen3 with use_sliding_window=true is not supported yet")
+        super().__init__(hf_config, max_positions)
+
+
+register("LlamaForCausalLM", LlamaForCausalLM)
+register("Qwen3ForCausalLM", Qwen3ForCausalLM)

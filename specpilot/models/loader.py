@@ -1,0 +1,89 @@
+"""Build a model from a Hugging Face folder and stream its safetensors weights in.
+
+Checks, each failing at load with the tensor's name: a parameter missing from the checkpoint,
+a tensor whose shape differs from the parameter's, a checkpoint tensor no parameter takes.
+Tied embeddings: `lm_head.weight` may be absent (or present and ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import torch
+from safetensors import safe_open
+from transformers import AutoConfig
+
+from specpilot.models.registry import resolve
+
+log = logging.getLogger(__name__)
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+class WeightLoadError(ValueError):
+    pass
+
+
+def load_hf_config(model_path: str):
+    if not os.path.isfile(os.path.join(model_path, "config.json")):
+        raise FileNotFoundError(f"{model_path!r} has no config.json (expected a Hugging Face folder)")
+    return AutoConfig.from_pretrained(model_path)
+
+
+def checkpoint_files(model_path: str) -> dict[str, str]:
+    """Tensor name -> safetensors file, from the index when sharded."""
+    index = os.path.join(model_path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index) as f:
+            weight_map = json.load(f)["weight_map"]
+        return {name: os.path.join(model_path, fn) for name, fn in weight_map.items()}
+    single = os.path.join(model_path, "model.safetensors")
+    if not os.path.isfile(single):
+        raise FileNotFoundError(f"{model_path!r} has neither model.safetensors nor an index")
+    with safe_open(single, framework="pt") as f:
+        return {name: single for name in f.keys()}
+
+
+def load_weights(model: torch.nn.Module, model_path: str) -> None:
+    params = dict(model.named_parameters())  # tied weights appear once, under the first name
+    tied = getattr(model.config, "tie_word_embeddings", False)
+    files = checkpoint_files(model_path)
+    missing = sorted(n for n in params if n not in files)
+    if missing:
+        raise WeightLoadError(f"checkpoint {model_path!r} lacks tensor(s): {', '.join(missing[:8])}"
+                              + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
+    unexpected = sorted(n for n in files if n not in params and not n.endswith(_IGNORED_SUFFIXES)
+                        and not (tied and n == "lm_head.weight"))
+    if unexpected:
+        raise WeightLoadError(f"checkpoint {model_path!r} has tensor(s) the model does not use: "
+                              f"{', '.join(unexpected[:8])}")
+    by_file: dict[str, list[str]] = {}
+    for name in params:
+        by_file.setdefault(files[name], []).append(name)
+    with torch.no_grad():
+        for fn, names in by_file.items():
+            with safe_open(fn, framework="pt") as f:
+                for name in names:
+                    t = f.get_tensor(name)
+                    p = params[name]
+                    if tuple(t.shape) != tuple(p.shape):
+                        raise WeightLoadError(f"tensor {name!r} has shape {tuple(t.shape)}, "
+                                              f"the model expects {tuple(p.shape)}")
+                    p.copy_(t.to(p.dtype))
+
+
+def build_model(model_path: str, dtype: torch.dtype, device: torch.device, max_positions: int):
+    """Returns (model in eval mode on device, hf_config)."""
+    hf_config = load_hf_config(model_path)
+    cls = resolve(hf_config)
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = cls(hf_config, max_positions)
+    finally:
+        torch.set_default_dtype(prev)
+    load_weights(model, model_path)
+    log.info("loaded %s (%s) from %s", cls.__name__, dtype, model_path)
+    return model.eval(), hf_config

@@ -1,0 +1,1 @@
+"""Continuous batching on the CPU: requests, KV bookkeeping, stop conditions, detokenization."""

@@ -1,0 +1,48 @@
+"""Req: one request as the scheduler sees it (python lists, no tensors).
+
+Invariant: `kv_slots[p]` is the KV slot of position p, for p < kv_len == len(kv_slots); the
+positions in KV are a prefix of `fill_ids` (= prompt + output so far).
+- waiting (new, partly prefilled, or retracted): prefill extends KV over fill_ids until
+  kv_len == seq_len, then the sampled token is appended, so kv_len == seq_len - 1;
+- running: kv_len == seq_len - 1; a decode step puts the newest token into KV and appends one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from specpilot.core import SamplingParams
+
+
+class Req:
+    def __init__(self, rid: str, input_ids: list[int], sampling: SamplingParams, detok=None):
+        self.rid = rid
+        self.input_ids = input_ids
+        self.output_ids: list[int] = []
+        self.sampling = sampling
+        self.detok = detok  # IncrementalDetokenizer, or None with --skip-tokenizer-init
+        self.row: Optional[int] = None  # request-to-token table row while it holds KV
+        self.kv_slots: list[int] = []
+        self.finish_reason: Optional[dict] = None
+        self.retractions = 0
+        self.arrival = time.monotonic()
+        self.first_token_time: Optional[float] = None
+        self.pending_ids: list[int] = []  # new tokens since the last output message
+        self.pending_text = ""
+
+    @property
+    def fill_ids(self) -> list[int]:
+        return self.input_ids + self.output_ids
+
+    @property
+    def seq_len(self) -> int:
+        return len(self.input_ids) + len(self.output_ids)
+
+    @property
+    def kv_len(self) -> int:
+        return len(self.kv_slots)
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None

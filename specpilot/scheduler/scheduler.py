@@ -1,0 +1,274 @@
+"""Continuous batching: FCFS admission, chunked prefill, decode, retraction, stop conditions.
+
+CPU only: it hands the engine a WorkerBatch of python ints and gets back one token per request.
+One `step()` runs one forward: a prefill batch (EXTEND) when a waiting request can be admitted
+under the token budget, the KV budget and --max-running-requests, else a DECODE batch of every
+running request. When KV runs out during decode, the newest running request is retracted: its KV
+is freed and it goes back to the waiting queue to be prefilled again (prompt + output so far).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import Callable, Optional
+
+from specpilot.core import ForwardMode, GenerateInput, RequestOutput, WorkerBatch
+
+from specpilot.scheduler.kv_alloc import KVAllocator
+from specpilot.scheduler.request import Req
+
+log = logging.getLogger(__name__)
+
+
+class Scheduler:
+    def __init__(self, runner, tokenizer=None, max_running_requests: int = 64,
+                 chunked_prefill_size: int = 2048, max_prefill_tokens: int = 16384):
+        self.runner = runner  # forward(WorkerBatch) -> list[int]; .info: RunnerInfo
+        info = runner.info
+        self.tokenizer = tokenizer
+        self.context_length = info.context_length
+        self.vocab_size = info.vocab_size
+        self.eos_token_ids = set(info.eos_token_ids)
+        self.max_running = max_running_requests
+        self.chunked_prefill_size = chunked_prefill_size
+        self.max_prefill_tokens = max_prefill_tokens
+        self.alloc = KVAllocator(info.num_kv_slots, info.num_req_rows)
+        self.waiting: collections.deque[Req] = collections.deque()
+        self.running: list[Req] = []
+        self.reqs: dict[str, Req] = {}
+        self.num_retractions = 0
+        self._emit: Callable[[RequestOutput], None] = lambda out: None
+        self._tok_times: collections.deque = collections.deque()  # (time, tokens) for throughput
+
+    # ---------------------------------------------------------------- inputs
+    def set_output_callback(self, fn: Callable[[RequestOutput], None]) -> None:
+        self._emit = fn
+
+    def add_request(self, inp: GenerateInput) -> None:
+        err = self._check_input(inp)
+        if err is not None:
+            self._emit(RequestOutput(inp.rid, [], "", True, {"type": "abort", "message": err},
+                                     prompt_tokens=len(inp.input_ids), output_ids=[], text="",
+                                     error=err))
+            return
+        sp = inp.sampling
+        detok = None
+        if self.tokenizer is not None:
+            from specpilot.scheduler.detokenizer import IncrementalDetokenizer
+
+            detok = IncrementalDetokenizer(self.tokenizer, inp.input_ids, sp.skip_special_tokens,
+                                           sp.spaces_between_special_tokens, sp.stop,
+                                           sp.no_stop_trim)
+        req = Req(inp.rid, list(inp.input_ids), sp, detok)
+        if sp.max_new_tokens == 0:
+            req.finish_reason = {"type": "length", "length": 0}
+            self._emit_req(req)
+            return
+        self.reqs[req.rid] = req
+        self.waiting.append(req)
+
+    def _check_input(self, inp: GenerateInput) -> Optional[str]:
+        n = len(inp.input_ids)
+        if inp.rid in self.reqs:
+            return f"request id {inp.rid!r} is already running"
+        if n == 0:
+            return "the prompt is empty"
+        if n >= self.context_length:
+            return f"the prompt has {n} tokens; the context length is {self.context_length}"
+        if n + 1 > self.alloc.slots.capacity:
+            return f"the prompt has {n} tokens; the KV cache holds {self.alloc.slots.capacity}"
+        bad = [t for t in inp.input_ids if not 0 <= t < self.vocab_size]
+        if bad:
+            return f"token id {bad[0]} is outside the vocabulary (size {self.vocab_size})"
+        return None
+
+    def abort(self, rid: str) -> None:
+        req = self.reqs.get(rid)
+        if req is None:
+            return
+        if req in self.running:
+            self.running.remove(req)
+        else:
+            self.waiting.remove(req)
+        req.finish_reason = {"type": "abort", "message": "aborted"}
+        self._finish(req)
+
+    # ---------------------------------------------------------------- state
+    def is_idle(self) -> bool:
+        return not self.waiting and not self.running
+
+    def stats(self) -> dict:
+        now = time.monotonic()
+        while self._tok_times and now - self._tok_times[0][0] > 5.0:
+            self._tok_times.popleft()
+        toks = sum(n for _, n in self._tok_times)
+        span = (now - self._tok_times[0][0]) if self._tok_times else 0.0
+        return {"num_running": len(self.running), "num_waiting": len(self.waiting),
+                "kv_used_tokens": self.alloc.used_tokens,
+                "kv_total_tokens": self.alloc.slots.capacity,
+                "num_retractions": self.num_retractions,
+                "gen_throughput": toks / span if span > 0 else 0.0}
+
+    # ---------------------------------------------------------------- one step
+    def step(self) -> None:
+        batch = self._schedule_prefill()
+        mode = ForwardMode.EXTEND
+        if batch is None:
+            batch, mode = self._schedule_decode(), ForwardMode.DECODE
+        if batch is None:
+            return
+        reqs, prefix_lens, extend_lens = batch
+        wb = self._worker_batch(mode, reqs, prefix_lens, extend_lens)
+        try:
+            next_ids = self.runner.forward(wb)
+        except Exception as e:  # keep serving: fail this batch's requests, free their KV
+            log.exception("forward failed")
+            for req in reqs:
+                self._drop(req)
+                req.finish_reason = {"type": "abort", "message": f"internal error: {e}"}
+                self._finish(req, error=f"internal error: {e}")
+            return
+        self._process(mode, reqs, next_ids)
+
+    def _schedule_prefill(self):
+        if not self.waiting:
+            return None
+        chunking = self.chunked_prefill_size > 0
+        budget = self.chunked_prefill_size if chunking else self.max_prefill_tokens
+        reserve = len(self.running)  # one decode slot per running request
+        reqs, prefix_lens, extend_lens = [], [], []
+        for req in self.waiting:
+            remaining = req.seq_len - req.kv_len
+            if budget <= 0 or (not chunking and reqs and remaining > budget):
+                break
+            if req.row is None and len(self.running) + len(reqs) >= self.max_running:
+                break
+            take = min(remaining, budget) if chunking else remaining
+            take = min(take, self.alloc.slots.available - reserve)
+            if take <= 0 or (not chunking and take < remaining):
+                break
+            if req.row is None:
+                row = self.alloc.rows.alloc(1)
+                if row is None:
+                    break
+                req.row = row[0]
+            prefix_lens.append(req.kv_len)
+            extend_lens.append(take)
+            req.kv_slots.extend(self.alloc.slots.alloc(take))
+            reqs.append(req)
+            budget -= take
+            if take < remaining:
+                break  # FCFS: the partly prefilled request stays at the head
+        return (reqs, prefix_lens, extend_lens) if reqs else None
+
+    def _schedule_decode(self):
+        while self.running and self.alloc.slots.available < len(self.running):
+            partial = next((r for r in self.waiting if r.kv_slots), None)
+            if partial is not None:  # a partly prefilled request gives its KV back first
+                self._drop(partial)
+            elif len(self.running) == 1:
+                req = self.running.pop()
+                req.finish_reason = {"type": "abort", "message": "the KV cache is full"}
+                self._finish(req)
+            else:
+                self._retract(max(self.running, key=lambda r: r.arrival))
+        if not self.running:
+            return None
+        reqs = list(self.running)
+        prefix_lens = [r.kv_len for r in reqs]
+        for r in reqs:
+            r.kv_slots.extend(self.alloc.slots.alloc(1))
+        return reqs, prefix_lens, [1] * len(reqs)
+
+    def _retract(self, req: Req) -> None:
+        self.running.remove(req)
+        self._drop(req)
+        req.retractions += 1
+        self.num_retractions += 1
+        self.waiting.appendleft(req)
+        log.info("retracted request %s (KV full): %d tokens to prefill again", req.rid, req.seq_len)
+
+    def _worker_batch(self, mode, reqs, prefix_lens, extend_lens) -> WorkerBatch:
+        input_ids, loc = [], []
+        for req, p, e in zip(reqs, prefix_lens, extend_lens):
+            input_ids.extend(req.fill_ids[p:p + e])
+            loc.extend(req.kv_slots[p:p + e])
+        histories = None
+        if any(r.sampling.has_penalties for r in reqs):
+            histories = [(r.input_ids, r.output_ids) for r in reqs]
+        banned = [sorted((set() if r.sampling.ignore_eos else self.eos_token_ids)
+                         | set(r.sampling.stop_token_ids)) if r.sampling.min_new_tokens else []
+                  for r in reqs]
+        return WorkerBatch(mode, [r.row for r in reqs], prefix_lens, extend_lens, input_ids, loc,
+                           [r.sampling for r in reqs], [len(r.output_ids) for r in reqs], banned,
+                           histories)
+
+    # ---------------------------------------------------------------- results
+    def _process(self, mode, reqs, next_ids) -> None:
+        now = time.monotonic()
+        produced = 0
+        for req, tok in zip(reqs, next_ids):
+            if req.kv_len < req.seq_len:
+                continue  # a prefill chunk that did not reach the end of the prompt
+            if mode == ForwardMode.EXTEND:
+                self.waiting.remove(req)
+                self.running.append(req)
+            produced += 1
+            self._append_token(req, tok, now)
+            if req.finished:
+                self.running.remove(req)
+                self._finish(req)
+            else:
+                self._emit_req(req)
+        if produced:
+            self._tok_times.append((now, produced))
+
+    def _append_token(self, req: Req, tok: int, now: float) -> None:
+        sp = req.sampling
+        req.output_ids.append(tok)
+        req.pending_ids.append(tok)
+        if req.first_token_time is None:
+            req.first_token_time = now
+        n = len(req.output_ids)
+        is_stop_token = (tok in self.eos_token_ids and not sp.ignore_eos) or tok in sp.stop_token_ids
+        if is_stop_token:  # the sampler bans these while n <= min_new_tokens
+            req.finish_reason = {"type": "stop", "matched": tok}
+            if sp.no_stop_trim and req.detok is not None:
+                req.pending_text += req.detok.push([tok])[0]
+            return
+        if req.detok is not None:
+            delta, matched = req.detok.push([tok])
+            req.pending_text += delta
+            if matched is not None:
+                req.finish_reason = {"type": "stop", "matched": matched}
+                return
+        if n >= sp.max_new_tokens or req.seq_len >= self.context_length:
+            req.finish_reason = {"type": "length", "length": n}
+
+    def _drop(self, req: Req) -> None:
+        """Return the request's KV slots and table row to the pool."""
+        self.alloc.slots.free(req.kv_slots)
+        req.kv_slots = []
+        if req.row is not None:
+            self.alloc.rows.free([req.row])
+            req.row = None
+
+    def _finish(self, req: Req, error: Optional[str] = None) -> None:
+        self._drop(req)
+        self.reqs.pop(req.rid, None)
+        if req.detok is not None:
+            req.pending_text += req.detok.flush()
+        self._emit_req(req, error)
+
+    def _emit_req(self, req: Req, error: Optional[str] = None) -> None:
+        done = req.finished
+        out = RequestOutput(
+            req.rid, req.pending_ids, req.pending_text, done, req.finish_reason,
+            prompt_tokens=len(req.input_ids), completion_tokens=len(req.output_ids),
+            output_ids=list(req.output_ids) if done else None,
+            text=(req.detok.text if req.detok is not None else "") if done else None, error=error,
+            meta={"total_retractions": req.retractions})
+        req.pending_ids, req.pending_text = [], ""
+        self._emit(out)

@@ -1,0 +1,1 @@
+"""HTTP front end: FastAPI routes, tokenization, the bridge to the scheduler thread."""
