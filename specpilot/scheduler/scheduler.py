@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 from specpilot.core import ForwardMode, GenerateInput, RequestOutput, WorkerBatch
 
+from specpilot.scheduler.detokenizer import IncrementalDetokenizer
 from specpilot.scheduler.kv_alloc import KVAllocator
 from specpilot.scheduler.request import Req
 
@@ -56,8 +57,6 @@ class Scheduler:
         sp = inp.sampling
         detok = None
         if self.tokenizer is not None:
-            from specpilot.scheduler.detokenizer import IncrementalDetokenizer
-
             detok = IncrementalDetokenizer(self.tokenizer, inp.input_ids, sp.skip_special_tokens,
                                            sp.spaces_between_special_tokens, sp.stop,
                                            sp.no_stop_trim)

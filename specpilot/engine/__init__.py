@@ -1,0 +1,1 @@
+"""Engine: model runner, KV pool, sampler (owns all device tensors)."""

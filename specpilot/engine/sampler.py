@@ -1,0 +1,242 @@
+"""Batched token sampling on device tensors (CPU or GPU), free of host syncs.
+
+Contract
+--------
+`SamplingBatch.from_params(...)` turns per-request `SamplingParams` (python values the scheduler
+owns) into per-row device tensors once per step. `sample(logits[B, V], batch) -> ids[B] int64`
+then runs only tensor ops: no `.item()`, no `.tolist()`, no data-dependent python branches.
+Every python flag it branches on (`all_greedy`, `has_top_p`, ...) was computed on the host from
+the params, so the only device->host copy is the one the caller makes of the result.
+`from_params` moves its host lists through pinned memory with non_blocking copies (no stream
+sync on CUDA). `sample` never writes into the caller's logits.
+
+Order of operations (fp32 throughout):
+  1. penalties (`apply_penalties`): repetition (HF style, prompt + output tokens: logit > 0 is
+     divided by the penalty, logit < 0 multiplied), then frequency (`- f * count`) and presence
+     (`- p * (count > 0)`), both over output tokens only;
+  2. min_new_tokens: ids in `banned_until_min[i]` get -inf while steps[i] < min_new_tokens;
+  3. all rows greedy (temperature == 0 or top_k == 1) -> argmax (fast path);
+  4. otherwise per row: greedy rows take argmax; the others divide by temperature, apply top-k,
+     top-p (smallest set whose cumulative probability is >= top_p; the top token always stays),
+     min-p (drop p < min_p * p_max) and sample with the exponential race argmax(p / E),
+     E ~ Exp(1) i.i.d., which draws from p without a cumsum/multinomial host sync.
+
+Seeding: a row with `seed` set draws its E from a `torch.Generator` seeded with
+`_mix(seed, steps[i])`, so a request's draws depend only on (seed, step, V, device) and not on
+which other rows share the batch. Unseeded rows use the default generator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+from specpilot.core import SamplingParams
+
+_MASK64 = (1 << 64) - 1
+
+
+def _h2d(data, dtype: torch.dtype, device) -> torch.Tensor:
+    """Host list -> device tensor without a stream sync (pinned staging, non_blocking copy)."""
+    t = torch.tensor(data, dtype=dtype)
+    if torch.device(device).type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+def _mix(seed: int, step: int) -> int:
+    """Deterministic 63-bit generator seed from (request seed, step): splitmix64 finalizer."""
+    z = (seed * 0x9E3779B97F4A7C15 + (step + 1) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (z ^ (z >> 31)) & ((1 << 63) - 1)
+
+
+@dataclass
+class SamplingBatch:
+    """Per-row sampling state for one step. B rows, vocabulary V. All tensors on `device`."""
+
+    temperature: torch.Tensor  # [B] fp32; 1.0 on greedy rows (never divided by zero)
+    greedy: torch.Tensor  # [B] bool; temperature == 0 or top_k == 1
+    top_p: torch.Tensor  # [B] fp32 in (0, 1]
+    top_k: torch.Tensor  # [B] int64 in [1, V]; V when off
+    min_p: torch.Tensor  # [B] fp32 in [0, 1]
+    repetition_penalty: Optional[torch.Tensor]  # [B] fp32, or None when no row has penalties
+    frequency_penalty: Optional[torch.Tensor]  # [B] fp32
+    presence_penalty: Optional[torch.Tensor]  # [B] fp32
+    output_counts: Optional[torch.Tensor]  # [B, V] fp32: occurrences in the row's output ids
+    seen_mask: Optional[torch.Tensor]  # [B, V] bool: token in the row's prompt or output ids
+    ban_rows: Optional[torch.Tensor]  # [N] int64: (row, id) pairs set to -inf (min_new_tokens)
+    ban_cols: Optional[torch.Tensor]  # [N] int64
+    seeds: list[Optional[int]]  # host: request seeds (a Generator is seeded on the host)
+    generator_seeds: list[Optional[int]]  # host: _mix(seed, step) per seeded row, else None
+    vocab_size: int
+    all_greedy: bool
+    has_top_k: bool
+    has_top_p: bool
+    has_min_p: bool
+    max_top_k: int  # largest active top_k (< V) among sampled rows; V if none
+
+    @property
+    def batch_size(self) -> int:
+        return self.temperature.shape[0]
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.output_counts is not None
+
+    @classmethod
+    def from_params(
+        cls,
+        params: Sequence[SamplingParams],
+        steps: Sequence[int],
+        token_histories: Optional[Sequence[tuple[list[int], list[int]]]],
+        vocab_size: int,
+        device: torch.device | str,
+        banned_until_min: Optional[Sequence[list[int]]] = None,
+    ) -> "SamplingBatch":
+        """Build the batch. `steps[i]`: tokens row i has generated so far. `token_histories[i]`:
+        (prompt_ids, output_ids) of row i, required only when some row has penalties.
+        `banned_until_min[i]`: ids banned while steps[i] < params[i].min_new_tokens (the row's
+        EOS ids + stop_token_ids); None means nothing is banned."""
+        B, V = len(params), vocab_size
+        assert len(steps) == B, (len(steps), B)
+        greedy = [p.greedy for p in params]
+        top_k = [V if (p.top_k < 0 or p.top_k > V) else p.top_k for p in params]
+        sampled = [i for i in range(B) if not greedy[i]]
+
+        def f32(xs):
+            return _h2d(xs, torch.float32, device)
+
+        rep = freq = pres = counts = seen = None
+        if any(p.has_penalties for p in params):
+            assert token_histories is not None and len(token_histories) == B, \
+                "token_histories is required when a row has penalties"
+            rep = f32([p.repetition_penalty for p in params])
+            freq = f32([p.frequency_penalty for p in params])
+            pres = f32([p.presence_penalty for p in params])
+            out_r, out_c, seen_r, seen_c = [], [], [], []
+            for i, (prompt_ids, output_ids) in enumerate(token_histories):
+                if not params[i].has_penalties:
+                    continue
+                out_r += [i] * len(output_ids)
+                out_c += list(output_ids)
+                seen_r += [i] * (len(prompt_ids) + len(output_ids))
+                seen_c += list(prompt_ids) + list(output_ids)
+            idx = lambda xs: _h2d(xs, torch.int64, device)  # noqa: E731
+            counts = torch.zeros(B, V, dtype=torch.float32, device=device)  # [B, V]
+            counts.index_put_((idx(out_r), idx(out_c)),
+                              torch.ones(len(out_r), dtype=torch.float32, device=device),
+                              accumulate=True)
+            seen = torch.zeros(B, V, dtype=torch.bool, device=device)  # [B, V]
+            seen.index_put_((idx(seen_r), idx(seen_c)),  # device-side fill: no scalar copy
+                            torch.ones((), dtype=torch.bool, device=device))
+
+        ban_rows = ban_cols = None
+        if banned_until_min is not None:
+            assert len(banned_until_min) == B
+            rows, cols = [], []
+            for i, ids in enumerate(banned_until_min):
+                if steps[i] < params[i].min_new_tokens:
+                    keep = [t for t in ids if 0 <= t < V]
+                    rows += [i] * len(keep)
+                    cols += keep
+            if rows:
+                ban_rows, ban_cols = _h2d(rows, torch.int64, device), _h2d(cols, torch.int64, device)
+
+        seeds = [p.seed for p in params]
+        return cls(
+            temperature=f32([1.0 if greedy[i] else float(p.temperature)
+                             for i, p in enumerate(params)]),
+            greedy=_h2d(greedy, torch.bool, device),
+            top_p=f32([p.top_p for p in params]),
+            top_k=_h2d(top_k, torch.int64, device),
+            min_p=f32([p.min_p for p in params]),
+            repetition_penalty=rep, frequency_penalty=freq, presence_penalty=pres,
+            output_counts=counts, seen_mask=seen, ban_rows=ban_rows, ban_cols=ban_cols,
+            seeds=seeds,
+            generator_seeds=[None if (s is None or greedy[i]) else _mix(s, steps[i])
+                             for i, s in enumerate(seeds)],
+            vocab_size=V,
+            all_greedy=not sampled,
+            has_top_k=any(top_k[i] < V for i in sampled),
+            has_top_p=any(params[i].top_p < 1.0 for i in sampled),
+            has_min_p=any(params[i].min_p > 0.0 for i in sampled),
+            max_top_k=max([top_k[i] for i in sampled if top_k[i] < V], default=V),
+        )
+
+
+def apply_penalties(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """Penalized copy of `logits` [B, V] fp32 (see module docstring); identity without penalties."""
+    if not batch.has_penalties:
+        return logits
+    rep = batch.repetition_penalty[:, None]  # [B, 1]
+    repeated = torch.where(logits > 0, logits / rep, logits * rep)  # [B, V]
+    logits = torch.where(batch.seen_mask, repeated, logits)
+    counts = batch.output_counts  # [B, V]
+    logits = logits - batch.frequency_penalty[:, None] * counts
+    logits = logits - batch.presence_penalty[:, None] * (counts > 0).to(logits.dtype)
+    return logits
+
+
+def _filtered_probs(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """Temperature, top-k, top-p, min-p on `logits` [B, V] fp32 -> unnormalized probs [B, V]."""
+    B, V = logits.shape
+    logits = logits / batch.temperature[:, None]
+    neg_inf = torch.finfo(logits.dtype).min  # finite: keeps softmax NaN-free
+    if batch.has_top_p:
+        # One descending sort serves both top-k and top-p.
+        sorted_logits, order = logits.sort(dim=-1, descending=True)  # [B, V] each
+        rank = torch.arange(V, device=logits.device)[None, :]  # [1, V]
+        sorted_logits = sorted_logits.masked_fill(rank >= batch.top_k[:, None], neg_inf)
+        sorted_probs = sorted_logits.softmax(dim=-1)  # [B, V]
+        mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # [B, V]
+        # rank 0 has mass_before 0 < top_p, so the top token is always kept; rows with top_p == 1
+        # drop nothing (fp32 cumsum may reach 1.0 early), so a row never depends on its batch.
+        drop = (mass_before >= batch.top_p[:, None]) & (batch.top_p < 1.0)[:, None]
+        sorted_logits = sorted_logits.masked_fill(drop, neg_inf)
+        logits = torch.empty_like(logits).scatter_(1, order, sorted_logits)
+    elif batch.has_top_k:
+        k = min(batch.max_top_k, V)
+        top_vals = logits.topk(k, dim=-1).values  # [B, k] descending
+        kth = top_vals.gather(1, (batch.top_k.clamp(max=k) - 1)[:, None])  # [B, 1]
+        on = (batch.top_k <= k)[:, None]  # [B, 1]; rows with top-k off (k == V) keep all
+        logits = logits.masked_fill(on & (logits < kth), neg_inf)
+    probs = logits.softmax(dim=-1)  # [B, V]
+    if batch.has_min_p:
+        p_max = probs.max(dim=-1, keepdim=True).values  # [B, 1]
+        probs = probs.masked_fill(probs < batch.min_p[:, None] * p_max, 0.0)
+    return probs
+
+
+def _exponential_noise(batch: SamplingBatch, shape: tuple[int, int], device) -> torch.Tensor:
+    """E ~ Exp(1) of `shape` [B, V]; seeded rows from their own generators."""
+    noise = torch.empty(shape, dtype=torch.float32, device=device).exponential_()
+    for i, gseed in enumerate(batch.generator_seeds):
+        if gseed is not None:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(gseed)
+            noise[i] = torch.empty(shape[1], dtype=torch.float32,
+                                   device=device).exponential_(generator=gen)
+    return noise.clamp_min_(torch.finfo(torch.float32).tiny)  # no division by an exact 0
+
+
+def sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """logits [B, V] (any float dtype) -> sampled ids [B] int64 on the same device."""
+    assert logits.dim() == 2 and logits.shape[0] == batch.batch_size, tuple(logits.shape)
+    logits = logits.float()
+    if batch.has_penalties:
+        logits = apply_penalties(logits, batch)
+    if batch.ban_rows is not None:
+        # out of place: logits.float() may alias the caller's tensor
+        logits = logits.index_put((batch.ban_rows, batch.ban_cols),
+                                  torch.full((), float("-inf"), device=logits.device))
+    argmax = logits.argmax(dim=-1)  # [B]
+    if batch.all_greedy:
+        return argmax
+    probs = _filtered_probs(logits, batch)  # [B, V]
+    noise = _exponential_noise(batch, tuple(probs.shape), probs.device)  # [B, V]
+    drawn = (probs / noise).argmax(dim=-1)  # [B]
+    return torch.where(batch.greedy, argmax, drawn)

@@ -1,0 +1,170 @@
+"""Unit tests for specpilot.engine.sampler (CPU)."""
+
+import pytest
+import torch
+
+from specpilot.core import SamplingParams
+from specpilot.engine.sampler import SamplingBatch, apply_penalties, sample
+
+V = 32
+
+
+def make(params, steps=None, hist=None, banned=None, vocab=V):
+    steps = steps if steps is not None else [0] * len(params)
+    return SamplingBatch.from_params(params, steps, hist, vocab, "cpu", banned_until_min=banned)
+
+
+def rand_logits(b, v=V, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, v, generator=g) * 3).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_greedy_is_argmax(dtype):
+    logits = rand_logits(6, dtype=dtype)
+    batch = make([SamplingParams(temperature=0.0) for _ in range(6)])
+    assert batch.all_greedy
+    out = sample(logits, batch)
+    assert out.dtype == torch.int64 and out.shape == (6,)
+    assert torch.equal(out, logits.float().argmax(-1))
+
+
+def test_top_k_one_is_argmax():
+    logits = rand_logits(5)
+    out = sample(logits, make([SamplingParams(temperature=1.5, top_k=1) for _ in range(5)]))
+    assert torch.equal(out, logits.argmax(-1))
+
+
+def test_tiny_top_p_picks_argmax():
+    logits = rand_logits(8)
+    batch = make([SamplingParams(temperature=1.0, top_p=1e-6) for _ in range(8)])
+    assert not batch.all_greedy and batch.has_top_p
+    for _ in range(20):
+        assert torch.equal(sample(logits, batch), logits.argmax(-1))
+
+
+def test_min_p_one_picks_argmax():
+    logits = rand_logits(8)
+    batch = make([SamplingParams(temperature=2.0, min_p=1.0) for _ in range(8)])
+    for _ in range(20):
+        assert torch.equal(sample(logits, batch), logits.argmax(-1))
+
+
+def test_top_k_restricts_support():
+    logits = rand_logits(4)
+    batch = make([SamplingParams(temperature=5.0, top_k=3) for _ in range(3)]
+                 + [SamplingParams(temperature=5.0)])  # row 3: top-k off
+    top3 = logits.topk(3, dim=-1).indices
+    seen_outside = False
+    for _ in range(200):
+        out = sample(logits, batch)
+        for r in range(3):
+            assert out[r] in top3[r]
+        seen_outside |= bool(out[3] not in top3[3])
+    assert seen_outside  # the unrestricted row is not clipped by the other rows' top_k
+
+
+def test_top_p_support():
+    # probs 0.5, 0.3, 0.15, 0.05: top_p=0.7 keeps {0, 1} (0.5 < 0.7 <= 0.8)
+    p = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    batch = make([SamplingParams(temperature=1.0, top_p=0.7)], vocab=4)
+    drawn = {int(sample(p.log(), batch)) for _ in range(300)}
+    assert drawn == {0, 1}
+
+
+def test_seeded_reproducible_and_batch_independent():
+    logits = rand_logits(4, seed=1)
+    row = logits[2:3]
+    mine = SamplingParams(temperature=1.0, seed=1234)
+    alone = [int(sample(row, make([mine], steps=[s]))) for s in range(30)]
+    again = [int(sample(row, make([mine], steps=[s]))) for s in range(30)]
+    assert alone == again
+    assert len(set(alone)) > 1  # the step changes the draw
+    others = [SamplingParams(temperature=0.7, top_p=0.9), SamplingParams(temperature=0.0),
+              SamplingParams(temperature=1.3, top_k=5, seed=7)]
+    for s in range(30):
+        batch = make(others[:2] + [mine] + others[2:], steps=[3, 9, s, 11])
+        assert int(sample(logits, batch)[2]) == alone[s]
+
+
+def test_temperature_one_matches_softmax():
+    torch.manual_seed(0)
+    logits = torch.tensor([[1.0, 0.0, -0.5, 2.0]])
+    n = 20000
+    batch = make([SamplingParams(temperature=1.0)] * n, vocab=4)
+    out = sample(logits.expand(n, 4), batch)
+    freq = torch.bincount(out, minlength=4).float() / n
+    assert (freq - logits.softmax(-1)[0]).abs().max() < 0.02
+
+
+def test_temperature_scales_distribution():
+    torch.manual_seed(1)
+    logits = torch.tensor([[1.0, 0.0, -0.5, 2.0]])
+    n = 20000
+    batch = make([SamplingParams(temperature=0.5, top_k=3)] * n, vocab=4)
+    out = sample(logits.expand(n, 4), batch)
+    freq = torch.bincount(out, minlength=4).float() / n
+    expect = (logits / 0.5).masked_fill(logits < 0.0, float("-inf")).softmax(-1)[0]
+    assert freq[2] == 0
+    assert (freq - expect).abs().max() < 0.02
+
+
+def test_penalties():
+    logits = torch.tensor([[2.0, -2.0, 1.0, -1.0, 0.5, 3.0]])
+    prompt, output = [0, 1], [2, 2, 3]
+    p = SamplingParams(repetition_penalty=2.0, frequency_penalty=0.5, presence_penalty=0.25)
+    batch = make([p], steps=[3], hist=[(prompt, output)], vocab=6)
+    got = apply_penalties(logits, batch)
+    expect = torch.tensor([[
+        2.0 / 2,  # prompt token, positive: divided
+        -2.0 * 2,  # prompt token, negative: multiplied
+        1.0 / 2 - 0.5 * 2 - 0.25,  # output twice
+        -1.0 * 2 - 0.5 * 1 - 0.25,  # output once
+        0.5, 3.0]])  # untouched
+    torch.testing.assert_close(got, expect)
+
+
+def test_penalties_only_on_penalized_rows():
+    logits = rand_logits(2, v=6)
+    hist = [([0, 1], [2, 3]), ([0, 1], [2, 3])]
+    batch = make([SamplingParams(repetition_penalty=1.5, presence_penalty=1.0),
+                  SamplingParams()], steps=[2, 2], hist=hist, vocab=6)
+    got = apply_penalties(logits, batch)
+    assert torch.equal(got[1], logits[1])
+    assert not torch.equal(got[0], logits[0])
+    # sample() applies them too: a huge presence penalty avoids the generated tokens
+    logits = torch.zeros(1, 6)
+    logits[0, 2] = 5.0
+    batch = make([SamplingParams(temperature=0.0, presence_penalty=2.0, frequency_penalty=2.0)],
+                 steps=[2], hist=[([], [2, 2])], vocab=6)
+    assert int(sample(logits, batch)) != 2
+
+
+def test_min_new_tokens_ban():
+    logits = torch.zeros(2, 8)
+    logits[:, 7] = 10.0  # 7 plays EOS
+    p = SamplingParams(temperature=0.0, min_new_tokens=3)
+    banned = [[7, 5], [7, 5]]
+    before = logits.clone()
+    out = sample(logits, make([p, p], steps=[1, 3], banned=banned, vocab=8))
+    assert int(out[0]) != 7 and int(out[1]) == 7
+    assert torch.equal(logits, before)  # the caller's logits are not written
+    # sampled rows too: EOS and 5 never drawn while banned
+    q = SamplingParams(temperature=1.0, min_new_tokens=2)
+    batch = make([q] * 500, steps=[0] * 500, banned=[[7, 5]] * 500, vocab=8)
+    out = sample(logits.new_zeros(500, 8), batch)
+    assert not ((out == 7) | (out == 5)).any()
+
+
+def test_mixed_greedy_and_sampled_rows():
+    logits = rand_logits(6, seed=3)
+    params = [SamplingParams(temperature=0.0), SamplingParams(temperature=1.0),
+              SamplingParams(temperature=0.8, top_k=1), SamplingParams(temperature=1.0, top_p=0.9),
+              SamplingParams(temperature=0.0, top_p=0.5), SamplingParams(temperature=3.0)]
+    batch = make(params)
+    assert not batch.all_greedy
+    greedy_rows = [0, 2, 4]
+    draws = torch.stack([sample(logits, batch) for _ in range(200)])  # [200, 6]
+    for r in greedy_rows:
+        assert (draws[:, r] == logits[r].argmax()).all()
+    assert len(set(draws[:, 5].tolist())) > 1  # a hot row really samples
