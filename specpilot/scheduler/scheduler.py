@@ -15,7 +15,6 @@ import time
 from typing import Callable, Optional
 
 from specpilot.core import ForwardMode, GenerateInput, RequestOutput, WorkerBatch
-
 from specpilot.scheduler.detokenizer import IncrementalDetokenizer
 from specpilot.scheduler.kv_alloc import KVAllocator
 from specpilot.scheduler.request import Req
