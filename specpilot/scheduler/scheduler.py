@@ -93,6 +93,14 @@ class Scheduler:
         req.finish_reason = {"type": "abort", "message": "aborted"}
         self._finish(req)
 
+    def abort_all(self, message: str) -> None:
+        """Finish every request with an error and return all KV (after an internal failure)."""
+        for req in list(self.waiting) + list(self.running):
+            req.finish_reason = {"type": "abort", "message": message}
+            self._finish(req, error=message)
+        self.waiting.clear()
+        self.running.clear()
+
     # ---------------------------------------------------------------- state
     def is_idle(self) -> bool:
         return not self.waiting and not self.running

@@ -8,11 +8,14 @@ progress; the last one has `finished=True`. `abort(rid)` frees the request's KV 
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from typing import Callable, Optional
 
 from specpilot.core import AbortInput, GenerateInput, RequestOutput
+
+log = logging.getLogger(__name__)
 
 
 class EngineClient:
@@ -75,9 +78,16 @@ class EngineClient:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._drain_inbox(block=self.scheduler.is_idle())
-            if not self.scheduler.is_idle():
-                self.scheduler.step()
+            try:
+                self._drain_inbox(block=self.scheduler.is_idle())
+                if not self.scheduler.is_idle():
+                    self.scheduler.step()
+            except Exception as e:  # never leave clients hanging on a dead loop
+                log.exception("scheduler loop error; failing all requests in flight")
+                self.scheduler.abort_all(f"internal error: {e}")
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="scheduler", daemon=True)
