@@ -68,7 +68,7 @@ def top2_gap(eng, ids):
     positions = t(list(range(len(ids))), device=dev)
     runner.req_to_token.write(t([0] * len(ids), device=dev), positions, t(loc, device=dev))
     backend = runner.backend.prepare([0], [0], [len(ids)], t(loc, device=dev))
-    hidden = runner.model(t(ids, device=dev), positions, backend)
+    hidden, _ = runner.model(t(ids, device=dev), positions, backend)
     logits = runner.model.compute_logits(hidden[-1:])[0]
     top = torch.topk(logits, 2).values
     return float(top[0] - top[1])

@@ -150,7 +150,9 @@ class WorkerBatch:
     Request i owns rows [sum(extend_lens[:i]), sum(extend_lens[:i+1])) of the flat lists; its new
     rows sit at positions prefix_lens[i] .. prefix_lens[i] + extend_lens[i] - 1 and are written to
     the KV slots out_cache_loc (same rows). The engine samples one next token per request from the
-    last row of each request.
+    last row of each request. A speculative DECODE (engine decode_len B > 1) gives each request
+    extend_lens[i] = B rows and B slots, but input_ids holds only each request's anchor (its
+    newest token): the speculative worker fills the other rows with its drafts.
     """
 
     mode: ForwardMode
@@ -167,3 +169,16 @@ class WorkerBatch:
     @property
     def batch_size(self) -> int:
         return len(self.req_pool_indices)
+
+
+@dataclass
+class StepOutput:
+    """What the engine returns for a WorkerBatch: the new tokens of each request, in order.
+
+    ar: one token per request. Speculative DECODE: the accepted drafts plus the bonus token;
+    `num_accepted[i]` (drafts accepted, bonus excluded) and `num_proposed` are set then.
+    """
+
+    tokens: list[list[int]]
+    num_accepted: Optional[list[int]] = None
+    num_proposed: int = 0

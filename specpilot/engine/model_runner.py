@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specpilot.core import WorkerBatch
+from specpilot.core import StepOutput, WorkerBatch
 from specpilot.engine.attention_backend import TorchNativeBackend
 from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
 from specpilot.engine.sampler import SamplingBatch, sample
@@ -34,6 +34,7 @@ class RunnerInfo:
     num_req_rows: int
     eos_token_ids: tuple[int, ...]
     architecture: str
+    decode_len: int = 1  # KV rows a DECODE step writes per request (the verify block when speculating)
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -115,21 +116,36 @@ class ModelRunner:
         budget = int(total * mem_fraction_static) - used
         return max(budget // per_token, 0)
 
-    @torch.inference_mode()
-    def forward(self, wb: WorkerBatch) -> list[int]:
+    def run_target(self, rows: list[int], prefix_lens: list[int], extend_lens: list[int],
+                   input_ids: torch.Tensor, loc: torch.Tensor, capture: tuple[int, ...] = ()):
+        """One target forward over ragged new rows; writes their KV. Returns (hidden, aux).
+
+        Request i has extend_lens[i] new rows at positions prefix_lens[i].. in table row rows[i];
+        input_ids and loc [T] are the flat rows. hidden [T, H]; aux [T, n*H] or None.
+        """
         dev = self.device
         positions_l, rows_l = [], []
-        for row, prefix, ext in zip(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens):
+        for row, prefix, ext in zip(rows, prefix_lens, extend_lens):
             positions_l.extend(range(prefix, prefix + ext))
             rows_l.extend([row] * ext)
-        input_ids = torch.tensor(wb.input_ids, dtype=torch.int64, device=dev)
         positions = torch.tensor(positions_l, dtype=torch.int64, device=dev)
-        loc = torch.tensor(wb.out_cache_loc, dtype=torch.int64, device=dev)
         self.req_to_token.write(torch.tensor(rows_l, dtype=torch.int64, device=dev), positions, loc)
-        backend = self.backend.prepare(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens, loc)
-        hidden = self.model(input_ids, positions, backend)
-        last = torch.tensor(wb.extend_lens, device=dev).cumsum(0) - 1
-        logits = self.model.compute_logits(hidden[last])  # [B, vocab] fp32
-        sb = SamplingBatch.from_params(wb.sampling, wb.steps, wb.histories, self.info.vocab_size,
-                                       dev, banned_until_min=wb.banned)
-        return sample(logits, sb).tolist()  # the step's one device-to-host copy
+        backend = self.backend.prepare(rows, prefix_lens, extend_lens, loc)
+        return self.model(input_ids, positions, backend, capture)
+
+    def sampling_batch(self, wb: WorkerBatch) -> SamplingBatch:
+        return SamplingBatch.from_params(wb.sampling, wb.steps, wb.histories, self.info.vocab_size,
+                                         self.device, banned_until_min=wb.banned)
+
+    def tensor(self, xs: list[int]) -> torch.Tensor:
+        return torch.tensor(xs, dtype=torch.int64, device=self.device)
+
+    @torch.inference_mode()
+    def forward(self, wb: WorkerBatch) -> StepOutput:
+        """EXTEND or DECODE: one sampled token per request, from its last row."""
+        hidden, _ = self.run_target(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens,
+                                    self.tensor(wb.input_ids), self.tensor(wb.out_cache_loc))
+        last = self.tensor(wb.extend_lens).cumsum(0) - 1
+        logits = self.model.compute_logits(hidden[last])  # [B, V] fp32
+        tokens = sample(logits, self.sampling_batch(wb)).tolist()  # the step's one D2H copy
+        return StepOutput([[t] for t in tokens])

@@ -1,8 +1,8 @@
 """LlamaForCausalLM and Qwen3ForCausalLM (Llama plus per-head q/k RMSNorm).
 
 Parameter names equal the Hugging Face checkpoint's (`model.layers.N.self_attn.q_proj.weight`).
-forward(input_ids [T], positions [T], backend) -> hidden [T, hidden]; the runner picks the rows
-that need logits and calls compute_logits(hidden [N, hidden]) -> [N, vocab] (fp32).
+forward(input_ids [T], positions [T], backend, capture) -> (hidden [T, H], aux features or None);
+the runner picks the rows that need logits and calls compute_logits(hidden [N, H]) -> [N, V] fp32.
 """
 
 import torch
@@ -51,11 +51,23 @@ class DecoderModel(nn.Module):
             DecoderLayer(c, i, self.rotary_emb, qk_norm) for i in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
-    def forward(self, input_ids, positions, backend):
+    def forward(self, input_ids, positions, backend, capture: tuple[int, ...] = ()):
+        """Returns (hidden [T, H] after the final norm, aux [T, len(capture) * H] or None).
+
+        aux concatenates the outputs of the decoder layers named in `capture`, which is HF's
+        `hidden_states[id + 1]` (for the last layer HF reports it after the final norm: so do we).
+        """
         x = self.embed_tokens(input_ids)
-        for layer in self.layers:
+        feats = {}
+        for i, layer in enumerate(self.layers):
             x = layer(positions, x, backend)
-        return self.norm(x)
+            if i in capture:
+                feats[i] = x
+        h = self.norm(x)
+        if not capture:
+            return h, None
+        last = len(self.layers) - 1
+        return h, torch.cat([h if i == last else feats[i] for i in capture], dim=-1)
 
 
 class LlamaForCausalLM(nn.Module):
@@ -69,8 +81,11 @@ class LlamaForCausalLM(nn.Module):
         if getattr(hf_config, "tie_word_embeddings", False):
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, input_ids, positions, backend):
-        return self.model(input_ids, positions, backend)
+    def forward(self, input_ids, positions, backend, capture: tuple[int, ...] = ()):
+        return self.model(input_ids, positions, backend, capture)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.embed_tokens
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden).float()

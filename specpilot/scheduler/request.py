@@ -15,6 +15,34 @@ from typing import Optional
 from specpilot.core import SamplingParams
 
 
+class SpecCounters:
+    """Per-request speculative counters, named as SGLang's meta_info keys."""
+
+    def __init__(self):
+        self.verify_ct = 0
+        self.num_correct = 0
+        self.num_proposed = 0
+        self.accept_histogram: list[int] = []  # [a] = verify steps that accepted a drafts
+
+    def record(self, accepted: int, proposed: int) -> None:
+        self.verify_ct += 1
+        self.num_correct += accepted
+        self.num_proposed += proposed
+        if len(self.accept_histogram) <= proposed:
+            self.accept_histogram.extend([0] * (proposed + 1 - len(self.accept_histogram)))
+        self.accept_histogram[accepted] += 1
+
+    def meta(self, completion_tokens: int) -> dict:
+        if not self.verify_ct:
+            return {}
+        return {"spec_verify_ct": self.verify_ct,
+                "spec_accept_length": completion_tokens / self.verify_ct,
+                "spec_accept_rate": self.num_correct / max(self.num_proposed, 1),
+                "spec_num_correct_drafts": self.num_correct,
+                "spec_num_proposed_drafts": self.num_proposed,
+                "spec_correct_drafts_histogram": list(self.accept_histogram)}
+
+
 class Req:
     def __init__(self, rid: str, input_ids: list[int], sampling: SamplingParams, detok=None):
         self.rid = rid
@@ -30,6 +58,7 @@ class Req:
         self.first_token_time: Optional[float] = None
         self.pending_ids: list[int] = []  # new tokens since the last output message
         self.pending_text = ""
+        self.spec = SpecCounters()
 
     @property
     def fill_ids(self) -> list[int]:

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Callable, Optional
 
-from specpilot.core import ForwardMode, GenerateInput, RequestOutput, WorkerBatch
+from specpilot.core import ForwardMode, GenerateInput, RequestOutput, StepOutput, WorkerBatch
 from specpilot.scheduler.detokenizer import IncrementalDetokenizer
 from specpilot.scheduler.kv_alloc import KVAllocator
 from specpilot.scheduler.request import Req
@@ -35,6 +35,7 @@ class Scheduler:
         self.chunked_prefill_size = chunked_prefill_size
         self.max_prefill_tokens = max_prefill_tokens
         self.alloc = KVAllocator(info.num_kv_slots, info.num_req_rows)
+        self.decode_len = getattr(info, "decode_len", 1)  # KV rows per request per DECODE step
         self.waiting: collections.deque[Req] = collections.deque()
         self.running: list[Req] = []
         self.reqs: dict[str, Req] = {}
@@ -128,7 +129,7 @@ class Scheduler:
         reqs, prefix_lens, extend_lens = batch
         wb = self._worker_batch(mode, reqs, prefix_lens, extend_lens)
         try:
-            next_ids = self.runner.forward(wb)
+            result = self.runner.forward(wb)
         except Exception as e:  # keep serving: fail this batch's requests, free their KV
             log.exception("forward failed")
             for req in reqs:
@@ -136,7 +137,7 @@ class Scheduler:
                 req.finish_reason = {"type": "abort", "message": f"internal error: {e}"}
                 self._finish(req, error=f"internal error: {e}")
             return
-        self._process(mode, reqs, next_ids)
+        self._process(mode, reqs, result)
 
     def _schedule_prefill(self):
         if not self.waiting:
@@ -170,7 +171,8 @@ class Scheduler:
         return (reqs, prefix_lens, extend_lens) if reqs else None
 
     def _schedule_decode(self):
-        while self.running and self.alloc.slots.available < len(self.running):
+        need = self.decode_len
+        while self.running and self.alloc.slots.available < need * len(self.running):
             partial = next((r for r in self.waiting if r.kv_slots), None)
             if partial is not None:  # a partly prefilled request gives its KV back first
                 self._drop(partial)
@@ -185,8 +187,8 @@ class Scheduler:
         reqs = list(self.running)
         prefix_lens = [r.kv_len for r in reqs]
         for r in reqs:
-            r.kv_slots.extend(self.alloc.slots.alloc(1))
-        return reqs, prefix_lens, [1] * len(reqs)
+            r.kv_slots.extend(self.alloc.slots.alloc(need))
+        return reqs, prefix_lens, [need] * len(reqs)
 
     def _retract(self, req: Req) -> None:
         self.running.remove(req)
@@ -199,7 +201,8 @@ class Scheduler:
     def _worker_batch(self, mode, reqs, prefix_lens, extend_lens) -> WorkerBatch:
         input_ids, loc = [], []
         for req, p, e in zip(reqs, prefix_lens, extend_lens):
-            input_ids.extend(req.fill_ids[p:p + e])
+            # a speculative DECODE sends only the anchor; its drafts fill the other rows
+            input_ids.extend(req.fill_ids[p:p + (1 if mode == ForwardMode.DECODE else e)])
             loc.extend(req.kv_slots[p:p + e])
         histories = None
         if any(r.sampling.has_penalties for r in reqs):
@@ -212,21 +215,29 @@ class Scheduler:
                            histories)
 
     # ---------------------------------------------------------------- results
-    def _process(self, mode, reqs, next_ids) -> None:
+    def _process(self, mode, reqs, result: StepOutput) -> None:
         now = time.monotonic()
         produced = 0
-        for req, tok in zip(reqs, next_ids):
+        for i, (req, toks) in enumerate(zip(reqs, result.tokens)):
             if req.kv_len < req.seq_len:
                 continue  # a prefill chunk that did not reach the end of the prompt
             if mode == ForwardMode.EXTEND:
                 self.waiting.remove(req)
                 self.running.append(req)
-            produced += 1
-            self._append_token(req, tok, now)
+            elif result.num_accepted is not None:
+                req.spec.record(result.num_accepted[i], result.num_proposed)
+            for tok in toks:  # a stop inside an accepted run ends the request at that token
+                produced += 1
+                self._append_token(req, tok, now)
+                if req.finished:
+                    break
             if req.finished:
                 self.running.remove(req)
                 self._finish(req)
             else:
+                # rollback by length: KV keeps positions < seq_len - 1 (rejected rows go back)
+                self.alloc.slots.free(req.kv_slots[req.seq_len - 1:])
+                del req.kv_slots[req.seq_len - 1:]
                 self._emit_req(req)
         if produced:
             self._tok_times.append((now, produced))
@@ -275,6 +286,6 @@ class Scheduler:
             prompt_tokens=len(req.input_ids), completion_tokens=len(req.output_ids),
             output_ids=list(req.output_ids) if done else None,
             text=(req.detok.text if req.detok is not None else "") if done else None, error=error,
-            meta={"total_retractions": req.retractions})
+            meta={"total_retractions": req.retractions, **req.spec.meta(len(req.output_ids))})
         req.pending_ids, req.pending_text = [], ""
         self._emit(out)

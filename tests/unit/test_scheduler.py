@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specpilot.core import ForwardMode, GenerateInput, SamplingParams
+from specpilot.core import ForwardMode, GenerateInput, SamplingParams, StepOutput
 from specpilot.scheduler.scheduler import Scheduler
 
 V = 100
@@ -23,8 +23,8 @@ class CountingRunner:
         ends, out = 0, []
         for e in wb.extend_lens:
             ends += e
-            out.append((wb.input_ids[ends - 1] + 1) % V)
-        return out
+            out.append([(wb.input_ids[ends - 1] + 1) % V])
+        return StepOutput(out)
 
 
 def run(sched, inputs):

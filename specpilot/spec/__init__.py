@@ -1,0 +1,1 @@
+"""Speculative decoding: drafters, draft KV, the stock worker, accept rules."""

@@ -1,0 +1,53 @@
+"""Shared pytest setup.
+
+- `demo_model_dir` (session): the converted SmolLM2-135M-Instruct folder (prepared once and
+  cached under $SPECPILOT_CACHE, see specpilot/demo.py).
+- `@pytest.mark.gpu`: the test needs CUDA; skipped automatically when torch sees no GPU.
+- torch uses at most 2 threads (the CI machine has 2 cores); override with
+  SPECPILOT_TORCH_THREADS.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Also declared in pyproject.toml; repeated here so the marker exists under any rootdir.
+    config.addinivalue_line(
+        "markers", "gpu: needs a CUDA GPU; skipped automatically when torch.cuda.is_available() is false")
+    try:
+        import torch
+    except ImportError:
+        return
+    threads = int(os.environ.get("SPECPILOT_TORCH_THREADS", "0")) or min(2, os.cpu_count() or 1)
+    torch.set_num_threads(threads)
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items or _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is false)")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def demo_model_dir() -> str:
+    """Path of the embedded demo model folder (config.json, model.safetensors, tokenizer)."""
+    from specpilot.demo import demo_model_path
+
+    return demo_model_path()
