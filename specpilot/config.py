@@ -34,6 +34,10 @@ class ServerArgs:
     random_seed: int = 0
     log_level: str = "info"
     skip_tokenizer_init: bool = False
+    # speculative decoding (none given: the `ar` engine)
+    speculative_algorithm: Optional[str] = None  # DFLASH | DFLASH2 | DSPARK; None: from the drafter
+    speculative_draft_model_path: Optional[str] = None
+    speculative_num_draft_tokens: Optional[int] = None  # verify rows incl. the anchor
 
     def validate(self) -> None:
         if self.dtype not in DTYPES:
@@ -48,6 +52,12 @@ class ServerArgs:
             raise ValueError("--context-length must be >= 2")
         if self.max_total_tokens is not None and self.max_total_tokens < 2:
             raise ValueError("--max-total-tokens must be >= 2")
+        spec_given = (self.speculative_algorithm, self.speculative_num_draft_tokens)
+        if self.speculative_draft_model_path is None and any(x is not None for x in spec_given):
+            raise ValueError("speculative flags need --speculative-draft-model-path")
+        algos = ("DFLASH", "DFLASH2", "DSPARK")
+        if self.speculative_algorithm is not None and self.speculative_algorithm.upper() not in algos:
+            raise ValueError(f"--speculative-algorithm must be one of {algos}")
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:

@@ -14,20 +14,16 @@ from typing import Optional, Sequence
 
 from specpilot.config import ServerArgs
 from specpilot.core import GenerateInput, RequestOutput, SamplingParams
-from specpilot.engine.model_runner import ModelRunner
+from specpilot.build import build_worker
 from specpilot.scheduler.scheduler import Scheduler
 
 
 class OfflineEngine:
     def __init__(self, args: ServerArgs, tokenizer=None):
         self.args = args
-        self.runner = ModelRunner(args.model_path, dtype=args.dtype, device=args.device,
-                                  context_length=args.context_length,
-                                  mem_fraction_static=args.mem_fraction_static,
-                                  max_total_tokens=args.max_total_tokens,
-                                  max_running_requests=args.max_running_requests,
-                                  random_seed=args.random_seed)
-        self.scheduler = Scheduler(self.runner, tokenizer, args.max_running_requests,
+        self.worker = build_worker(args)
+        self.runner = getattr(self.worker, "runner", self.worker)  # the target's ModelRunner
+        self.scheduler = Scheduler(self.worker, tokenizer, args.max_running_requests,
                                    args.chunked_prefill_size, args.max_prefill_tokens)
         self._ids = itertools.count()
 

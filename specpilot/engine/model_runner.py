@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.bfloat16,
            "float16": torch.float16, "half": torch.float16}
 CPU_KV_BUDGET_BYTES = 2 << 30  # default KV pool on CPU when --max-total-tokens is not given
+SPARE_POSITIONS = 64  # verify rows may run past the context end; they are never committed
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class RunnerInfo:
     eos_token_ids: tuple[int, ...]
     architecture: str
     decode_len: int = 1  # KV rows a DECODE step writes per request (the verify block when speculating)
+    speculative_algorithm: Optional[str] = None
 
 
 def resolve_device(device: str | None) -> torch.device:
@@ -87,7 +90,9 @@ class ModelRunner:
             raise ValueError("config.json has no max_position_embeddings: pass --context-length")
         if max_pos is not None and ctx > max_pos:
             log.warning("--context-length %d exceeds max_position_embeddings %d", ctx, max_pos)
-        self.model, self.hf_config = build_model(model_path, self.dtype, self.device, ctx)
+        self.max_positions = ctx + SPARE_POSITIONS
+        self.model, self.hf_config = build_model(model_path, self.dtype, self.device,
+                                                 self.max_positions)
         attn = self.model.model.layers[0].self_attn
         num_layers = len(self.model.model.layers)
         per_token = KVCache.bytes_per_token(num_layers, attn.num_kv_heads, attn.head_dim, self.dtype)
@@ -98,7 +103,7 @@ class ModelRunner:
         self.kv = KVCache(num_layers, num_slots + 1, attn.num_kv_heads, attn.head_dim,
                           self.dtype, self.device)
         num_rows = max_running_requests + 2  # + one partially prefilled request, + spare
-        self.req_to_token = ReqToTokenTable(num_rows, ctx, self.device)
+        self.req_to_token = ReqToTokenTable(num_rows, self.max_positions, self.device)
         self.backend = TorchNativeBackend(self.kv, self.req_to_token)
         self.info = RunnerInfo(
             device=str(self.device), dtype=str(self.dtype).replace("torch.", ""),

@@ -240,3 +240,29 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     noise = _exponential_noise(batch, tuple(probs.shape), probs.device)  # [B, V]
     drawn = (probs / noise).argmax(dim=-1)  # [B]
     return torch.where(batch.greedy, argmax, drawn)
+
+
+def probs(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """The distribution `sample` draws from, normalized: logits [B, V] -> probs [B, V] fp32.
+
+    Greedy rows get a one-hot at their argmax. Speculative verification uses this for the
+    target's p (and, without penalties, for the drafter's q).
+    """
+    logits = logits.float()
+    if batch.has_penalties:
+        logits = apply_penalties(logits, batch)
+    if batch.ban_rows is not None:
+        logits = logits.index_put((batch.ban_rows, batch.ban_cols),
+                                  torch.full((), float("-inf"), device=logits.device))
+    onehot = torch.zeros_like(logits).scatter_(1, logits.argmax(dim=-1, keepdim=True), 1.0)
+    if batch.all_greedy:
+        return onehot
+    p = _filtered_probs(logits, batch)
+    p = p / p.sum(dim=-1, keepdim=True)
+    return torch.where(batch.greedy[:, None], onehot, p)
+
+
+def draw(p: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """One id per row from (unnormalized) probs [B, V], seeded rows reproducibly."""
+    noise = _exponential_noise(batch, tuple(p.shape), p.device)
+    return (p / noise).argmax(dim=-1)

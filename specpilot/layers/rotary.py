@@ -44,8 +44,12 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos_table", emb.cos() * scaling, persistent=False)
         self.register_buffer("sin_table", emb.sin() * scaling, persistent=False)
 
+    def rotate(self, positions: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """positions [T]; x [T, heads, D] -> rotated x, same dtype."""
+        cos = self.cos_table[positions].to(x.dtype)[:, None, :]
+        sin = self.sin_table[positions].to(x.dtype)[:, None, :]
+        return x * cos + rotate_half(x) * sin
+
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes."""
-        cos = self.cos_table[positions].to(q.dtype)[:, None, :]
-        sin = self.sin_table[positions].to(q.dtype)[:, None, :]
-        return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        return self.rotate(positions, q), self.rotate(positions, k)

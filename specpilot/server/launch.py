@@ -1,11 +1,11 @@
-"""Assemble the serving stack: ModelRunner (engine) -> Scheduler -> EngineClient (started)."""
+"""Assemble the serving stack: worker (ar or stock) -> Scheduler -> EngineClient (started)."""
 
 from __future__ import annotations
 
 import logging
 
 from specpilot.config import ServerArgs
-from specpilot.engine.model_runner import ModelRunner
+from specpilot.build import build_worker
 from specpilot.scheduler.scheduler import Scheduler
 from specpilot.server.engine_client import EngineClient
 
@@ -23,16 +23,11 @@ def load_tokenizer(args: ServerArgs):
 def build_engine_client(args: ServerArgs) -> EngineClient:
     if args.model_path is None:
         raise ValueError("build_engine_client needs args.model_path")
-    runner = ModelRunner(args.model_path, dtype=args.dtype, device=args.device,
-                         context_length=args.context_length,
-                         mem_fraction_static=args.mem_fraction_static,
-                         max_total_tokens=args.max_total_tokens,
-                         max_running_requests=args.max_running_requests,
-                         random_seed=args.random_seed)
+    worker = build_worker(args)
     tokenizer = load_tokenizer(args)
-    scheduler = Scheduler(runner, tokenizer, args.max_running_requests,
+    scheduler = Scheduler(worker, tokenizer, args.max_running_requests,
                           args.chunked_prefill_size, args.max_prefill_tokens)
-    info = runner.info
+    info = worker.info
     model_info = {
         "model_path": args.model_path,
         "tokenizer_path": args.tokenizer_path or args.model_path,
@@ -44,6 +39,8 @@ def build_engine_client(args: ServerArgs) -> EngineClient:
         "device": info.device,
         "dtype": info.dtype,
         "architecture": info.architecture,
+        "speculative_algorithm": info.speculative_algorithm,
+        "speculative_num_draft_tokens": info.decode_len if info.speculative_algorithm else None,
     }
     client = EngineClient(scheduler, tokenizer, model_info)
     client.start()

@@ -1,0 +1,69 @@
+"""Load a drafter checkpoint folder into a BlockDrafter bound to the target.
+
+Tensor names: as the checkpoint, after these aliases: an optional `model.` prefix is stripped;
+`encoder.fc.` -> `fc.` and `encoder.output_norm_enc.` -> `hidden_norm.` (Muse-Glimmer
+assistant); `embed_tokens`, `lm_head` and rotary caches are skipped (the target's are shared).
+"""
+
+from __future__ import annotations
+
+import torch
+from safetensors import safe_open
+
+from specpilot.models.loader import WeightLoadError, checkpoint_files
+from specpilot.spec.draft_config import DraftConfig
+from specpilot.spec.drafter import BlockDrafter
+
+_ALIASES = (("encoder.fc.", "fc."), ("encoder.output_norm_enc.", "hidden_norm."))
+_SKIP = ("embed_tokens.", "lm_head.", "rotary_emb.")
+
+
+def canonical_name(name: str) -> str | None:
+    if name.startswith("model."):
+        name = name[len("model."):]
+    for old, new in _ALIASES:
+        if name.startswith(old):
+            name = new + name[len(old):]
+    return None if name.startswith(_SKIP) else name
+
+
+def load_drafter(path: str, target_model, dtype: torch.dtype, device: torch.device,
+                 max_positions: int) -> BlockDrafter:
+    tc = target_model.config
+    dc = DraftConfig.from_path(path, tc.num_hidden_layers, tc.vocab_size)
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            drafter = BlockDrafter(dc, tc.hidden_size, max_positions)
+    finally:
+        torch.set_default_dtype(prev)
+    params = dict(drafter.named_parameters())
+    files = {}
+    for raw, fn in checkpoint_files(path).items():
+        name = canonical_name(raw)
+        if name is not None:
+            files[name] = (raw, fn)
+    missing = sorted(set(params) - set(files))
+    if missing:
+        raise WeightLoadError(f"drafter {path!r} lacks tensor(s): {', '.join(missing[:8])}")
+    unexpected = sorted(n for n in set(files) - set(params) if "rotary" not in n)
+    if unexpected:
+        raise WeightLoadError(f"drafter {path!r} has tensor(s) the {dc.architecture} layout does "
+                              f"not use: {', '.join(unexpected[:8])}")
+    with torch.no_grad():
+        for name, p in params.items():
+            raw, fn = files[name]
+            with safe_open(fn, framework="pt") as f:
+                t = f.get_tensor(raw)
+            if tuple(t.shape) != tuple(p.shape):
+                if name == "fc.weight":
+                    raise WeightLoadError(
+                        f"fc.weight has shape {tuple(t.shape)}: its input width {t.shape[-1]} "
+                        f"does not match {len(dc.target_layer_ids)} target layers x hidden "
+                        f"{tc.hidden_size} = {p.shape[1]}")
+                raise WeightLoadError(f"drafter tensor {raw!r} has shape {tuple(t.shape)}, "
+                                      f"expected {tuple(p.shape)}")
+            p.copy_(t.to(p.dtype))
+    drafter.bind_target(target_model.get_input_embeddings(), target_model.lm_head)
+    return drafter.eval()

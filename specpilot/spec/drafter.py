@@ -1,0 +1,178 @@
+"""The parallel block drafter (DFlash backbone, DFlash2 convs, DSpark/DFlash2 heads attached).
+
+Parameter names equal the public checkpoints' (`fc.weight`, `layers.0.self_attn.q_proj.weight`,
+`layers.0.attention_conv.base_kernel`, `candidate_selector.*`, `markov_head.*`, ...). The
+drafter has no embedding or LM head: `bind_target` shares the target's by reference.
+
+Two entry points per step, both through a DraftAttentionBackend:
+  store_context(feats [N, n*H_t], positions [N], backend)  project committed target features
+      (fc -> hidden_norm -> each layer's k_proj/k_norm/RoPE and v_proj) into the draft KV;
+  forward(block_ids [R, Bd], positions [R, Bd], backend) -> hidden [R, Bd, H] after `norm`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from specpilot.layers.norm import RMSNorm
+from specpilot.layers.rotary import RotaryEmbedding
+from specpilot.models.llama import GatedMLP
+from specpilot.spec.draft_config import DraftConfig
+from specpilot.spec.heads import CandidateSelector, ConfidenceHead, MarkovHead
+
+
+class DynamicConv(nn.Module):
+    """DFlash2 grouped dynamic causal conv around one sub-layer.
+
+    Coefficients come from the sub-layer input x [R, Bd, H]: delta = kernel_projection(x) viewed as
+    [R, Bd, 2, K, G] (side 0 = input side, 1 = output side; G = H / group_size groups, each
+    broadcast over its group_size channels). Side s maps y_t = sum_tap (base[s, tap] +
+    delta[t, s, tap]) * y_{t - tap}; taps never reach before the block start.
+    """
+
+    def __init__(self, hidden: int, kernel_size: int, group_size: int):
+        super().__init__()
+        if hidden % group_size:
+            raise ValueError(f"conv_group_size {group_size} does not divide hidden {hidden}")
+        self.k, self.g, self.group_size = kernel_size, hidden // group_size, group_size
+        self.base_kernel = nn.Parameter(torch.zeros(2, kernel_size, hidden))
+        self.kernel_projection = nn.Linear(hidden, 2 * kernel_size * self.g, bias=False)
+
+    def coefficients(self, x: torch.Tensor) -> torch.Tensor:  # [R, Bd, H] -> [R, Bd, 2, K, H]
+        r, b, _ = x.shape
+        delta = self.kernel_projection(x).view(r, b, 2, self.k, self.g)
+        delta = delta.repeat_interleave(self.group_size, dim=-1)
+        return self.base_kernel[None, None] + delta
+
+    def apply(self, y: torch.Tensor, coeff: torch.Tensor, side: int) -> torch.Tensor:
+        out = coeff[:, :, side, 0] * y
+        for tap in range(1, self.k):
+            if tap < y.shape[1]:
+                shifted = torch.zeros_like(y)
+                shifted[:, tap:] = y[:, :-tap]
+                out = out + coeff[:, :, side, tap] * shifted
+        return out
+
+
+class DraftAttention(nn.Module):
+    def __init__(self, c, rotary: RotaryEmbedding):
+        super().__init__()
+        self.num_heads, self.num_kv_heads = c.num_attention_heads, c.num_key_value_heads
+        self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        bias = bool(getattr(c, "attention_bias", False))
+        h, d = c.hidden_size, self.head_dim
+        self.q_proj = nn.Linear(h, self.num_heads * d, bias=bias)
+        self.k_proj = nn.Linear(h, self.num_kv_heads * d, bias=bias)
+        self.v_proj = nn.Linear(h, self.num_kv_heads * d, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * d, h, bias=bias)
+        self.q_norm = RMSNorm(d, c.rms_norm_eps)
+        self.k_norm = RMSNorm(d, c.rms_norm_eps)
+        self.rotary = [rotary]
+        self.scaling = d ** -0.5
+
+    def context_kv(self, ctx: torch.Tensor, positions: torch.Tensor):
+        """ctx [N, H] -> k, v [N, Hkv, D] (k normed and rotated at `positions`)."""
+        n = ctx.shape[0]
+        k = self.k_norm(self.k_proj(ctx).view(n, self.num_kv_heads, self.head_dim))
+        v = self.v_proj(ctx).view(n, self.num_kv_heads, self.head_dim)
+        return self.rotary[0].rotate(positions, k), v
+
+    def forward(self, x, positions, backend, layer_id, causal, window):
+        t = x.shape[0]
+        q = self.q_norm(self.q_proj(x).view(t, self.num_heads, self.head_dim))
+        k = self.k_norm(self.k_proj(x).view(t, self.num_kv_heads, self.head_dim))
+        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        q, k = self.rotary[0](positions, q, k)
+        o = backend.attend(q, k, v, layer_id, self.scaling, causal, window)
+        return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
+
+
+class DraftLayer(nn.Module):
+    def __init__(self, dc: DraftConfig, layer_id: int, rotary: RotaryEmbedding):
+        super().__init__()
+        c = dc.hf
+        self.layer_id, self.causal = layer_id, dc.layer_causal[layer_id]
+        self.window = dc.layer_window[layer_id]
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.self_attn = DraftAttention(c, rotary)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.mlp = GatedMLP(c.hidden_size, c.intermediate_size, c.hidden_act,
+                            bool(getattr(c, "mlp_bias", False)))
+        self.has_conv = dc.conv_kernel_size is not None
+        if self.has_conv:
+            self.attention_conv = DynamicConv(c.hidden_size, dc.conv_kernel_size, dc.conv_group_size)
+            self.mlp_conv = DynamicConv(c.hidden_size, dc.conv_kernel_size, dc.conv_group_size)
+
+    def _sub(self, x, fn, conv):  # x [R, Bd, H] normed sub-layer input
+        if conv is None:
+            return fn(x)
+        coeff = conv.coefficients(x)
+        return conv.apply(fn(conv.apply(x, coeff, 0)), coeff, 1)
+
+    def forward(self, x, positions, backend):  # x [R, Bd, H]; positions [R*Bd]
+        r, b, h = x.shape
+
+        def attn(y):
+            out = self.self_attn(y.reshape(r * b, h), positions, backend, self.layer_id,
+                                 self.causal, self.window)
+            return out.view(r, b, h)
+
+        x = x + self._sub(self.input_layernorm(x), attn,
+                          self.attention_conv if self.has_conv else None)
+        return x + self._sub(self.post_attention_layernorm(x), self.mlp,
+                             self.mlp_conv if self.has_conv else None)
+
+
+class BlockDrafter(nn.Module):
+    def __init__(self, dc: DraftConfig, target_hidden: int, max_positions: int):
+        super().__init__()
+        c = dc.hf
+        if c.hidden_size != target_hidden:
+            raise ValueError(f"drafter hidden_size {c.hidden_size} differs from the target's "
+                             f"{target_hidden}; it must share the target's embedding and head")
+        self.dc = dc
+        head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+        self.rotary_emb = RotaryEmbedding(c, head_dim, max_positions)
+        n_feat = len(dc.target_layer_ids)
+        self.fc = nn.Linear(n_feat * target_hidden, c.hidden_size, bias=False)
+        self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.layers = nn.ModuleList(DraftLayer(dc, i, self.rotary_emb)
+                                    for i in range(c.num_hidden_layers))
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        if dc.selector_rank is not None:
+            self.candidate_selector = CandidateSelector(c.hidden_size, c.vocab_size,
+                                                        dc.selector_rank)
+        if dc.algorithm == "DSPARK":
+            self.markov_head = MarkovHead(c.vocab_size, dc.markov_rank)
+            if dc.enable_confidence_head:
+                extra = dc.markov_rank if dc.confidence_head_with_markov else 0
+                self.confidence_head = ConfidenceHead(c.hidden_size + extra)
+        self._target = []  # [embed_tokens, lm_head], shared by reference, not our parameters
+
+    def bind_target(self, embed_tokens: nn.Embedding, lm_head: nn.Linear) -> None:
+        if embed_tokens.num_embeddings <= self.dc.mask_token_id:
+            raise ValueError(f"mask_token_id {self.dc.mask_token_id} is outside the target "
+                             f"embedding ({embed_tokens.num_embeddings} rows)")
+        self._target = [embed_tokens, lm_head]
+
+    def store_context(self, feats: torch.Tensor, positions: torch.Tensor, backend) -> None:
+        ctx = self.hidden_norm(self.fc(feats))  # [N, H]
+        for i, layer in enumerate(self.layers):
+            k, v = layer.self_attn.context_kv(ctx, positions)
+            backend.store(i, k, v)
+
+    def forward(self, block_ids: torch.Tensor, positions: torch.Tensor, backend) -> torch.Tensor:
+        x = self._target[0](block_ids)  # raw target embedding: no target embed-norm
+        if self.dc.input_embedding_scale != 1.0:
+            x = x * self.dc.input_embedding_scale
+        flat_pos = positions.reshape(-1)
+        for layer in self.layers:
+            x = layer(x, flat_pos, backend)
+        return self.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [..., H] -> target-head logits [..., V] fp32, multiplier and softcap applied."""
+        z = self._target[1](hidden).float() * self.dc.output_multiplier
+        cap = self.dc.final_logit_softcapping
+        return z if cap is None else cap * torch.tanh(z / cap)

@@ -1,0 +1,95 @@
+"""Turn the drafter's block hidden states into P proposals per request, and their q.
+
+    propose(drafter, hidden [R, Bd, H], anchors [R], sb, wb) -> Proposal  (wb: the WorkerBatch)
+      tokens [R, P] int64; q [R, P, V] fp32 (the distribution each token was drawn from, after the
+      request's temperature / top-k / top-p transform; one-hot for greedy rows) or None when every
+      row is greedy.
+
+`sb` is a SamplingBatch with R * P rows, request-major (row r * P + j is slot j of request r).
+DFlash: P = Bd - 1 (row 0 is the anchor). DSpark: P = Bd (row j proposes the token after slot
+j - 1; the anchor row proposes too), with the Markov term from the previous token. DFlash2: P =
+Bd - 1, each slot picks among the top-k candidates of the head, rescored by the selector given
+the previous choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from specpilot.engine.sampler import SamplingBatch, draw, probs
+
+
+@dataclass
+class Proposal:
+    tokens: torch.Tensor  # [R, P]
+    q: Optional[torch.Tensor]  # [R, P, V] or None (all greedy)
+
+
+def _pick(logits: torch.Tensor, sb: SamplingBatch, rows: slice | torch.Tensor):
+    """logits [R, V] for the sampling rows `rows` of sb -> (token [R], q [R, V] or None)."""
+    if sb.all_greedy:
+        return logits.argmax(dim=-1), None
+    sub = _rows(sb, rows)
+    q = probs(logits, sub)
+    return draw(q, sub), q
+
+
+def _rows(sb: SamplingBatch, idx) -> SamplingBatch:
+    """The SamplingBatch restricted to rows idx (tensor of row ids)."""
+    from dataclasses import fields, replace
+
+    out = {}
+    for f in fields(sb):
+        v = getattr(sb, f.name)
+        if isinstance(v, torch.Tensor) and f.name not in ("ban_rows", "ban_cols"):
+            out[f.name] = v[idx]
+        elif f.name in ("seeds", "generator_seeds"):
+            out[f.name] = [v[i] for i in idx.tolist()]
+    out["ban_rows"] = out["ban_cols"] = None  # drafts are never banned; p enforces the rule
+    return replace(sb, **out)
+
+
+def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, sb: SamplingBatch,
+            wb=None) -> Proposal:
+    dc = drafter.dc
+    r, bd, _ = hidden.shape
+    if dc.algorithm == "DSPARK":
+        return _sequential(drafter, hidden, anchors, sb, markov=True)
+    if dc.algorithm == "DFLASH2":
+        return _sequential(drafter, hidden[:, 1:], anchors, sb, markov=False)
+    p = bd - 1
+    logits = drafter.logits(hidden[:, 1:]).reshape(r * p, -1)  # [R*P, V]
+    tok, q = _pick(logits, sb, torch.arange(r * p, device=hidden.device))
+    return Proposal(tok.view(r, p), None if q is None else q.view(r, p, -1))
+
+
+def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
+    """Left-to-right walk over the P slots of `hidden` [R, P, H], conditioned on the previous token."""
+    r, p, _ = hidden.shape
+    prev = anchors
+    toks, qs = [], []
+    base = torch.arange(r, device=hidden.device) * p
+    for j in range(p):
+        logits = drafter.logits(hidden[:, j])  # [R, V]
+        if markov:
+            logits = logits + drafter.markov_head(prev)
+        else:
+            logits = _selector_logits(drafter, hidden[:, j], logits, prev)
+        tok, q = _pick(logits, sb, base + j)
+        toks.append(tok)
+        qs.append(q)
+        prev = tok
+    q = None if qs[0] is None else torch.stack(qs, dim=1)
+    return Proposal(torch.stack(toks, dim=1), q)
+
+
+def _selector_logits(drafter, h, head_logits, prev):
+    """DFlash2: -inf outside the top-k candidates; candidates scored by unary + transition."""
+    k = drafter.dc.selector_top_k
+    unary, cand = head_logits.topk(k, dim=-1)  # [R, K]
+    score = drafter.candidate_selector.scores(h, unary, cand, prev)
+    out = torch.full_like(head_logits, float("-inf"))
+    return out.scatter_(1, cand, score)

@@ -1,0 +1,144 @@
+"""The `stock` engine: the block drafter's released algorithm (one draft pass, chain verify).
+
+Same interface as ModelRunner (`info`, `forward(WorkerBatch) -> StepOutput`), so the scheduler
+only sees more tokens per step. Per DECODE step, for R requests with anchors at positions s_r:
+  1. draft:  block [anchor, MASK x (Bd-1)] at positions s_r.. through the drafter, over the draft
+             KV (context rows 0..s_r-1); proposals d (P = B - 1 per request) and their q;
+  2. verify: the target over [anchor, d] (B rows) at positions s_r..s_r+B-1, capturing the
+             features of target_layer_ids; logits -> p for every row;
+  3. accept: greedy (prefix match + bonus) or rejection sampling, per request;
+  4. commit: features of rows 0..a_r become draft context at their positions; the scheduler
+             frees the target KV of rows a_r+1.. (rollback by length).
+Prefill (EXTEND) runs the target with feature capture and stores every prompt row's context.
+Penalties are applied once per verify step to all rows (relaxed, as SGLang does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import torch
+
+from specpilot.core import ForwardMode, StepOutput, WorkerBatch
+from specpilot.engine.kv_cache import KVCache
+from specpilot.engine.sampler import SamplingBatch, _mix, probs, sample
+from specpilot.spec.accept import greedy_accept, rejection_accept
+from specpilot.spec.draft_attention import DraftAttentionBackend
+from specpilot.spec.draft_loader import load_drafter
+from specpilot.spec.propose import propose
+from specpilot.spec.simulate import SimulatedAcceptance
+
+log = logging.getLogger(__name__)
+
+
+class StockSpecWorker:
+    def __init__(self, runner, draft_model_path: str, num_draft_tokens: int | None = None,
+                 algorithm: str | None = None):
+        self.runner = runner
+        self.drafter = load_drafter(draft_model_path, runner.model, runner.dtype, runner.device,
+                                    runner.max_positions)
+        dc = self.drafter.dc
+        if algorithm is not None and algorithm.upper() != dc.algorithm:
+            raise ValueError(f"--speculative-algorithm {algorithm} does not match the drafter "
+                             f"checkpoint ({dc.architecture} is {dc.algorithm})")
+        self.num_draft_tokens = num_draft_tokens or dc.num_draft_tokens
+        lo, hi = 2, runner.max_positions - runner.info.context_length
+        if not lo <= self.num_draft_tokens <= hi:
+            raise ValueError(f"--speculative-num-draft-tokens must be in [{lo}, {hi}]")
+        if self.num_draft_tokens != dc.num_draft_tokens:
+            log.warning("verifying %d rows per step; the drafter was trained with %d",
+                        self.num_draft_tokens, dc.num_draft_tokens)
+        self.block_rows = self.num_draft_tokens - (1 if dc.shifted_labels else 0)
+        c = dc.hf
+        attn = self.drafter.layers[0].self_attn
+        self.draft_kv = KVCache(c.num_hidden_layers, runner.kv.num_slots, attn.num_kv_heads,
+                                attn.head_dim, runner.dtype, runner.device)
+        self.backend = DraftAttentionBackend(self.draft_kv, runner.req_to_token)
+        self.capture = dc.target_layer_ids
+        self.simulate = SimulatedAcceptance.from_env()
+        self.proposer = propose  # (drafter, hidden, anchors, sampling rows, wb) -> Proposal
+        self.info = dataclasses.replace(runner.info, decode_len=self.num_draft_tokens,
+                                        speculative_algorithm=dc.algorithm)
+        log.info("stock %s: %s, %d verify rows per step, drafter layers %d, target layers %s",
+                 dc.algorithm, dc.architecture, self.num_draft_tokens, c.num_hidden_layers,
+                 list(self.capture))
+
+    @torch.inference_mode()
+    def forward(self, wb: WorkerBatch) -> StepOutput:
+        if wb.mode == ForwardMode.EXTEND:
+            return self._extend(wb)
+        return self._decode(wb)
+
+    def _store_context(self, aux, positions, loc):
+        self.drafter.store_context(aux, positions, self.backend.prepare_context(loc))
+
+    def _extend(self, wb: WorkerBatch) -> StepOutput:
+        rn = self.runner
+        loc = rn.tensor(wb.out_cache_loc)
+        hidden, aux = rn.run_target(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens,
+                                    rn.tensor(wb.input_ids), loc, self.capture)
+        positions = rn.tensor([p + j for p, e in zip(wb.prefix_lens, wb.extend_lens)
+                               for j in range(e)])
+        self._store_context(aux, positions, loc)
+        last = rn.tensor(wb.extend_lens).cumsum(0) - 1
+        tokens = sample(rn.model.compute_logits(hidden[last]), rn.sampling_batch(wb)).tolist()
+        return StepOutput([[t] for t in tokens])
+
+    def _row_batch(self, wb: WorkerBatch, n: int) -> SamplingBatch:
+        """SamplingBatch with n rows per request; row j of request i is its step steps[i] + j."""
+        rep = lambda xs: [x for x in xs for _ in range(n)]  # noqa: E731
+        steps = [s + j for s in wb.steps for j in range(n)]
+        hist = None if wb.histories is None else rep(wb.histories)
+        return SamplingBatch.from_params(rep(wb.sampling), steps, hist,
+                                         self.runner.info.vocab_size, self.runner.device,
+                                         banned_until_min=rep(wb.banned))
+
+    def _decode(self, wb: WorkerBatch) -> StepOutput:
+        rn, dc = self.runner, self.drafter.dc
+        r, b, bd = wb.batch_size, self.num_draft_tokens, self.block_rows
+        anchors = rn.tensor(wb.input_ids)  # [R]
+        starts = rn.tensor(wb.prefix_lens)  # [R] anchor positions
+        offs = torch.arange(b, device=rn.device)
+        # 1. draft
+        block = torch.full((r, bd), dc.mask_token_id, dtype=torch.int64, device=rn.device)
+        block[:, 0] = anchors
+        self.backend.prepare_block(wb.req_pool_indices, wb.prefix_lens, bd)
+        hidden = self.drafter(block, starts[:, None] + offs[None, :bd], self.backend)
+        prop = self.proposer(self.drafter, hidden, anchors, self._row_batch(wb, b - 1), wb)
+        # 2. verify
+        ids = torch.cat([anchors[:, None], prop.tokens], dim=1)  # [R, B]
+        loc = rn.tensor(wb.out_cache_loc)
+        th, aux = rn.run_target(wb.req_pool_indices, wb.prefix_lens, [b] * r, ids.reshape(-1),
+                                loc, self.capture)
+        logits = rn.model.compute_logits(th)  # [R*B, V]
+        # 3. accept
+        if all(sp.greedy for sp in wb.sampling) and not wb.histories and not any(wb.banned):
+            accepted, nxt = greedy_accept(prop.tokens, logits.argmax(-1).view(r, b))
+        else:
+            p = probs(logits, self._row_batch(wb, b)).view(r, b, -1)
+            q = prop.q if prop.q is not None else torch.nn.functional.one_hot(
+                prop.tokens, p.shape[-1]).float()
+            accepted, nxt = rejection_accept(prop.tokens, q, p, *self._randomness(wb, r, b, p))
+        if self.simulate is not None:
+            accepted, nxt = self.simulate.override(prop.tokens, logits.view(r, b, -1), b)
+        # 4. commit draft context for rows 0..a
+        keep = (offs[None, :] <= accepted[:, None]).reshape(-1)  # [R*B]
+        positions = (starts[:, None] + offs[None, :]).reshape(-1)
+        self._store_context(aux[keep], positions[keep], loc[keep])
+        acc, nxt_l, drafts = accepted.tolist(), nxt.tolist(), prop.tokens.tolist()
+        tokens = [drafts[i][:acc[i]] + [nxt_l[i]] for i in range(r)]
+        return StepOutput(tokens, num_accepted=acc, num_proposed=b - 1)
+
+    def _randomness(self, wb: WorkerBatch, r: int, b: int, p: torch.Tensor):
+        """uniform [R, B-1] and Exp(1) noise [R, V]; a seeded request draws from its own stream."""
+        dev = self.runner.device
+        u = torch.rand(r, b - 1, device=dev)
+        e = torch.empty(r, p.shape[-1], device=dev).exponential_()
+        for i, sp in enumerate(wb.sampling):
+            if sp.seed is not None:
+                g = torch.Generator(device=dev)
+                g.manual_seed(_mix(sp.seed, wb.steps[i]) ^ 0x5bd1e995)
+                u[i] = torch.rand(b - 1, device=dev, generator=g)
+                e[i] = torch.empty(p.shape[-1], device=dev).exponential_(generator=g)
+        return u, e.clamp_min_(torch.finfo(torch.float32).tiny)
