@@ -10,7 +10,7 @@ H, HEADS, KV, HD, FF, V = 64, 4, 2, 16, 96, 256
 MASK = 255
 
 
-def _layer(i, conv=None):
+def _layer(i, conv=None, H=H):
     t = {f"layers.{i}.input_layernorm.weight": [H], f"layers.{i}.post_attention_layernorm.weight": [H],
          f"layers.{i}.self_attn.q_proj.weight": [HEADS * HD, H],
          f"layers.{i}.self_attn.k_proj.weight": [KV * HD, H],
@@ -27,9 +27,11 @@ def _layer(i, conv=None):
     return t
 
 
-def make_drafter(kind: str, path, target_layers=(0, 2), layers=2, block_size=8, **extra) -> str:
+def make_drafter(kind: str, path, target_layers=(0, 2), layers=2, block_size=8, hidden=H,
+                 vocab=V, mask=MASK, num_target_layers=3, **extra) -> str:
     """kind: dflash | dflash2 | dspark | muse. Returns the folder."""
     torch.manual_seed(99)
+    H, V, MASK = hidden, vocab, mask  # noqa: N806
     backbone = dict(hidden_size=H, intermediate_size=FF, num_hidden_layers=layers,
                     num_attention_heads=HEADS, num_key_value_heads=KV, head_dim=HD,
                     rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=512,
@@ -37,9 +39,9 @@ def make_drafter(kind: str, path, target_layers=(0, 2), layers=2, block_size=8, 
     shapes = {"fc.weight": [H, len(target_layers) * H], "hidden_norm.weight": [H], "norm.weight": [H]}
     conv = (2, 16) if kind == "dflash2" else None
     for i in range(layers):
-        shapes.update(_layer(i, conv))
+        shapes.update(_layer(i, conv, H))
     dflash = {"mask_token_id": MASK, "target_layer_ids": list(target_layers), "block_size": block_size}
-    cfg = {**backbone, "model_type": "qwen3", "num_target_layers": 3}
+    cfg = {**backbone, "model_type": "qwen3", "num_target_layers": num_target_layers}
     if kind == "dflash":
         cfg.update(architectures=["DFlashDraftModel"], block_size=block_size, dflash_config=dflash)
     elif kind == "dflash2":
