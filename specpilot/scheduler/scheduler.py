@@ -40,6 +40,8 @@ class Scheduler:
         self.running: list[Req] = []
         self.reqs: dict[str, Req] = {}
         self.num_retractions = 0
+        self.spec_totals = {"verify_ct": 0, "correct_drafts": 0, "proposed_drafts": 0}
+        self.spec_accept_positions: list[int] = []  # [j] = drafts accepted at block slot j
         self._emit: Callable[[RequestOutput], None] = lambda out: None
         self._tok_times: collections.deque = collections.deque()  # (time, tokens) for throughput
 
@@ -116,7 +118,19 @@ class Scheduler:
                 "kv_used_tokens": self.alloc.used_tokens,
                 "kv_total_tokens": self.alloc.slots.capacity,
                 "num_retractions": self.num_retractions,
-                "gen_throughput": toks / span if span > 0 else 0.0}
+                "gen_throughput": toks / span if span > 0 else 0.0,
+                **self._spec_stats()}
+
+    def _spec_stats(self) -> dict:
+        t = self.spec_totals
+        if not t["verify_ct"]:
+            return {}
+        return {"spec_verify_ct": t["verify_ct"],
+                "spec_num_correct_drafts": t["correct_drafts"],
+                "spec_num_proposed_drafts": t["proposed_drafts"],
+                # tokens per verify step, bonus included (SGLang's avg_spec_accept_length)
+                "avg_spec_accept_length": (t["correct_drafts"] + t["verify_ct"]) / t["verify_ct"],
+                "spec_accepted_per_position": list(self.spec_accept_positions)}
 
     # ---------------------------------------------------------------- one step
     def step(self) -> None:
@@ -225,7 +239,7 @@ class Scheduler:
                 self.waiting.remove(req)
                 self.running.append(req)
             elif result.num_accepted is not None:
-                req.spec.record(result.num_accepted[i], result.num_proposed)
+                self._record_spec(req, result.num_accepted[i], result.num_proposed)
             for tok in toks:  # a stop inside an accepted run ends the request at that token
                 produced += 1
                 self._append_token(req, tok, now)
@@ -241,6 +255,17 @@ class Scheduler:
                 self._emit_req(req)
         if produced:
             self._tok_times.append((now, produced))
+
+    def _record_spec(self, req: Req, accepted: int, proposed: int) -> None:
+        req.spec.record(accepted, proposed)
+        t = self.spec_totals
+        t["verify_ct"] += 1
+        t["correct_drafts"] += accepted
+        t["proposed_drafts"] += proposed
+        if len(self.spec_accept_positions) < proposed:
+            self.spec_accept_positions.extend([0] * (proposed - len(self.spec_accept_positions)))
+        for j in range(accepted):
+            self.spec_accept_positions[j] += 1
 
     def _append_token(self, req: Req, tok: int, now: float) -> None:
         sp = req.sampling

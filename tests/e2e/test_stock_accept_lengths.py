@@ -59,3 +59,8 @@ def test_every_accept_length(tmp_path):
         assert m["spec_accept_length"] == len(o.output_ids) / m["spec_verify_ct"]
         assert abs(m["spec_accept_rate"] - m["spec_num_correct_drafts"]
                    / m["spec_num_proposed_drafts"]) < 1e-12
+    st = eng.scheduler.stats()  # server-wide figures (/get_server_info, /metrics)
+    assert st["spec_verify_ct"] == len(seen) == sum(o.meta["spec_verify_ct"] for o in outs)
+    assert st["spec_num_correct_drafts"] == sum(seen)
+    assert st["avg_spec_accept_length"] == (sum(seen) + len(seen)) / len(seen)
+    assert st["spec_accepted_per_position"] == [sum(a > j for a in seen) for j in range(B - 1)]
