@@ -27,8 +27,15 @@ class OfflineEngine:
                                    args.chunked_prefill_size, args.max_prefill_tokens)
         self._ids = itertools.count()
 
+    def force(self, prompts: Sequence[list[int]], forced: Sequence[list[int]]) -> list[list]:
+        """Token forcing: per prompt, per forced token, (engine argmax, top-2 logit gap) at that
+        position, computed along the engine's own decode / verify path."""
+        outs = self.generate(prompts, SamplingParams(temperature=0), forced=forced)
+        return [o.meta["forced_checks"] for o in outs]
+
     def generate(self, prompts: Sequence[list[int]], sampling: SamplingParams | Sequence[SamplingParams],
-                 arrivals: Optional[Sequence[int]] = None) -> list[RequestOutput]:
+                 arrivals: Optional[Sequence[int]] = None,
+                 forced: Optional[Sequence[list[int]]] = None) -> list[RequestOutput]:
         """Returns the final RequestOutput of each prompt, in order."""
         params = [sampling] * len(prompts) if isinstance(sampling, SamplingParams) else list(sampling)
         arrivals = list(arrivals) if arrivals is not None else [0] * len(prompts)
@@ -41,7 +48,9 @@ class OfflineEngine:
         while pending or not self.scheduler.is_idle():
             while pending and arrivals[pending[0]] <= step:
                 i = pending.pop(0)
-                self.scheduler.add_request(GenerateInput(rids[i], list(prompts[i]), params[i]))
+                self.scheduler.add_request(GenerateInput(
+                    rids[i], list(prompts[i]), params[i],
+                    forced_ids=None if forced is None else list(forced[i])))
             self.scheduler.step()
             step += 1
         return [results[r] for r in rids]

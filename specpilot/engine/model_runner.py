@@ -40,6 +40,13 @@ class RunnerInfo:
     speculative_algorithm: Optional[str] = None
 
 
+def forced_checks(logits: torch.Tensor) -> list[tuple[int, float]]:
+    """Token forcing: (argmax, top-1 minus top-2 logit) of each row of logits [N, V]."""
+    top = logits.float().topk(2, dim=-1)
+    gaps = (top.values[:, 0] - top.values[:, 1]).tolist()
+    return list(zip(top.indices[:, 0].tolist(), gaps))
+
+
 def resolve_device(device: str | None) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -152,5 +159,7 @@ class ModelRunner:
                                     self.tensor(wb.input_ids), self.tensor(wb.out_cache_loc))
         last = self.tensor(wb.extend_lens).cumsum(0) - 1
         logits = self.model.compute_logits(hidden[last])  # [B, V] fp32
+        if wb.forced is not None:
+            return StepOutput(wb.forced, checks=[[c] for c in forced_checks(logits)])
         tokens = sample(logits, self.sampling_batch(wb)).tolist()  # the step's one D2H copy
         return StepOutput([[t] for t in tokens])

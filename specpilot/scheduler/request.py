@@ -59,6 +59,8 @@ class Req:
         self.pending_ids: list[int] = []  # new tokens since the last output message
         self.pending_text = ""
         self.spec = SpecCounters()
+        self.forced_ids: Optional[list[int]] = None
+        self.forced_checks: list[tuple[int, float]] = []
 
     @property
     def fill_ids(self) -> list[int]:

@@ -10,6 +10,7 @@ is freed and it goes back to the waiting queue to be prefilled again (prompt + o
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import time
 from typing import Callable, Optional
@@ -57,12 +58,17 @@ class Scheduler:
                                      error=err))
             return
         sp = inp.sampling
+        if inp.forced_ids is not None:  # forcing emits exactly the forced tokens
+            sp = dataclasses.replace(sp, max_new_tokens=len(inp.forced_ids), ignore_eos=True,
+                                     stop=[], stop_token_ids=[], min_new_tokens=0)
         detok = None
         if self.tokenizer is not None:
             detok = IncrementalDetokenizer(self.tokenizer, inp.input_ids, sp.skip_special_tokens,
                                            sp.spaces_between_special_tokens, sp.stop,
                                            sp.no_stop_trim)
         req = Req(inp.rid, list(inp.input_ids), sp, detok)
+        if inp.forced_ids is not None:
+            req.forced_ids = list(inp.forced_ids)
         if sp.max_new_tokens == 0:
             req.finish_reason = {"type": "length", "length": 0}
             self._emit_req(req)
@@ -224,9 +230,13 @@ class Scheduler:
         banned = [sorted((set() if r.sampling.ignore_eos else self.eos_token_ids)
                          | set(r.sampling.stop_token_ids)) if r.sampling.min_new_tokens else []
                   for r in reqs]
+        forced = None
+        if any(r.forced_ids is not None for r in reqs):
+            n = self.decode_len if mode == ForwardMode.DECODE else 1
+            forced = [(r.forced_ids or [])[len(r.output_ids):len(r.output_ids) + n] for r in reqs]
         return WorkerBatch(mode, [r.row for r in reqs], prefix_lens, extend_lens, input_ids, loc,
                            [r.sampling for r in reqs], [len(r.output_ids) for r in reqs], banned,
-                           histories)
+                           histories, forced)
 
     # ---------------------------------------------------------------- results
     def _process(self, mode, reqs, result: StepOutput) -> None:
@@ -240,6 +250,8 @@ class Scheduler:
                 self.running.append(req)
             elif result.num_accepted is not None:
                 self._record_spec(req, result.num_accepted[i], result.num_proposed)
+            if result.checks is not None:
+                req.forced_checks.extend(result.checks[i][:len(toks)])
             for tok in toks:  # a stop inside an accepted run ends the request at that token
                 produced += 1
                 self._append_token(req, tok, now)
@@ -311,6 +323,7 @@ class Scheduler:
             prompt_tokens=len(req.input_ids), completion_tokens=len(req.output_ids),
             output_ids=list(req.output_ids) if done else None,
             text=(req.detok.text if req.detok is not None else "") if done else None, error=error,
-            meta={"total_retractions": req.retractions, **req.spec.meta(len(req.output_ids))})
+            meta={"total_retractions": req.retractions, **req.spec.meta(len(req.output_ids)),
+                  **({"forced_checks": req.forced_checks} if done and req.forced_ids else {})})
         req.pending_ids, req.pending_text = [], ""
         self._emit(out)

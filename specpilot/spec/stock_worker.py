@@ -22,11 +22,12 @@ import torch
 
 from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.kv_cache import KVCache
+from specpilot.engine.model_runner import forced_checks
 from specpilot.engine.sampler import SamplingBatch, _mix, probs, sample
 from specpilot.spec.accept import greedy_accept, rejection_accept
 from specpilot.spec.draft_attention import DraftAttentionBackend
 from specpilot.spec.draft_loader import load_drafter
-from specpilot.spec.propose import propose
+from specpilot.spec.propose import Proposal, propose
 from specpilot.spec.simulate import SimulatedAcceptance
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,10 @@ class StockSpecWorker:
                                for j in range(e)])
         self._store_context(aux, positions, loc)
         last = rn.tensor(wb.extend_lens).cumsum(0) - 1
-        tokens = sample(rn.model.compute_logits(hidden[last]), rn.sampling_batch(wb)).tolist()
+        logits = rn.model.compute_logits(hidden[last])
+        if wb.forced is not None:
+            return StepOutput(wb.forced, checks=[[c] for c in forced_checks(logits)])
+        tokens = sample(logits, rn.sampling_batch(wb)).tolist()
         return StepOutput([[t] for t in tokens])
 
     def _row_batch(self, wb: WorkerBatch, n: int) -> SamplingBatch:
@@ -106,12 +110,24 @@ class StockSpecWorker:
         self.backend.prepare_block(wb.req_pool_indices, wb.prefix_lens, bd)
         hidden = self.drafter(block, starts[:, None] + offs[None, :bd], self.backend)
         prop = self.proposer(self.drafter, hidden, anchors, self._row_batch(wb, b - 1), wb)
+        if wb.forced is not None:  # token forcing: the forced tokens are the drafts
+            forced = [(f + [0] * b)[:b - 1] for f in wb.forced]
+            prop = Proposal(torch.tensor(forced, device=rn.device), None)
         # 2. verify
         ids = torch.cat([anchors[:, None], prop.tokens], dim=1)  # [R, B]
         loc = rn.tensor(wb.out_cache_loc)
         th, aux = rn.run_target(wb.req_pool_indices, wb.prefix_lens, [b] * r, ids.reshape(-1),
                                 loc, self.capture)
         logits = rn.model.compute_logits(th)  # [R*B, V]
+        if wb.forced is not None:
+            checks = forced_checks(logits)
+            n = torch.tensor([len(f) for f in wb.forced], device=rn.device)
+            keep = (offs[None, :] < n[:, None]).reshape(-1)  # rows 0..len-1 are committed
+            self._store_context(aux[keep], (starts[:, None] + offs[None, :]).reshape(-1)[keep],
+                                loc[keep])
+            return StepOutput(wb.forced, num_accepted=[len(f) - 1 for f in wb.forced],
+                              num_proposed=b - 1, checks=[checks[i * b:(i + 1) * b]
+                                                          for i in range(r)])
         # 3. accept
         if all(sp.greedy for sp in wb.sampling) and not wb.histories and not any(wb.banned):
             accepted, nxt = greedy_accept(prop.tokens, logits.argmax(-1).view(r, b))
