@@ -6,6 +6,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from specpilot.config import ServerArgs
 from specpilot.core import SamplingParams
 from specpilot.offline import OfflineEngine
+from tests.e2e.tiny_models import hf_greedy_ids
 
 PROMPTS = [
     "The capital of France is",
@@ -23,13 +24,7 @@ def test_demo_model_matches_transformers(demo_model_dir):
                                            add_generation_prompt=True, tokenize=True,
                                            return_dict=False))
     hf = AutoModelForCausalLM.from_pretrained(demo_model_dir, dtype=torch.float32).eval()
-    ref = []
-    for p in prompts:
-        ids = torch.tensor([p])
-        with torch.no_grad():
-            g = hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                            max_new_tokens=NEW, min_new_tokens=NEW)
-        ref.append(g[0, len(p):].tolist())
+    ref = [hf_greedy_ids(hf, p, NEW) for p in prompts]
     eng = OfflineEngine(ServerArgs(model_path=demo_model_dir, device="cpu", dtype="float32",
                                    max_total_tokens=2048, chunked_prefill_size=16))
     outs = eng.generate(prompts, SamplingParams(temperature=0, max_new_tokens=NEW, ignore_eos=True))

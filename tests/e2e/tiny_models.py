@@ -28,16 +28,23 @@ def make_tiny(kind: str, path, **overrides) -> str:
     return str(path)
 
 
+def hf_greedy_ids(model, prompt: list[int], max_new_tokens: int) -> list[int]:
+    """transformers greedy continuation that never stops at EOS (what ignore_eos means for us;
+    generate(min_new_tokens=...) would instead forbid EOS, a different continuation)."""
+    ids, past, out = torch.tensor([prompt]), None, []
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            res = model(input_ids=ids, past_key_values=past, use_cache=True)
+            past = res.past_key_values
+            nxt = int(res.logits[0, -1].argmax())
+            out.append(nxt)
+            ids = torch.tensor([[nxt]])
+    return out
+
+
 def hf_greedy(path: str, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
-    """transformers generate, one prompt at a time (no padding), greedy, eos ignored."""
+    """transformers greedy, one prompt at a time (no padding), EOS ignored."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    outs = []
-    for p in prompts:
-        ids = torch.tensor([p])
-        with torch.no_grad():
-            g = model.generate(ids, max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
-                               do_sample=False, attention_mask=torch.ones_like(ids))
-        outs.append(g[0, len(p):].tolist())
-    return outs
+    return [hf_greedy_ids(model, p, max_new_tokens) for p in prompts]
