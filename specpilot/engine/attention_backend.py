@@ -21,6 +21,7 @@ class TorchNativeBackend:
         self.kv = kv
         self.req_to_token = req_to_token
         self.loc = None
+        self.recurrent = None  # RecurrentBatch for hybrid targets, set by the runner
         self.segments: list[tuple[int, int, int, torch.Tensor]] = []  # start, ext, prefix, slots
         self._masks: dict = {}
 
@@ -38,6 +39,10 @@ class TorchNativeBackend:
             start += ext
         self._masks: dict = {}
         return self
+
+    def row_segments(self) -> list[tuple[int, int]]:
+        """(first row, number of rows) of each request in the flat batch."""
+        return [(start, ext) for start, ext, _, _ in self.segments]
 
     def _mask(self, i: int, window: int | None):
         """Bool [ext, prefix + ext]: row j (position prefix + j) sees key p iff p <= prefix + j

@@ -17,6 +17,7 @@ from specpilot.core import StepOutput, WorkerBatch
 from specpilot.engine.attention_backend import TorchNativeBackend
 from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
 from specpilot.engine.sampler import SamplingBatch, sample
+from specpilot.engine.state_pool import RecurrentBatch, RecurrentStatePool
 from specpilot.models.loader import build_model, load_hf_config
 
 log = logging.getLogger(__name__)
@@ -100,17 +101,20 @@ class ModelRunner:
         self.max_positions = ctx + SPARE_POSITIONS
         self.model, self.hf_config = build_model(model_path, self.dtype, self.device,
                                                  self.max_positions)
-        attn = self.model.model.layers[0].self_attn
-        num_layers = len(self.model.model.layers)
-        per_token = KVCache.bytes_per_token(num_layers, attn.num_kv_heads, attn.head_dim, self.dtype)
+        num_layers, kv_heads, head_dim = self.model.kv_cache_spec()
+        per_token = KVCache.bytes_per_token(num_layers, kv_heads, head_dim, self.dtype)
         num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)
         num_slots = min(num_slots, ctx * max_running_requests)
         if num_slots < 2:
             raise RuntimeError("no memory left for the KV cache: raise --mem-fraction-static")
-        self.kv = KVCache(num_layers, num_slots + 1, attn.num_kv_heads, attn.head_dim,
-                          self.dtype, self.device)
+        self.kv = KVCache(num_layers, num_slots + 1, kv_heads, head_dim, self.dtype, self.device)
         num_rows = max_running_requests + 2  # + one partially prefilled request, + spare
         self.req_to_token = ReqToTokenTable(num_rows, self.max_positions, self.device)
+        self.states = None  # recurrent state slots (hybrid targets), one per table row
+        if hasattr(self.model, "recurrent_state_spec"):
+            self.states = RecurrentStatePool(num_rows=num_rows, device=self.device,
+                                             **self.model.recurrent_state_spec())
+            log.info("recurrent state: %.1f MiB per request", self.states.bytes_per_row / 2**20)
         self.backend = TorchNativeBackend(self.kv, self.req_to_token)
         self.info = RunnerInfo(
             device=str(self.device), dtype=str(self.dtype).replace("torch.", ""),
@@ -129,11 +133,13 @@ class ModelRunner:
         return max(budget // per_token, 0)
 
     def run_target(self, rows: list[int], prefix_lens: list[int], extend_lens: list[int],
-                   input_ids: torch.Tensor, loc: torch.Tensor, capture: tuple[int, ...] = ()):
+                   input_ids: torch.Tensor, loc: torch.Tensor, capture: tuple[int, ...] = (),
+                   verify: bool = False):
         """One target forward over ragged new rows; writes their KV. Returns (hidden, aux).
 
         Request i has extend_lens[i] new rows at positions prefix_lens[i].. in table row rows[i];
         input_ids and loc [T] are the flat rows. hidden [T, H]; aux [T, n*H] or None.
+        verify: recurrent state is not advanced; call commit_verify(accepted) afterwards.
         """
         dev = self.device
         positions_l, rows_l = [], []
@@ -143,7 +149,15 @@ class ModelRunner:
         positions = torch.tensor(positions_l, dtype=torch.int64, device=dev)
         self.req_to_token.write(torch.tensor(rows_l, dtype=torch.int64, device=dev), positions, loc)
         backend = self.backend.prepare(rows, prefix_lens, extend_lens, loc)
+        if self.states is not None:
+            backend.recurrent = RecurrentBatch(self.states, rows, prefix_lens, verify)
         return self.model(input_ids, positions, backend, capture)
+
+    def commit_verify(self, accepted: list[int]) -> None:
+        """After a verify forward: recurrent state = state after rows 0..accepted[i] (KV rows
+        beyond are rolled back by length by the scheduler)."""
+        if self.states is not None:
+            self.backend.recurrent.commit(accepted)
 
     def sampling_batch(self, wb: WorkerBatch) -> SamplingBatch:
         return SamplingBatch.from_params(wb.sampling, wb.steps, wb.histories, self.info.vocab_size,

@@ -14,13 +14,21 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 _LENGTH_DEPENDENT = ("dynamic", "longrope")
 
 
+def rotary_dim(hf_config, head_dim: int) -> int:
+    """Rotated channels per head: head_dim * partial_rotary_factor (Qwen3.5: 0.25)."""
+    params = getattr(hf_config, "rope_parameters", None) or {}
+    factor = params.get("partial_rotary_factor", getattr(hf_config, "partial_rotary_factor", 1.0))
+    return int(head_dim * factor)
+
+
 def rope_frequencies(hf_config, head_dim: int) -> tuple[torch.Tensor, float]:
-    """Returns (inv_freq [head_dim/2] fp32, attention_scaling)."""
+    """Returns (inv_freq [rotary_dim/2] fp32, attention_scaling)."""
     params = getattr(hf_config, "rope_parameters", None) or {}
     rope_type = params.get("rope_type", params.get("type", "default"))
     if rope_type == "default":
         base = params.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
-        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        dim = rotary_dim(hf_config, head_dim)
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
         return inv_freq, 1.0
     if rope_type in _LENGTH_DEPENDENT:
         raise ValueError(f"RoPE type {rope_type!r} depends on the sequence length; not supported")
@@ -40,7 +48,8 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         inv_freq, scaling = rope_frequencies(hf_config, head_dim)
         freqs = torch.arange(max_positions, dtype=torch.int64).float()[:, None] * inv_freq[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)  # [max_positions, head_dim]
+        emb = torch.cat((freqs, freqs), dim=-1)  # [max_positions, rotary_dim]
+        self.rotary_dim = emb.shape[-1]  # < head_dim: the remaining channels pass through
         self.register_buffer("cos_table", emb.cos() * scaling, persistent=False)
         self.register_buffer("sin_table", emb.sin() * scaling, persistent=False)
 
@@ -48,7 +57,10 @@ class RotaryEmbedding(nn.Module):
         """positions [T]; x [T, heads, D] -> rotated x, same dtype."""
         cos = self.cos_table[positions].to(x.dtype)[:, None, :]
         sin = self.sin_table[positions].to(x.dtype)[:, None, :]
-        return x * cos + rotate_half(x) * sin
+        if self.rotary_dim == x.shape[-1]:
+            return x * cos + rotate_half(x) * sin
+        rot, rest = x[..., :self.rotary_dim], x[..., self.rotary_dim:]
+        return torch.cat([rot * cos + rotate_half(rot) * sin, rest], dim=-1)
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes."""

@@ -90,6 +90,11 @@ class LlamaForCausalLM(nn.Module):
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden).float()
 
+    def kv_cache_spec(self) -> tuple[int, int, int]:
+        """(layers holding KV, KV heads, head dim)."""
+        a = self.model.layers[0].self_attn
+        return len(self.model.layers), a.num_kv_heads, a.head_dim
+
 
 class Qwen3ForCausalLM(LlamaForCausalLM):
     qk_norm = True

@@ -53,8 +53,10 @@ def load_weights(model: torch.nn.Module, model_path: str) -> None:
     if missing:
         raise WeightLoadError(f"checkpoint {model_path!r} lacks tensor(s): {', '.join(missing[:8])}"
                               + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
+    skip = tuple(getattr(model, "ignored_checkpoint_prefixes", ()))  # e.g. a vision tower
     unexpected = sorted(n for n in files if n not in params and not n.endswith(_IGNORED_SUFFIXES)
-                        and not (tied and n == "lm_head.weight"))
+                        and not (tied and n == "lm_head.weight")
+                        and not (skip and n.startswith(skip)))
     if unexpected:
         raise WeightLoadError(f"checkpoint {model_path!r} has tensor(s) the model does not use: "
                               f"{', '.join(unexpected[:8])}")

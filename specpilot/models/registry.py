@@ -10,6 +10,8 @@ def register(architecture: str, cls) -> None:
 def resolve(hf_config):
     """Returns the model class for the config's first supported architecture, or raises."""
     import specpilot.models.llama  # noqa: F401  (registers on import)
+    import specpilot.models.qwen3_5  # noqa: F401
+    import specpilot.models.muse_glimmer  # noqa: F401
 
     archs = list(getattr(hf_config, "architectures", None) or [])
     for arch in archs:

@@ -115,11 +115,11 @@ class Scheduler:
         return not self.waiting and not self.running
 
     def stats(self) -> dict:
+        """Safe to call from any thread (reads a snapshot; never mutates scheduler state)."""
         now = time.monotonic()
-        while self._tok_times and now - self._tok_times[0][0] > 5.0:
-            self._tok_times.popleft()
-        toks = sum(n for _, n in self._tok_times)
-        span = (now - self._tok_times[0][0]) if self._tok_times else 0.0
+        recent = [(t, n) for t, n in list(self._tok_times) if now - t <= 5.0]
+        toks = sum(n for _, n in recent)
+        span = (now - recent[0][0]) if recent else 0.0
         return {"num_running": len(self.running), "num_waiting": len(self.waiting),
                 "kv_used_tokens": self.alloc.used_tokens,
                 "kv_total_tokens": self.alloc.slots.capacity,
@@ -153,7 +153,7 @@ class Scheduler:
         except Exception as e:  # keep serving: fail this batch's requests, free their KV
             log.exception("forward failed")
             for req in reqs:
-                self._drop(req)
+                (self.running if req in self.running else self.waiting).remove(req)
                 req.finish_reason = {"type": "abort", "message": f"internal error: {e}"}
                 self._finish(req, error=f"internal error: {e}")
             return
@@ -267,6 +267,8 @@ class Scheduler:
                 self._emit_req(req)
         if produced:
             self._tok_times.append((now, produced))
+            while now - self._tok_times[0][0] > 5.0:
+                self._tok_times.popleft()
 
     def _record_spec(self, req: Req, accepted: int, proposed: int) -> None:
         req.spec.record(accepted, proposed)

@@ -59,7 +59,10 @@ class EngineClient:
             self.on_output(out)
         if entry is not None:
             loop, q = entry
-            loop.call_soon_threadsafe(q.put_nowait, out)
+            try:
+                loop.call_soon_threadsafe(q.put_nowait, out)
+            except RuntimeError:  # the caller's event loop is gone (shutdown): nobody to tell
+                pass
 
     def _drain_inbox(self, block: bool) -> None:
         try:

@@ -117,10 +117,11 @@ class StockSpecWorker:
         ids = torch.cat([anchors[:, None], prop.tokens], dim=1)  # [R, B]
         loc = rn.tensor(wb.out_cache_loc)
         th, aux = rn.run_target(wb.req_pool_indices, wb.prefix_lens, [b] * r, ids.reshape(-1),
-                                loc, self.capture)
+                                loc, self.capture, verify=True)
         logits = rn.model.compute_logits(th)  # [R*B, V]
         if wb.forced is not None:
             checks = forced_checks(logits)
+            rn.commit_verify([len(f) - 1 for f in wb.forced])
             n = torch.tensor([len(f) for f in wb.forced], device=rn.device)
             keep = (offs[None, :] < n[:, None]).reshape(-1)  # rows 0..len-1 are committed
             self._store_context(aux[keep], (starts[:, None] + offs[None, :]).reshape(-1)[keep],
@@ -138,11 +139,13 @@ class StockSpecWorker:
             accepted, nxt = rejection_accept(prop.tokens, q, p, *self._randomness(wb, r, b, p))
         if self.simulate is not None:
             accepted, nxt = self.simulate.override(prop.tokens, logits.view(r, b, -1), b)
-        # 4. commit draft context for rows 0..a
+        # 4. commit: recurrent state and draft context for rows 0..a
+        acc = accepted.tolist()
+        rn.commit_verify(acc)
         keep = (offs[None, :] <= accepted[:, None]).reshape(-1)  # [R*B]
         positions = (starts[:, None] + offs[None, :]).reshape(-1)
         self._store_context(aux[keep], positions[keep], loc[keep])
-        acc, nxt_l, drafts = accepted.tolist(), nxt.tolist(), prop.tokens.tolist()
+        nxt_l, drafts = nxt.tolist(), prop.tokens.tolist()
         tokens = [drafts[i][:acc[i]] + [nxt_l[i]] for i in range(r)]
         return StepOutput(tokens, num_accepted=acc, num_proposed=b - 1)
 

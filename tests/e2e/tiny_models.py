@@ -9,7 +9,7 @@ COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_
 
 
 def make_tiny(kind: str, path, **overrides) -> str:
-    """kind: 'llama' or 'qwen3'. Saves config + model.safetensors; returns the folder."""
+    """kind: 'llama', 'qwen3' or 'qwen3_5'. Saves config + model.safetensors; returns the folder."""
     torch.manual_seed(1234)
     if kind == "llama":
         cfg = LlamaConfig(**{**COMMON, "tie_word_embeddings": False, **overrides})
@@ -17,6 +17,16 @@ def make_tiny(kind: str, path, **overrides) -> str:
     elif kind == "qwen3":
         cfg = Qwen3Config(**{**COMMON, "head_dim": 32, "tie_word_embeddings": True, **overrides})
         model = Qwen3ForCausalLM(cfg)
+    elif kind == "qwen3_5":
+        from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+        cfg = Qwen3_5TextConfig(**{
+            **COMMON, "num_hidden_layers": 8, "head_dim": 32, "tie_word_embeddings": False,
+            "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4,
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"]
+            + ["linear_attention"] * 3 + ["full_attention"], **overrides})
+        model = Qwen3_5ForCausalLM(cfg)
     else:
         raise ValueError(kind)
     # Larger-than-default init so greedy paths are not dominated by near-ties.
@@ -24,6 +34,8 @@ def make_tiny(kind: str, path, **overrides) -> str:
         for name, p in model.named_parameters():
             if p.dim() == 2:
                 p.normal_(0, 0.08)
+            elif "norm" in name:  # (1 + w) norms start at w = 0: make them matter
+                p.normal_(0, 0.1) if kind == "qwen3_5" else None
     model.save_pretrained(str(path))
     return str(path)
 

@@ -126,3 +126,21 @@ def test_retraction_recomputes_and_finishes():
     for i in range(3):
         assert outs[str(i)][-1].output_ids == [i * 10 + k for k in range(2, 8)]
     assert s.alloc.used_tokens == 0
+
+
+def test_forward_failure_frees_and_forgets_the_batch():
+    r = CountingRunner()
+    calls = {"n": 0}
+    original = r.forward
+
+    def flaky(wb):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("boom")
+        return original(wb)
+
+    r.forward = flaky
+    s = Scheduler(r)
+    outs = run(s, [GenerateInput("a", [1, 2], greedy(max_new_tokens=8))])
+    assert outs["a"][-1].error == "internal error: boom"
+    assert s.is_idle() and s.alloc.used_tokens == 0 and s.alloc.rows.available == 10
