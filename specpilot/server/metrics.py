@@ -15,7 +15,10 @@ Exported (counters get `_total` appended by prometheus_client):
   specpilot_requests_total{finish_reason}, specpilot_e2e_request_latency_seconds,
   specpilot_time_to_first_token_seconds, specpilot_num_running_reqs, specpilot_num_waiting_reqs,
   specpilot_token_usage, specpilot_kv_used_tokens, specpilot_kv_total_tokens,
-  specpilot_gen_throughput, specpilot_num_retractions, specpilot_spec_accept_length.
+  specpilot_gen_throughput, specpilot_num_retractions, specpilot_spec_accept_length;
+  speculative engines also: specpilot_spec_verify_steps_total (drafts = verify passes),
+  specpilot_spec_draft_tokens_total (proposed), specpilot_spec_accepted_tokens_total (accepted
+  drafts) and specpilot_spec_accepted_tokens_by_position_total{position} (block slot j accepted).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from typing import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 
 from specpilot.core import RequestOutput
 
@@ -62,6 +66,7 @@ class ServerMetrics:
                           ("spec_accept_length", "Average speculative accept length")):
             g[name] = Gauge(P + name, doc, lab, registry=r)
         self.gauges = g
+        r.register(_SpecCounters(client, model_name))
         self.model_name = model_name
         self._start: dict[str, float] = {}
         self._first_seen: set[str] = set()
@@ -133,3 +138,32 @@ class ServerMetrics:
     def render(self) -> bytes:
         self.refresh()
         return generate_latest(self.registry)
+
+
+class _SpecCounters:
+    """Cumulative speculative counters, read from the scheduler's totals at scrape time."""
+
+    def __init__(self, client, model_name: str):
+        self.client, self.model_name = client, model_name
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        s = self.client.stats()
+        if "spec_verify_ct" not in s:
+            return
+        m = self.model_name
+        for name, key, doc in (
+                ("spec_verify_steps", "spec_verify_ct", "Verify passes (drafts)"),
+                ("spec_draft_tokens", "spec_num_proposed_drafts", "Draft tokens proposed"),
+                ("spec_accepted_tokens", "spec_num_correct_drafts", "Draft tokens accepted")):
+            c = CounterMetricFamily(P + name, doc, labels=["model_name"])
+            c.add_metric([m], s[key])
+            yield c
+        c = CounterMetricFamily(P + "spec_accepted_tokens_by_position",
+                                "Draft tokens accepted at each block slot",
+                                labels=["model_name", "position"])
+        for j, n in enumerate(s.get("spec_accepted_per_position", [])):
+            c.add_metric([m, str(j)], n)
+        yield c
