@@ -56,6 +56,13 @@ def main():
             print(f"{dtype:9} block {b:2}: stock == ar for {sum(same)}/{len(same)} prompts; "
                   f"verify steps {m['spec_verify_ct']}, accepted drafts "
                   f"{m['spec_num_correct_drafts']}/{m['spec_num_proposed_drafts']}")
+            # token forcing: ar's tokens through stock's verify path; every disagreement's gap
+            checks = eng.force(prompts, ar)
+            bad = [(i, j, gap) for i, (c, r) in enumerate(zip(checks, ar))
+                   for j, ((top, gap), want) in enumerate(zip(c, r)) if top != want]
+            worst = max((g for _, _, g in bad), default=0.0)
+            print(f"{'':9} forcing ar -> stock: {len(bad)} of {sum(map(len, ar))} positions "
+                  f"disagree; largest top-2 gap at a disagreement {worst:.3g}")
             ok &= all(same) or dtype == "bfloat16"
     print("stock vs ar (fp32):", "PASS" if ok else "FAIL")
 
