@@ -54,24 +54,9 @@ def decode_rate(eng, prompts, new, bs):
     return bs * new / (time.perf_counter() - t)
 
 
-@torch.inference_mode()
-def top2_gap(eng, ids):
-    """Top-2 logit gap of the next token after `ids`, from a fresh single-request prefill."""
-    from specpilot.core import ForwardMode, WorkerBatch
-
-    runner = eng.runner
-    loc = list(range(1, len(ids) + 1))
-    wb = WorkerBatch(ForwardMode.EXTEND, [0], [0], [len(ids)], list(ids), loc,
-                     [SamplingParams(temperature=0)], [0], [[]])
-    dev = runner.device
-    t = torch.tensor
-    positions = t(list(range(len(ids))), device=dev)
-    runner.req_to_token.write(t([0] * len(ids), device=dev), positions, t(loc, device=dev))
-    backend = runner.backend.prepare([0], [0], [len(ids)], t(loc, device=dev))
-    hidden, _ = runner.model(t(ids, device=dev), positions, backend)
-    logits = runner.model.compute_logits(hidden[-1:])[0]
-    top = torch.topk(logits, 2).values
-    return float(top[0] - top[1])
+def top2_gap(eng, prompt, tokens, pos):
+    """Top-2 logit gap of `eng` at output position `pos` (tokens forced up to there)."""
+    return eng.force([prompt], [tokens[:pos + 1]])[0][pos][1]
 
 
 def main():
@@ -91,7 +76,7 @@ def main():
         eng, gpu = run(a.model_path, a.device, dtype, prompts, a.new)
         for i, (c, g) in enumerate(zip(cpu, gpu)):
             same = next((j for j, (x, y) in enumerate(zip(c, g)) if x != y), None)
-            gap = None if same is None else top2_gap(cpu_eng, prompts[i] + c[:same])
+            gap = None if same is None else top2_gap(cpu_eng, prompts[i], c, same)
             rows.append({"dtype": dtype, "prompt": i, "equal": same is None,
                          "first_diff": same, "cpu_top2_gap": gap})
         report[f"decode_tok_s_{dtype}"] = {bs: round(decode_rate(eng, prompts, a.new, bs), 1)

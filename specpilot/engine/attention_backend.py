@@ -30,7 +30,6 @@ class TorchNativeBackend:
         """loc [T]: KV slots of the new rows (already written into req_to_token by the runner)."""
         self.loc = loc
         self.segments = []
-        dev = loc.device
         start = 0
         for row, prefix, ext in zip(req_pool_indices, prefix_lens, extend_lens):
             total = prefix + ext

@@ -91,8 +91,9 @@ class ModelRunner:
         self.device = resolve_device(device)
         torch.manual_seed(random_seed)
         hf_config = load_hf_config(model_path)
+        text_config = hf_config.get_text_config()  # the config itself for text-only models
         self.dtype = resolve_dtype(dtype, hf_config, self.device)
-        max_pos = getattr(hf_config, "max_position_embeddings", None)
+        max_pos = getattr(text_config, "max_position_embeddings", None)
         ctx = context_length or max_pos
         if ctx is None:
             raise ValueError("config.json has no max_position_embeddings: pass --context-length")
@@ -118,8 +119,8 @@ class ModelRunner:
         self.backend = TorchNativeBackend(self.kv, self.req_to_token)
         self.info = RunnerInfo(
             device=str(self.device), dtype=str(self.dtype).replace("torch.", ""),
-            context_length=ctx, vocab_size=self.hf_config.vocab_size, num_kv_slots=num_slots,
-            num_req_rows=num_rows, eos_token_ids=eos_ids(model_path, self.hf_config),
+            context_length=ctx, vocab_size=self.model.config.vocab_size, num_kv_slots=num_slots,
+            num_req_rows=num_rows, eos_token_ids=eos_ids(model_path, self.model.config),
             architecture=type(self.model).__name__)
         log.info("KV cache: %d tokens (%.2f GiB), context %d, %s on %s", num_slots,
                  num_slots * per_token / 2**30, ctx, self.info.dtype, self.device)

@@ -223,8 +223,8 @@ def _exponential_noise(batch: SamplingBatch, shape: tuple[int, int], device) -> 
     return noise.clamp_min_(torch.finfo(torch.float32).tiny)  # no division by an exact 0
 
 
-def sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
-    """logits [B, V] (any float dtype) -> sampled ids [B] int64 on the same device."""
+def _adjusted(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """fp32 copy of logits [B, V] with penalties and the min_new_tokens ban applied."""
     assert logits.dim() == 2 and logits.shape[0] == batch.batch_size, tuple(logits.shape)
     logits = logits.float()
     if batch.has_penalties:
@@ -233,6 +233,12 @@ def sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
         # out of place: logits.float() may alias the caller's tensor
         logits = logits.index_put((batch.ban_rows, batch.ban_cols),
                                   torch.full((), float("-inf"), device=logits.device))
+    return logits
+
+
+def sample(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
+    """logits [B, V] (any float dtype) -> sampled ids [B] int64 on the same device."""
+    logits = _adjusted(logits, batch)
     argmax = logits.argmax(dim=-1)  # [B]
     if batch.all_greedy:
         return argmax
@@ -248,12 +254,7 @@ def probs(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     Greedy rows get a one-hot at their argmax. Speculative verification uses this for the
     target's p (and, without penalties, for the drafter's q).
     """
-    logits = logits.float()
-    if batch.has_penalties:
-        logits = apply_penalties(logits, batch)
-    if batch.ban_rows is not None:
-        logits = logits.index_put((batch.ban_rows, batch.ban_cols),
-                                  torch.full((), float("-inf"), device=logits.device))
+    logits = _adjusted(logits, batch)
     onehot = torch.zeros_like(logits).scatter_(1, logits.argmax(dim=-1, keepdim=True), 1.0)
     if batch.all_greedy:
         return onehot

@@ -52,22 +52,28 @@ class DecoderModel(nn.Module):
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
     def forward(self, input_ids, positions, backend, capture: tuple[int, ...] = ()):
-        """Returns (hidden [T, H] after the final norm, aux [T, len(capture) * H] or None).
+        """Returns (hidden [T, H] after the final norm, aux [T, len(capture) * H] or None)."""
+        return run_layers(self.layers, self.norm, self.embed_tokens(input_ids), positions, backend,
+                          capture)
 
-        aux concatenates the outputs of the decoder layers named in `capture`, which is HF's
-        `hidden_states[id + 1]` (for the last layer HF reports it after the final norm: so do we).
-        """
-        x = self.embed_tokens(input_ids)
-        feats = {}
-        for i, layer in enumerate(self.layers):
-            x = layer(positions, x, backend)
-            if i in capture:
-                feats[i] = x
-        h = self.norm(x)
-        if not capture:
-            return h, None
-        last = len(self.layers) - 1
-        return h, torch.cat([h if i == last else feats[i] for i in capture], dim=-1)
+
+def run_layers(layers, norm, x, positions, backend, capture: tuple[int, ...]):
+    """The decoder stack with feature capture, shared by every target family.
+
+    Returns (norm(x) after the last layer, aux [T, len(capture) * H] or None): aux concatenates
+    the outputs of the layers named in `capture` (HF `hidden_states[id + 1]`; for the last layer
+    HF reports it after the final norm, and so do we).
+    """
+    feats = {}
+    for i, layer in enumerate(layers):
+        x = layer(positions, x, backend)
+        if i in capture:
+            feats[i] = x
+    h = norm(x)
+    if not capture:
+        return h, None
+    last = len(layers) - 1
+    return h, torch.cat([h if i == last else feats[i] for i in capture], dim=-1)
 
 
 class LlamaForCausalLM(nn.Module):

@@ -30,7 +30,7 @@ from torch import nn
 
 from specpilot.layers.norm import ZeroCenteredRMSNorm
 from specpilot.layers.rotary import RotaryEmbedding
-from specpilot.models.llama import GatedMLP
+from specpilot.models.llama import GatedMLP, run_layers
 from specpilot.models.registry import register
 
 VISION_PREFIXES = ("model.vision_tower.", "model.vision_adapter.", "model.vision_projection.")
@@ -78,7 +78,8 @@ class MuseAttention(nn.Module):
     def forward(self, positions: torch.Tensor, x: torch.Tensor, backend) -> torch.Tensor:
         """positions [T]; x [T, hidden] (the normed layer input) -> [T, hidden]."""
         t = x.shape[0]
-        q = self.qk_norm(self.q_proj(x).view(t, self.num_heads, self.head_dim)) * self.qk_scale_factor
+        q = self.qk_norm(self.q_proj(x).view(t, self.num_heads, self.head_dim))
+        q = q * self.qk_scale_factor  # after the norm, before RoPE, in the model dtype (as HF)
         k = self.qk_norm(self.k_proj(x).view(t, self.num_kv_heads, self.head_dim))
         v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
         if self.rotary is not None:
@@ -150,16 +151,7 @@ class MuseTextModel(nn.Module):
     def forward(self, input_ids, positions, backend, capture: tuple[int, ...] = ()):
         """Returns (hidden [T, H] after the final norm, aux [T, len(capture) * H] or None)."""
         x = self.embed_norm(self.embed_tokens(input_ids))  # HF hidden_states[0]
-        feats = {}
-        for i, layer in enumerate(self.layers):
-            x = layer(positions, x, backend)
-            if i in capture:
-                feats[i] = x
-        h = self.norm(x)
-        if not capture:
-            return h, None
-        last = len(self.layers) - 1
-        return h, torch.cat([h if i == last else feats[i] for i in capture], dim=-1)
+        return run_layers(self.layers, self.norm, x, positions, backend, capture)
 
 
 class _MultimodalHolder(nn.Module):
@@ -196,7 +188,8 @@ class MuseGlimmerForCausalLM(nn.Module):
 
     @property
     def text(self) -> MuseTextModel:
-        return self.model.language_model if isinstance(self.model, _MultimodalHolder) else self.model
+        m = self.model
+        return m.language_model if isinstance(m, _MultimodalHolder) else m
 
     def forward(self, input_ids, positions, backend, capture: tuple[int, ...] = ()):
         for t in self.mm_token_ids:

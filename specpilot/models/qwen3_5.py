@@ -23,7 +23,7 @@ from torch import nn
 from specpilot.layers.gdn import causal_conv, delta_rule, l2norm
 from specpilot.layers.norm import GatedRMSNorm, ZeroCenteredRMSNorm
 from specpilot.layers.rotary import RotaryEmbedding
-from specpilot.models.llama import GatedMLP
+from specpilot.models.llama import GatedMLP, run_layers
 from specpilot.models.registry import register
 
 
@@ -132,17 +132,8 @@ class HybridTextModel(nn.Module):
         self.norm = ZeroCenteredRMSNorm(c.hidden_size, c.rms_norm_eps)
 
     def forward(self, input_ids, positions, backend, capture=()):
-        x = self.embed_tokens(input_ids)
-        feats = {}
-        for i, layer in enumerate(self.layers):
-            x = layer(positions, x, backend)
-            if i in capture:
-                feats[i] = x
-        h = self.norm(x)
-        if not capture:
-            return h, None
-        last = len(self.layers) - 1
-        return h, torch.cat([h if i == last else feats[i] for i in capture], dim=-1)
+        return run_layers(self.layers, self.norm, self.embed_tokens(input_ids), positions, backend,
+                          capture)
 
 
 class Qwen3_5ForCausalLM(nn.Module):

@@ -123,7 +123,7 @@ class DraftConfig:
                 raise DraftConfigError(f"{a!r} and {b!r} must be given together")
         if arch == "DFlash2DraftModel" and get("selector_rank", None) is None:
             raise DraftConfigError("DFlash2DraftModel needs selector_rank and selector_top_k")
-        causal, window = cls._layer_masks(raw, dcfg, hf, n_layers)
+        causal, window = cls._layer_masks(raw, dcfg, hf, n_layers, arch)
         markov_type = get("markov_head_type", "vanilla")
         if arch == "Qwen3DSparkModel" and markov_type != "vanilla":
             raise DraftConfigError(f"DSpark markov_head_type {markov_type!r} is not supported "
@@ -145,8 +145,12 @@ class DraftConfig:
             confidence_head_with_markov=bool(get("confidence_head_with_markov", False)))
 
     @staticmethod
-    def _layer_masks(raw, dcfg, hf, n_layers):
-        """Per layer (causal, window). `is_causal`, then dflash_config.causal, then sliding=causal."""
+    def _layer_masks(raw, dcfg, hf, n_layers, arch):
+        """Per layer (causal, window). `is_causal`, then dflash_config.causal, then sliding=causal.
+
+        MuseGlimmerAssistantModel follows transformers' muse_glimmer_assistant instead: every layer
+        bidirectional, and its sliding window inclusive (|q - k| <= W), stored here as W + 1 for
+        our strict `distance < window` masks."""
         types = raw.get("layer_types") or dcfg.get("layer_types")
         if types is None:
             sliding = bool(raw.get("use_sliding_window", False) or dcfg.get("use_swa", False))
@@ -155,13 +159,16 @@ class DraftConfig:
             raise DraftConfigError(f"layer_types has {len(types)} entries for {n_layers} layers")
         window = raw.get("sliding_window", dcfg.get("swa_window_size"))
         forced = raw.get("is_causal", dcfg.get("causal"))
+        muse = arch == "MuseGlimmerAssistantModel"
+        if muse and forced is None:
+            forced = False
         causal, windows = [], []
         for t in types:
             is_sliding = t == "sliding_attention"
             if is_sliding and not window:
                 raise DraftConfigError("a sliding_attention layer needs sliding_window")
             causal.append(bool(forced) if forced is not None else is_sliding)
-            windows.append(int(window) if is_sliding else None)
+            windows.append((int(window) + (1 if muse else 0)) if is_sliding else None)
         return tuple(causal), tuple(windows)
 
     @classmethod

@@ -51,7 +51,6 @@ def test_arrivals_while_decoding(tiny):
 def test_retraction_when_kv_runs_out(tiny):
     path, ref = tiny
     # 6 requests need up to ~94 slots each; 200 slots force retractions during decode.
-    eng = engine(path, chunked_prefill_size=32)
     eng2 = OfflineEngine(ServerArgs(model_path=path, device="cpu", dtype="float32",
                                     max_total_tokens=200, chunked_prefill_size=32))
     outs = eng2.generate(prompts(), GREEDY)

@@ -49,8 +49,12 @@ def test_lookup_order_dflash_config_first(tmp_path, target):
 def test_layer_masks(tmp_path, target):
     d2 = load(make_drafter("dflash2", tmp_path / "a"), target).dc
     assert d2.layer_causal == (False, False) and d2.layer_window == (6, 6)
-    muse = load(make_drafter("muse", tmp_path / "b"), target).dc  # no is_causal: sliding=causal
-    assert muse.layer_causal == (True, True) and muse.layer_window == (5, 5)
+    # Muse assistant as transformers runs it: bidirectional, inclusive window (5 -> strict 6)
+    muse = load(make_drafter("muse", tmp_path / "b"), target).dc
+    assert muse.layer_causal == (False, False) and muse.layer_window == (6, 6)
+    dflash = load(make_drafter("dflash", tmp_path / "c", layer_types=["sliding_attention"] * 2,
+                               sliding_window=4), target).dc  # no is_causal: sliding = causal
+    assert dflash.layer_causal == (True, True) and dflash.layer_window == (4, 4)
 
 
 def test_default_layer_ids():
