@@ -34,10 +34,12 @@ class ServerArgs:
     random_seed: int = 0
     log_level: str = "info"
     skip_tokenizer_init: bool = False
+    load_format: str = "auto"  # auto: safetensors; dummy: random weights from config.json alone
     # speculative decoding (none given: the `ar` engine)
     speculative_algorithm: Optional[str] = None  # DFLASH | DFLASH2 | DSPARK; None: from the drafter
     speculative_draft_model_path: Optional[str] = None
     speculative_num_draft_tokens: Optional[int] = None  # verify rows incl. the anchor
+    speculative_draft_load_format: str = "auto"
 
     def validate(self) -> None:
         if self.dtype not in DTYPES:
@@ -46,6 +48,10 @@ class ServerArgs:
             raise ValueError(f"--device must be one of {DEVICES}, got {self.device!r}")
         if not 0 < self.mem_fraction_static < 1:
             raise ValueError("--mem-fraction-static must be in (0, 1)")
+        for flag, v in (("--load-format", self.load_format),
+                        ("--speculative-draft-load-format", self.speculative_draft_load_format)):
+            if v not in ("auto", "dummy"):
+                raise ValueError(f"{flag} must be auto or dummy, got {v!r}")
         if self.max_running_requests < 1:
             raise ValueError("--max-running-requests must be >= 1")
         if self.context_length is not None and self.context_length < 2:

@@ -87,7 +87,7 @@ class ModelRunner:
     def __init__(self, model_path: str, dtype: str = "auto", device: str | None = None,
                  context_length: int | None = None, mem_fraction_static: float = 0.85,
                  max_total_tokens: int | None = None, max_running_requests: int = 64,
-                 random_seed: int = 0):
+                 random_seed: int = 0, load_format: str = "auto"):
         self.device = resolve_device(device)
         torch.manual_seed(random_seed)
         hf_config = load_hf_config(model_path)
@@ -101,7 +101,7 @@ class ModelRunner:
             log.warning("--context-length %d exceeds max_position_embeddings %d", ctx, max_pos)
         self.max_positions = ctx + SPARE_POSITIONS
         self.model, self.hf_config = build_model(model_path, self.dtype, self.device,
-                                                 self.max_positions)
+                                                 self.max_positions, load_format)
         num_layers, kv_heads, head_dim = self.model.kv_cache_spec()
         per_token = KVCache.bytes_per_token(num_layers, kv_heads, head_dim, self.dtype)
         num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)

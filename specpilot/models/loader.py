@@ -75,17 +75,43 @@ def load_weights(model: torch.nn.Module, model_path: str) -> None:
                     p.copy_(t.to(p.dtype))
 
 
-def build_model(model_path: str, dtype: torch.dtype, device: torch.device, max_positions: int):
-    """Returns (model in eval mode on device, hf_config)."""
-    hf_config = load_hf_config(model_path)
-    cls = resolve(hf_config)
+def instantiate(factory, dtype: torch.dtype, device: torch.device):
+    """factory() with parameters created directly in `dtype` on `device` (fp32 buffers such as
+    RoPE tables are built explicitly in fp32 and stay so)."""
     prev = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device):
-            model = cls(hf_config, max_positions)
+            return factory()
     finally:
         torch.set_default_dtype(prev)
-    load_weights(model, model_path)
-    log.info("loaded %s (%s) from %s", cls.__name__, dtype, model_path)
+
+
+@torch.no_grad()
+def randomize(model: torch.nn.Module, seed: int = 0) -> None:
+    """--load-format dummy: random weights of the real shapes (not zeros, which run faster than
+    real data). Matrices ~ N(0, 0.02); norm gains and other vectors keep their constructor values
+    (ones, or zeros for (1 + w) norms), except Gated DeltaNet decay A_log ~ log U(1, 16)."""
+    gens: dict = {}
+    for name, p in model.named_parameters():
+        gen = gens.setdefault(p.device, torch.Generator(device=p.device).manual_seed(seed))
+        if p.dim() >= 2:
+            p.normal_(0.0, 0.02, generator=gen)
+        elif name.endswith("A_log"):
+            p.uniform_(1.0, 16.0, generator=gen).log_()
+
+
+def build_model(model_path: str, dtype: torch.dtype, device: torch.device, max_positions: int,
+                load_format: str = "auto"):
+    """Returns (model in eval mode on device, hf_config). load_format "dummy" needs only
+    config.json and fills random weights."""
+    hf_config = load_hf_config(model_path)
+    cls = resolve(hf_config)
+    model = instantiate(lambda: cls(hf_config, max_positions), dtype, device)
+    if load_format == "dummy":
+        randomize(model)
+        log.warning("--load-format dummy: %s has RANDOM weights (speed work only)", cls.__name__)
+    else:
+        load_weights(model, model_path)
+        log.info("loaded %s (%s) from %s", cls.__name__, dtype, model_path)
     return model.eval(), hf_config

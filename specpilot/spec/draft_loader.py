@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from safetensors import safe_open
 
-from specpilot.models.loader import WeightLoadError, checkpoint_files
+from specpilot.models.loader import WeightLoadError, checkpoint_files, instantiate, randomize
 from specpilot.spec.draft_config import DraftConfig
 from specpilot.spec.drafter import BlockDrafter
 
@@ -28,16 +28,19 @@ def canonical_name(name: str) -> str | None:
 
 
 def load_drafter(path: str, target_model, dtype: torch.dtype, device: torch.device,
-                 max_positions: int) -> BlockDrafter:
+                 max_positions: int, load_format: str = "auto") -> BlockDrafter:
     tc = target_model.config
     dc = DraftConfig.from_path(path, tc.num_hidden_layers, tc.vocab_size)
-    prev = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.device(device):
-            drafter = BlockDrafter(dc, tc.hidden_size, max_positions)
-    finally:
-        torch.set_default_dtype(prev)
+    drafter = instantiate(lambda: BlockDrafter(dc, tc.hidden_size, max_positions), dtype, device)
+    if load_format == "dummy":
+        randomize(drafter, seed=1)
+    else:
+        _load_tensors(drafter, dc, path, tc)
+    drafter.bind_target(target_model.get_input_embeddings(), target_model.lm_head)
+    return drafter.eval()
+
+
+def _load_tensors(drafter: BlockDrafter, dc: DraftConfig, path: str, tc) -> None:
     params = dict(drafter.named_parameters())
     files = {}
     for raw, fn in checkpoint_files(path).items():
@@ -65,5 +68,3 @@ def load_drafter(path: str, target_model, dtype: torch.dtype, device: torch.devi
                 raise WeightLoadError(f"drafter tensor {raw!r} has shape {tuple(t.shape)}, "
                                       f"expected {tuple(p.shape)}")
             p.copy_(t.to(p.dtype))
-    drafter.bind_target(target_model.get_input_embeddings(), target_model.lm_head)
-    return drafter.eval()

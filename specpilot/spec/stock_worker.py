@@ -35,10 +35,10 @@ log = logging.getLogger(__name__)
 
 class StockSpecWorker:
     def __init__(self, runner, draft_model_path: str, num_draft_tokens: int | None = None,
-                 algorithm: str | None = None):
+                 algorithm: str | None = None, load_format: str = "auto"):
         self.runner = runner
         self.drafter = load_drafter(draft_model_path, runner.model, runner.dtype, runner.device,
-                                    runner.max_positions)
+                                    runner.max_positions, load_format)
         dc = self.drafter.dc
         if algorithm is not None and algorithm.upper() != dc.algorithm:
             raise ValueError(f"--speculative-algorithm {algorithm} does not match the drafter "
