@@ -5,9 +5,9 @@
 #
 #   GPU (nvidia-smi works): venv with --system-site-packages so the machine's CUDA torch is
 #       used as it is (plain `pip install torch` only if none is importable);
-#       then pip install -c requirements/lock-gpu.txt -e .[test,demo,gpu]
+#       then pip install -c requirements/lock-gpu.txt -e .[test,demo,bench,gpu]
 #   CPU: pip install torch==2.13.0 (the CPU wheel; an unpinned torch pulls the CUDA build);
-#       then pip install -c requirements/lock-cpu.txt -e .[test,demo]
+#       then pip install -c requirements/lock-cpu.txt -e .[test,demo,bench]
 #
 # Idempotent: a stamp in the venv records the hash of pyproject.toml, the lock file, this
 # script, the mode and the repo path; when it matches, nothing is run.
@@ -33,8 +33,8 @@ if [ -z "$MODE" ]; then
     if nvidia-smi >/dev/null 2>&1; then MODE=gpu; else MODE=cpu; fi
 fi
 case "$MODE" in
-    cpu) EXTRAS="test,demo" ;;
-    gpu) EXTRAS="test,demo,gpu" ;;
+    cpu) EXTRAS="test,demo,bench" ;;
+    gpu) EXTRAS="test,demo,bench,gpu" ;;
     *) echo "[setup_env] error: SPECPILOT_DEVICE must be cpu or gpu, got '$MODE'" >&2; exit 1 ;;
 esac
 LOCK="requirements/lock-$MODE.txt"

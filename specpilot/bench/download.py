@@ -100,6 +100,16 @@ def check_folder(folder: Path, files: Optional[dict], verify_hashes: bool = Fals
     return problems
 
 
+def _hub(fn, repo: str, *args):
+    try:
+        return fn(repo, *args)
+    except Exception as e:  # network, auth (gated repo), unknown revision: one clear message
+        raise DownloadError(
+            f"{repo}: the hub request failed ({type(e).__name__}: {str(e)[:300]}). Check the "
+            "network and, for gated repos, HF_TOKEN; with HF_HUB_OFFLINE=1 local copies are only "
+            "checked.") from None
+
+
 def download_model(setting, model, local_dir: Optional[Path], verify_hashes: bool) -> Path:
     rev = model.revision
     entry = setting.lock.get(model.repo) or {}
@@ -114,7 +124,7 @@ def download_model(setting, model, local_dir: Optional[Path], verify_hashes: boo
         folder = _local(setting, model, local_dir)
     else:
         if rev is None or files is None:
-            info = _model_info(model.repo, rev)
+            info = _hub(_model_info, model.repo, rev)
             if rev is None:
                 print(f"[download] {model.repo}: not pinned yet; resolved {info.sha}, writing "
                       f"{setting.lock_path}", file=sys.stderr)
@@ -123,7 +133,7 @@ def download_model(setting, model, local_dir: Optional[Path], verify_hashes: boo
         target = repo_folder(local_dir, model.repo) if local_dir else None
         print(f"[download] {model.repo}@{rev[:12]} -> {target or 'the Hugging Face cache'}",
               file=sys.stderr)
-        folder = _snapshot(model.repo, rev, target)
+        folder = _hub(_snapshot, model.repo, rev, target)
     problems = check_folder(folder, files, verify_hashes)
     if problems:
         raise DownloadError(f"{model.repo}@{rev[:12]} in {folder} is incomplete or wrong:\n    "

@@ -23,6 +23,7 @@ ALGORITHMS = {
     "MuseGlimmerAssistantModel": "DFLASH",
     "DFlash2DraftModel": "DFLASH2",
     "Qwen3DSparkModel": "DSPARK",
+    "DSparkDraftModel": "DSPARK",  # the same layout under the name some DSpark exports carry
 }
 _MISSING = object()
 
@@ -125,7 +126,7 @@ class DraftConfig:
             raise DraftConfigError("DFlash2DraftModel needs selector_rank and selector_top_k")
         causal, window = cls._layer_masks(raw, dcfg, hf, n_layers, arch)
         markov_type = get("markov_head_type", "vanilla")
-        if arch == "Qwen3DSparkModel" and markov_type != "vanilla":
+        if ALGORITHMS[arch] == "DSPARK" and markov_type != "vanilla":
             raise DraftConfigError(f"DSpark markov_head_type {markov_type!r} is not supported "
                                    "(only 'vanilla')")
         cap = get("final_logit_softcapping", None)
@@ -139,7 +140,7 @@ class DraftConfig:
             conv_kernel_size=get("conv_kernel_size", None),
             conv_group_size=get("conv_group_size", None),
             selector_rank=get("selector_rank", None), selector_top_k=get("selector_top_k", None),
-            markov_rank=get("markov_rank", 256 if arch == "Qwen3DSparkModel" else None),
+            markov_rank=get("markov_rank", 256 if ALGORITHMS[arch] == "DSPARK" else None),
             markov_head_type=markov_type,
             enable_confidence_head=bool(get("enable_confidence_head", False)),
             confidence_head_with_markov=bool(get("confidence_head_with_markov", False)))

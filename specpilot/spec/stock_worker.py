@@ -119,16 +119,12 @@ class StockSpecWorker:
         th, aux = rn.run_target(wb.req_pool_indices, wb.prefix_lens, [b] * r, ids.reshape(-1),
                                 loc, self.capture, verify=True)
         logits = rn.model.compute_logits(th)  # [R*B, V]
-        if wb.forced is not None:
+        if wb.forced is not None:  # every forced token is emitted: rows 0..len-1 commit
             checks = forced_checks(logits)
-            rn.commit_verify([len(f) - 1 for f in wb.forced])
-            n = torch.tensor([len(f) for f in wb.forced], device=rn.device)
-            keep = (offs[None, :] < n[:, None]).reshape(-1)  # rows 0..len-1 are committed
-            self._store_context(aux[keep], (starts[:, None] + offs[None, :]).reshape(-1)[keep],
-                                loc[keep])
-            return StepOutput(wb.forced, num_accepted=[len(f) - 1 for f in wb.forced],
-                              num_proposed=b - 1, checks=[checks[i * b:(i + 1) * b]
-                                                          for i in range(r)])
+            acc = [len(f) - 1 for f in wb.forced]
+            self._commit(aux, starts, loc, acc)
+            return StepOutput(wb.forced, num_accepted=acc, num_proposed=b - 1,
+                              checks=[checks[i * b:(i + 1) * b] for i in range(r)])
         # 3. accept
         if all(sp.greedy for sp in wb.sampling) and not wb.histories and not any(wb.banned):
             accepted, nxt = greedy_accept(prop.tokens, logits.argmax(-1).view(r, b))
@@ -139,15 +135,21 @@ class StockSpecWorker:
             accepted, nxt = rejection_accept(prop.tokens, q, p, *self._randomness(wb, r, b, p))
         if self.simulate is not None:
             accepted, nxt = self.simulate.override(prop.tokens, logits.view(r, b, -1), b)
-        # 4. commit: recurrent state and draft context for rows 0..a
         acc = accepted.tolist()
-        rn.commit_verify(acc)
-        keep = (offs[None, :] <= accepted[:, None]).reshape(-1)  # [R*B]
-        positions = (starts[:, None] + offs[None, :]).reshape(-1)
-        self._store_context(aux[keep], positions[keep], loc[keep])
+        self._commit(aux, starts, loc, acc)
         nxt_l, drafts = nxt.tolist(), prop.tokens.tolist()
         tokens = [drafts[i][:acc[i]] + [nxt_l[i]] for i in range(r)]
         return StepOutput(tokens, num_accepted=acc, num_proposed=b - 1)
+
+    def _commit(self, aux, starts, loc, accepted: list[int]) -> None:
+        """Rows 0..accepted[i] of request i become committed: the target's recurrent state (if
+        any) and the drafter's context K/V at their positions. aux/loc [R*B], starts [R]."""
+        rn = self.runner
+        rn.commit_verify(accepted)
+        offs = torch.arange(self.num_draft_tokens, device=rn.device)
+        keep = (offs[None, :] <= rn.tensor(accepted)[:, None]).reshape(-1)  # [R*B]
+        positions = (starts[:, None] + offs[None, :]).reshape(-1)
+        self._store_context(aux[keep], positions[keep], loc[keep])
 
     def _randomness(self, wb: WorkerBatch, r: int, b: int, p: torch.Tensor):
         """uniform [R, B-1] and Exp(1) noise [R, V]; a seeded request draws from its own stream."""
