@@ -1,0 +1,111 @@
+"""Command line of `python -m specpilot.train_drafter` (argument parsing and checks only)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def default_work_dir() -> str:
+    from specpilot.demo import cache_root
+
+    return str(cache_root() / "train_drafter")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m specpilot.train_drafter",
+        description="Train a DFlash-format block drafter for a target on the target's own greedy "
+                    "continuations of training prompts (gsm8k first half, mbpp outside its test "
+                    "split, optional synthetic prompts). Writes config.json + model.safetensors + "
+                    "train_meta.json to --out.")
+    g = ap.add_argument_group("paths")
+    g.add_argument("--target", required=True, help="target HF folder (config, weights, tokenizer)")
+    g.add_argument("--data-dir", help="folder with gsm8k_test.jsonl and mbpp.jsonl")
+    g.add_argument("--out", required=True, help="export folder for the drafter")
+    g.add_argument("--work-dir", default=None,
+                   help="cache of generated data (default $SPECPILOT_CACHE/train_drafter)")
+    g.add_argument("--state-dir", default=None,
+                   help="where trainer_state.pt and train_log.jsonl go (default: --out)")
+    g.add_argument("--resume", default=None,
+                   help="folder with trainer_state.pt (exact resume) or an exported drafter "
+                        "(warm start: weights only)")
+    g = ap.add_argument_group("drafter")
+    g.add_argument("--layers", type=int, default=2, help="draft decoder layers (default 2)")
+    g.add_argument("--block-size", type=int, default=16, help="block rows incl. the anchor")
+    g.add_argument("--intermediate-size", type=int, default=None, help="default: the target's")
+    g.add_argument("--target-layer-ids", default=None,
+                   help="comma-separated target layer ids (default: the DFlash rule)")
+    g.add_argument("--mask-token-id", type=int, default=None,
+                   help="default: chosen automatically (see specpilot/train_drafter/data.py)")
+    g.add_argument("--save-dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
+    g = ap.add_argument_group("data")
+    g.add_argument("--sources", default="gsm8k,mbpp", help="comma-separated: gsm8k, mbpp, or ''")
+    g.add_argument("--synthetic", type=int, default=0, help="number of synthetic prompts to add")
+    g.add_argument("--max-prompts", type=int, default=None, help="random subset of the prompts")
+    g.add_argument("--max-new-tokens", type=int, default=256, help="target continuation length")
+    g.add_argument("--max-len", type=int, default=512, help="sequence cap (prompt + completion)")
+    g.add_argument("--gen-batch-size", type=int, default=64)
+    g.add_argument("--gen-fraction", type=float, default=0.6,
+                   help="share of --max-minutes data generation may use (rest is training)")
+    g = ap.add_argument_group("training")
+    g.add_argument("--steps", type=int, default=None,
+                   help="optimizer steps (default: as many as --max-minutes allows)")
+    g.add_argument("--max-minutes", type=float, default=None,
+                   help="wall-clock budget of the whole run; stops and saves cleanly before it")
+    g.add_argument("--stop-at-step", type=int, default=None,
+                   help="stop (and save) at this step without changing the schedule")
+    g.add_argument("--batch-size", type=int, default=8, help="sequences per step")
+    g.add_argument("--blocks-per-seq", type=int, default=8, help="anchor blocks per sequence")
+    g.add_argument("--gamma", type=float, default=7.0, help="loss weight exp(-(j-1)/gamma)")
+    g.add_argument("--lr", type=float, default=6e-4)
+    g.add_argument("--min-lr-ratio", type=float, default=0.1)
+    g.add_argument("--warmup", type=int, default=50, help="warmup steps")
+    g.add_argument("--schedule", default="cosine", choices=["cosine", "linear"])
+    g.add_argument("--weight-decay", type=float, default=0.01)
+    g.add_argument("--grad-clip", type=float, default=1.0)
+    g.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps")
+    g.add_argument("--log-every", type=int, default=10)
+    g.add_argument("--device", default=None, help="cpu | cuda (default: cuda if available)")
+    g.add_argument("--seed", type=int, default=0)
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    if not os.path.isfile(os.path.join(a.target, "config.json")):
+        ap.error(f"--target {a.target!r} is not a Hugging Face model folder (no config.json)")
+    a.sources = tuple(s for s in a.sources.split(",") if s.strip())
+    if a.sources and not a.data_dir:
+        ap.error("--data-dir is required for --sources gsm8k/mbpp (or pass --sources '' "
+                 "with --synthetic N)")
+    if a.data_dir and not os.path.isdir(a.data_dir):
+        ap.error(f"--data-dir {a.data_dir!r} is not a folder")
+    if a.resume and not os.path.isdir(a.resume):
+        ap.error(f"--resume {a.resume!r} is not a folder")
+    if a.steps is None and a.max_minutes is None:
+        ap.error("give --steps and/or --max-minutes")
+    checks = [("--layers", a.layers, 1), ("--block-size", a.block_size, 2),
+              ("--max-new-tokens", a.max_new_tokens, 2), ("--batch-size", a.batch_size, 1),
+              ("--blocks-per-seq", a.blocks_per_seq, 1), ("--gen-batch-size", a.gen_batch_size, 1),
+              ("--save-every", a.save_every, 1), ("--log-every", a.log_every, 1),
+              ("--warmup", a.warmup, 1), ("--max-len", a.max_len, 8)]
+    for flag, v, lo in checks:
+        if v < lo:
+            ap.error(f"{flag} must be >= {lo}, got {v}")
+    for flag, v in (("--steps", a.steps), ("--max-prompts", a.max_prompts),
+                    ("--max-minutes", a.max_minutes), ("--lr", a.lr), ("--gamma", a.gamma),
+                    ("--synthetic", None if a.synthetic == 0 else a.synthetic)):
+        if v is not None and v <= 0:
+            ap.error(f"{flag} must be > 0, got {v}")
+    if not 0 < a.gen_fraction <= 1:
+        ap.error("--gen-fraction must be in (0, 1]")
+    if a.target_layer_ids:
+        try:
+            a.target_layer_ids = [int(x) for x in a.target_layer_ids.split(",")]
+        except ValueError:
+            ap.error(f"--target-layer-ids must be comma-separated integers: {a.target_layer_ids!r}")
+    a.work_dir = a.work_dir or default_work_dir()
+    a.state_dir = a.state_dir or a.out
+    return a

@@ -1,0 +1,127 @@
+"""Prompt sources for drafter training and for held-out acceptance measurement.
+
+THE SPLIT (recorded in every checkpoint's train_meta.json):
+  gsm8k_test.jsonl   rows [0, n//2)      -> training      (n = 1319: rows 0-658, 659 prompts)
+                     rows [n//2, n)      -> held out       ("gsm8k-heldout": rows 659-1318)
+  mbpp.jsonl         task_id 1-10, 511-974 -> training (few-shot, validation and train splits)
+                     task_id 11-510        -> held out ("mbpp-test", the standard MBPP test split)
+  humaneval.jsonl, math500_test.jsonl      -> never used for training (held out entirely)
+  synthetic          templated prompts written in specpilot/train_drafter/synthetic.py (optional)
+
+Prompt texts are formatted exactly as the scorer formats them (specpilot.evals.datasets), so the
+drafter is trained on the same user-turn shape it is measured on. Files are read from a data
+directory given explicitly (no search path); each file's sha256 is recorded and compared with
+the published one (a mismatch is allowed: tests use small stand-in files).
+
+Items are dicts {"id", "source", "prompt"} (prompt: the user message text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Optional
+
+from specpilot.evals.datasets import FILES, SHA256, _item
+
+MBPP_TEST = range(11, 511)
+TRAIN_SOURCES = ("gsm8k", "mbpp")
+EVAL_SPLITS = ("gsm8k-heldout", "math500", "humaneval", "mbpp-test")
+SPLIT_DESCRIPTION = {
+    "gsm8k": "gsm8k_test.jsonl: first half of the rows (row < n//2) train; second half held out",
+    "mbpp": "mbpp.jsonl: task_id 1-10 and 511-974 train; 11-510 (test split) held out",
+    "humaneval": "never used for training",
+    "math500": "never used for training",
+}
+
+
+def read_rows(data_dir: str, name: str) -> tuple[list[dict], dict]:
+    """Rows of FILES[name] in data_dir, and {"file", "rows", "sha256", "published_sha256_match"}.
+
+    Raises FileNotFoundError naming the folder when the file is absent."""
+    path = Path(data_dir) / FILES[name]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found (--data-dir must hold {FILES[name]})")
+    raw = path.read_bytes()
+    rows = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+    sha = hashlib.sha256(raw).hexdigest()
+    return rows, {"file": FILES[name], "rows": len(rows), "sha256": sha,
+                  "published_sha256_match": sha == SHA256.get(FILES[name])}
+
+
+def _gsm8k(data_dir: str, heldout: bool) -> tuple[list[dict], dict]:
+    rows, info = read_rows(data_dir, "gsm8k")
+    half = len(rows) // 2
+    idx = range(half, len(rows)) if heldout else range(half)
+    info["used_rows"] = f"{idx.start}-{idx.stop - 1}" if len(idx) else "none"
+    return [{"source": "gsm8k", **_item("gsm8k", i, rows[i])} for i in idx], info
+
+
+def _mbpp(data_dir: str, test: bool) -> tuple[list[dict], dict]:
+    rows, info = read_rows(data_dir, "mbpp")
+    keep = [r for r in rows if (r["task_id"] in MBPP_TEST) == test]
+    info["used_task_ids"] = "11-510" if test else "1-10,511-974"
+    return [{"source": "mbpp", **_item("mbpp", 0, r)} for r in keep], info
+
+
+def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: int = 0,
+                     max_prompts: Optional[int] = None, seed: int = 0) -> tuple[list[dict], dict]:
+    """Training prompts (see the split above) and a JSON-able description of what was used.
+
+    With max_prompts, a seeded random subset of that size is kept (sources mixed); the order is
+    shuffled either way. data_dir may be None only when sources is empty (synthetic only)."""
+    from specpilot.train_drafter.synthetic import synthetic_prompts
+
+    items, info = [], {"split": dict(SPLIT_DESCRIPTION), "sources": {}}
+    for src in sources:
+        if src not in TRAIN_SOURCES:
+            raise ValueError(f"unknown training source {src!r}; known: {TRAIN_SOURCES} "
+                             "(humaneval and math500 are held out and never trained on)")
+        if data_dir is None:
+            raise ValueError("--data-dir is required for the gsm8k/mbpp prompt sources")
+        its, src_info = _gsm8k(data_dir, False) if src == "gsm8k" else _mbpp(data_dir, False)
+        items += its
+        info["sources"][src] = {**src_info, "available_prompts": len(its)}
+    if synthetic:
+        syn = synthetic_prompts(synthetic, seed)
+        items += syn
+        info["sources"]["synthetic"] = {"available_prompts": len(syn), "seed": seed}
+    if not items:
+        raise ValueError("no training prompts: give --data-dir sources and/or --synthetic N")
+    random.Random(seed).shuffle(items)
+    if max_prompts is not None and max_prompts < len(items):
+        items = items[:max_prompts]
+        info["subset_ids"] = sorted(it["id"] for it in items)
+    info["prompts"] = len(items)
+    info["prompts_by_source"] = {s: sum(it["source"] == s for it in items)
+                                 for s in sorted({it["source"] for it in items})}
+    return items, info
+
+
+def eval_prompts(data_dir: str, split: str, limit: Optional[int] = None) -> list[dict]:
+    """The first `limit` items of a held-out split, in file order."""
+    if split == "gsm8k-heldout":
+        items = _gsm8k(data_dir, True)[0]
+    elif split == "mbpp-test":
+        items = _mbpp(data_dir, True)[0]
+    elif split in ("math500", "humaneval"):
+        rows = read_rows(data_dir, split)[0]
+        items = [{"source": split, **_item(split, i, r)} for i, r in enumerate(rows)]
+    else:
+        raise ValueError(f"unknown split {split!r}; known: {EVAL_SPLITS}")
+    return items if limit is None else items[:limit]
+
+
+def render(tokenizer, text: str) -> list[int]:
+    """Token ids of `text` as one user turn through the chat template, generation prompt added."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("the target's tokenizer has no chat template; training data is rendered "
+                         "as chat turns")
+    out = tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                        add_generation_prompt=True, tokenize=True)
+    ids = out["input_ids"] if hasattr(out, "keys") else out
+    if ids and isinstance(ids[0], list):
+        ids = ids[0]
+    return [int(t) for t in ids]

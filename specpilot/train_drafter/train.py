@@ -1,0 +1,242 @@
+"""`python -m specpilot.train_drafter`: data preparation, then the training loop.
+
+main(argv) -> exit code. Phases, all bounded by --max-minutes (measured from start):
+  1. load the target (bf16 on CUDA, fp32 on CPU; frozen) and its tokenizer;
+  2. training prompts (prompts.py: the split) rendered with the chat template; the target's greedy
+     continuations, cached under --work-dir (data.py), within gen_fraction of the budget;
+  3. drafter config (mask token chosen from the data unless given), fresh or resumed drafter;
+  4. AdamW steps (warmup + cosine/linear decay; bf16 autocast on CUDA), a trainer state and an
+     export every --save-every steps and at the end; stops cleanly before the budget ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+import torch
+from tqdm.auto import tqdm
+
+from specpilot.train_drafter import checkpoint, data, prompts
+from specpilot.train_drafter.batching import SequenceSampler, make_batch
+from specpilot.train_drafter.cli import parse_args
+from specpilot.train_drafter.model import (count_parameters, drafter_config, forward_loss,
+                                           lr_at, new_drafter)
+
+CALIBRATION_STEPS = 10  # steps timed before --max-minutes fixes the total (when --steps is absent)
+
+
+def load_target(path: str, device: torch.device):
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+    model.requires_grad_(False)
+    return model
+
+
+def prepare_data(args, target, tokenizer, deadline):
+    """-> (samples, prompt_ids of kept prompts, data info for train_meta.json)."""
+    from specpilot.engine.model_runner import eos_ids
+
+    items, info = prompts.training_prompts(args.data_dir, args.sources, args.synthetic,
+                                           args.max_prompts, args.seed)
+    rendered = [prompts.render(tokenizer, it["prompt"]) for it in items]
+    keep = [i for i, p in enumerate(rendered) if len(p) <= args.max_len - 2]
+    info["prompts_too_long"] = len(items) - len(keep)
+    items, rendered = [items[i] for i in keep], [rendered[i] for i in keep]
+    eos = eos_ids(args.target, target.config)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
+    dtype = next(target.parameters()).dtype
+    key = data.cache_key(args.target, rendered, args.max_new_tokens, dtype)
+    cache = os.path.join(args.work_dir, f"data-{key}.jsonl")
+    comps = data.generate_completions(target, rendered, args.max_new_tokens, eos, pad,
+                                      args.gen_batch_size, cache, key, deadline)
+    samples, stats = data.build_samples(rendered, comps, items, args.max_len)
+    info.update(cache_file=cache, cache_key=key, max_new_tokens=args.max_new_tokens,
+                max_len=args.max_len, eos_token_ids=list(eos), target_dtype=str(dtype), **stats)
+    return samples, info
+
+
+def _param_groups(drafter, weight_decay):
+    decay = [p for p in drafter.parameters() if p.dim() >= 2]
+    rest = [p for p in drafter.parameters() if p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def main(argv=None) -> int:
+    t0 = time.monotonic()
+    args = parse_args(argv)
+    deadline = t0 + 60 * args.max_minutes if args.max_minutes else None
+    from transformers import AutoTokenizer
+
+    from specpilot.engine.model_runner import resolve_device
+
+    device = resolve_device(args.device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.target)
+    except (OSError, ValueError) as e:
+        print(f"error: cannot load the tokenizer of --target {args.target}: {e}", file=sys.stderr)
+        return 2
+    gen_deadline = None if deadline is None else t0 + 60 * args.max_minutes * args.gen_fraction
+    try:
+        prompts.training_prompts(args.data_dir, args.sources, args.synthetic, 1)  # fail fast
+        target = load_target(args.target, device)
+        samples, data_info = prepare_data(args, target, tokenizer, gen_deadline)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not samples:
+        print("error: no usable training sequences (see the data stats above)", file=sys.stderr)
+        return 2
+    print(f"data: {data_info['sequences']} sequences, {data_info['completion_tokens']} "
+          f"completion tokens ({data_info['prompts_by_source']}); cache {data_info['cache_file']}")
+    used = {t for s in samples for t in s["ids"]}
+    res = checkpoint.load_resume(args.resume) if args.resume else None
+    tc = target.config
+    if res is not None:
+        cfg, mask_info = res["cfg"], res["meta"].get("mask_token", {})
+        print(f"resuming from {args.resume} ({res['kind']}); drafter flags come from its config")
+    else:
+        if args.mask_token_id is not None:
+            mask, how = args.mask_token_id, "given by --mask-token-id"
+            if not 0 <= mask < tc.vocab_size:
+                print(f"error: --mask-token-id {mask} is outside the target vocabulary "
+                      f"(size {tc.vocab_size})", file=sys.stderr)
+                return 2
+        else:
+            mask, how = data.choose_mask_token(tokenizer, tc.vocab_size, used,
+                                               target.get_input_embeddings().weight)
+        cfg = drafter_config(tc, args.layers, args.block_size, mask, args.target_layer_ids,
+                             args.intermediate_size)
+        mask_info = {"id": mask, "token": tokenizer.convert_ids_to_tokens(mask)
+                     if mask < len(tokenizer) else None, "how": how}
+    mask_id = cfg["dflash_config"]["mask_token_id"]
+    if mask_id in used:
+        print(f"warning: mask token {mask_id} occurs in the training data", file=sys.stderr)
+    bsz = cfg["dflash_config"]["block_size"]
+    try:
+        drafter = new_drafter(cfg, target, args.max_len + bsz, args.seed)
+        if res is not None:
+            drafter.load_state_dict({k: v.to(device) for k, v in res["weights"].items()})
+    except (ValueError, RuntimeError) as e:  # config/target mismatch, wrong tensors
+        print(f"error: cannot build the drafter for this target: {e}", file=sys.stderr)
+        return 2
+    opt = torch.optim.AdamW(_param_groups(drafter, args.weight_decay), lr=args.lr,
+                            betas=(0.9, 0.95))
+    sampler = SequenceSampler(len(samples), args.seed)
+    step, total = 0, args.steps or 0
+    if res is not None and res["kind"] == "state":
+        opt.load_state_dict(res["optimizer"])
+        step, total = res["step"], args.steps or res["total_steps"]
+        same = res.get("data_key") == data_info["cache_key"] and \
+            res["sampler"]["n"] == len(samples)  # a partly generated cache may have grown
+        if same:
+            sampler.load_state_dict(res["sampler"])
+        else:
+            print("warning: the data differs from the resumed run's; data order restarts",
+                  file=sys.stderr)
+    meta = {
+        "format": "specpilot.train_drafter/1", "created": datetime.now(timezone.utc).isoformat(),
+        "target": {"path": os.path.abspath(args.target), "architectures": tc.architectures,
+                   "num_hidden_layers": tc.num_hidden_layers, "hidden_size": tc.hidden_size,
+                   "vocab_size": tc.vocab_size},
+        "data": data_info, "mask_token": mask_info,
+        "drafter": {"layers": cfg["num_hidden_layers"], "block_size": bsz,
+                    "target_layer_ids": cfg["dflash_config"]["target_layer_ids"],
+                    "parameters": count_parameters(drafter)},
+        "versions": {"torch": torch.__version__,
+                     "transformers": __import__("transformers").__version__},
+        "resumed_from": os.path.abspath(args.resume) if args.resume else None,
+    }
+    print(f"drafter: {meta['drafter']}; mask token {mask_info}")
+    exact = res is not None and res["kind"] == "state"  # continue the old log, else a new one
+    return run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, total,
+                    deadline, device, t0, log_mode="a" if exact else "w")
+
+
+def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, total, deadline,
+             device, t0, log_mode="w") -> int:
+    """AdamW steps from `step` until `total` (0: fixed by the time budget after the calibration
+    steps), --stop-at-step or the deadline; saves state + export every --save-every and at the
+    end. Appends one JSON line of metrics per step to <state-dir>/train_log.jsonl."""
+    bsz, mask_id = cfg["dflash_config"]["block_size"], cfg["dflash_config"]["mask_token_id"]
+    autocast = device.type == "cuda"
+    os.makedirs(args.state_dir, exist_ok=True)
+    log_path = os.path.join(args.state_dir, "train_log.jsonl")
+    est_step, est_save, last, reason = None, 2.0, {}, "steps"  # seconds; est_save until measured
+    slack = 0.0 if deadline is None else min(5.0, 0.02 * (deadline - t0))
+    params = [p for p in drafter.parameters()]
+
+    def save():
+        nonlocal est_save
+        ts = time.monotonic()
+        run = {k: getattr(args, k) for k in ("batch_size", "blocks_per_seq", "gamma", "lr",
+                                              "min_lr_ratio", "warmup", "schedule", "weight_decay",
+                                              "grad_clip", "seed")}
+        meta["training"] = {"step": step, "total_steps": total, "stop_reason": reason,
+                            "elapsed_s": round(time.monotonic() - t0, 1), "last": last, **run}
+        checkpoint.save_state(args.state_dir, drafter, opt, {
+            "step": step, "total_steps": total, "sampler": sampler.state_dict(), "cfg": cfg,
+            "meta": meta, "data_key": meta["data"]["cache_key"]})
+        checkpoint.save_export(args.out, drafter, cfg, meta, args.save_dtype)
+        est_save = max(est_save if step == 0 else 0.0, time.monotonic() - ts)
+
+    tty = sys.stderr.isatty()
+    bar = tqdm(total=total or None, initial=step, desc="train", unit="step",
+               mininterval=1 if tty else 30)
+    drafter.train()
+    with open(log_path, log_mode) as log:
+        while True:
+            if total and step >= total:
+                reason = "steps"
+                break
+            if args.stop_at_step is not None and step >= args.stop_at_step:
+                reason = "stop-at-step"
+                break
+            now = time.monotonic()
+            if deadline is not None and est_step is not None and \
+                    now + 1.5 * est_step + 2 * est_save + slack > deadline:
+                reason = "time budget"
+                break
+            ts = time.monotonic()
+            batch = make_batch(samples, sampler.next(args.batch_size), bsz, args.blocks_per_seq,
+                               mask_id, sampler.gen).to(device)
+            warm = min(args.warmup, max(1, total // 10)) if total else args.warmup
+            lr = lr_at(step, total, args.lr, warm, args.schedule, args.min_lr_ratio)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            loss, m = forward_loss(drafter, target, batch, args.gamma, autocast)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = float(torch.nn.utils.clip_grad_norm_(params, args.grad_clip))
+            opt.step()
+            step += 1
+            dt = time.monotonic() - ts
+            est_step = dt if est_step is None or step <= 2 else 0.9 * est_step + 0.1 * dt
+            last = {"step": step, "lr": lr, "grad_norm": round(gnorm, 4), **m,
+                    "elapsed_s": round(time.monotonic() - t0, 2)}
+            log.write(json.dumps(last) + "\n")
+            if not total and step == CALIBRATION_STEPS and deadline is not None:
+                left = deadline - time.monotonic() - 2 * est_save - slack
+                total = step + max(1, int(left / (1.05 * est_step)))
+                bar.total = total
+                bar.write(f"time budget allows about {total} steps ({est_step:.3f} s/step)")
+            bar.update(1)
+            bar.set_postfix(loss=f"{m['loss']:.3f}", acc1=f"{m['acc1']:.2f}",
+                            tau=f"{m['tau_est']:.2f}", refresh=False)
+            if step % args.log_every == 0 or step == 1:
+                log.flush()
+                bar.write(f"step {step}/{total or '?'} loss {m['loss']:.4f} acc1 {m['acc1']:.3f} "
+                          f"acc {m['acc']:.3f} tau_est {m['tau_est']:.2f} lr {lr:.2e} "
+                          f"gnorm {gnorm:.2f} {dt:.3f}s/step")
+            if step % args.save_every == 0:
+                save()
+    bar.close()
+    save()
+    print(f"stopped: {reason} at step {step}/{total}; elapsed {time.monotonic() - t0:.0f}s; "
+          f"drafter -> {args.out}; state -> {args.state_dir}")
+    return 0

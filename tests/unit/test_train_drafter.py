@@ -1,0 +1,333 @@
+"""specpilot.train_drafter on a tiny random Llama target (CPU, fp32, no ../shared needed).
+
+The target folder gets a character-level tokenizer with a ChatML template so the whole CLI path
+(prompt files -> chat template -> generation -> training -> export) runs; the data directory is
+a few inline rows in the layout of ../shared/data/evals.
+"""
+
+import json
+import os
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from specpilot.train_drafter import data, evaluate, prompts, train
+from specpilot.train_drafter.batching import IGNORE, make_batch
+from specpilot.train_drafter.model import (block_hidden, block_loss, drafter_config, forward_loss,
+                                           lr_at, new_drafter)
+from tests.e2e.tiny_models import make_tiny
+
+CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>", "<reserved_0>"]
+TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+COMMON = ["--block-size", "4", "--layers", "1", "--max-new-tokens", "24", "--max-len", "200",
+          "--batch-size", "4", "--blocks-per-seq", "4", "--save-dtype", "float32",
+          "--device", "cpu", "--warmup", "2", "--lr", "3e-3", "--log-every", "100"]
+
+
+def char_tokenizer():
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIAL + CHARS)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tk.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<|im_start|>",
+                                   eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   unk_token="<unk>", additional_special_tokens=["<reserved_0>"],
+                                   chat_template=TEMPLATE)
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    path = make_tiny("llama", tmp_path_factory.mktemp("target"), max_position_embeddings=512)
+    char_tokenizer().save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("evals")
+    gsm = [{"question": q, "answer": "#### 1"} for q in ("2+3?", "7*6?", "9-4?", "8/2?")]
+    mbpp = [{"text": f"Add {i}.", "code": "", "task_id": i, "test_setup_code": "",
+             "test_list": [f"assert f({i})"], "challenge_test_list": []} for i in (1, 11, 600)]
+    for name, rows in (("gsm8k_test.jsonl", gsm), ("mbpp.jsonl", mbpp)):
+        (d / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(d)
+
+
+def run_cli(target, data_dir, out, work, *extra):
+    assert train.main(["--target", target, "--data-dir", data_dir, "--out", str(out),
+                       "--work-dir", str(work), *COMMON, *extra]) == 0
+    with open(os.path.join(out, "train_log.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.fixture(scope="module")
+def trained(target, data_dir, tmp_path_factory):
+    base = tmp_path_factory.mktemp("run")
+    log = run_cli(target, data_dir, base / "a", base / "work", "--steps", "8")
+    return base, log
+
+
+def test_split_rules(data_dir):
+    items, info = prompts.training_prompts(data_dir, synthetic=3)
+    ids = sorted(it["id"] for it in items)
+    assert ids == ["gsm8k/0", "gsm8k/1", "mbpp/1", "mbpp/600", "synthetic/0", "synthetic/1",
+                   "synthetic/2"]
+    assert info["sources"]["gsm8k"]["used_rows"] == "0-1"
+    held = prompts.eval_prompts(data_dir, "gsm8k-heldout")
+    assert [it["id"] for it in held] == ["gsm8k/2", "gsm8k/3"]
+    assert [it["id"] for it in prompts.eval_prompts(data_dir, "mbpp-test")] == ["mbpp/11"]
+    with pytest.raises(ValueError, match="held out"):
+        prompts.training_prompts(data_dir, sources=("humaneval",))
+
+
+def test_cli_exports_public_dflash_layout(trained, target):
+    base, log = trained
+    out = base / "a"
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["architectures"] == ["DFlashDraftModel"] and cfg["model_type"] == "qwen3"
+    assert cfg["block_size"] == 4 and cfg["num_target_layers"] == 3
+    dfc = cfg["dflash_config"]
+    assert dfc["block_size"] == 4 and dfc["target_layer_ids"] == [1]
+    with safe_open(str(out / "model.safetensors"), framework="pt") as f:
+        names = set(f.keys())
+    assert {"fc.weight", "hidden_norm.weight", "norm.weight",
+            "layers.0.self_attn.q_proj.weight", "layers.0.mlp.down_proj.weight"} <= names
+    assert not any("embed" in n or "lm_head" in n or "rotary" in n for n in names)
+    meta = json.loads((out / "train_meta.json").read_text())
+    assert "first half" in meta["data"]["split"]["gsm8k"]
+    assert meta["mask_token"]["id"] == dfc["mask_token_id"] >= 101  # first row past the tokenizer
+    seqs = data._read_cache(meta["data"]["cache_file"], meta["data"]["cache_key"])
+    assert len(seqs) == 4 and all(dfc["mask_token_id"] not in c for c in seqs.values())
+    assert len(log) == 8 and meta["training"]["step"] == 8
+
+
+def test_export_loads_and_stock_is_lossless(trained, target):
+    from specpilot.config import ServerArgs
+    from specpilot.core import SamplingParams
+    from specpilot.models.loader import build_model
+    from specpilot.offline import OfflineEngine
+    from specpilot.spec.draft_loader import load_drafter
+
+    out = str(trained[0] / "a")
+    model, _ = build_model(target, torch.float32, torch.device("cpu"), 512)
+    drafter = load_drafter(out, model, torch.float32, torch.device("cpu"), 512)
+    assert drafter.dc.block_size == 4 and drafter.dc.algorithm == "DFLASH"
+    ps = [[1, 10, 20, 30, 2, 100, 1, 70], [1, 50, 60], list(range(5, 40))]
+    sp = SamplingParams(temperature=0, max_new_tokens=24, ignore_eos=True)
+    common = dict(model_path=target, device="cpu", max_total_tokens=1024)
+    ref = OfflineEngine(ServerArgs(**common)).generate(ps, sp)
+    outs = OfflineEngine(ServerArgs(**common, speculative_draft_model_path=out)).generate(ps, sp)
+    assert [o.output_ids for o in outs] == [r.output_ids for r in ref]
+    assert all(o.meta["spec_verify_ct"] >= 1 for o in outs)
+
+
+def test_resume_continues_exactly(trained, target, data_dir):
+    base, straight = trained
+    run_cli(target, data_dir, base / "b", base / "work", "--steps", "8", "--stop-at-step", "4")
+    assert json.loads((base / "b" / "train_meta.json").read_text())["training"]["step"] == 4
+    resumed = run_cli(target, data_dir, base / "b", base / "work", "--steps", "8",
+                      "--resume", str(base / "b"))
+    assert [r["step"] for r in resumed] == list(range(1, 9))
+    for a, b in zip(straight, resumed):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5, abs=1e-6), (a, b)
+    os.remove(base / "b" / "trainer_state.pt")  # warm start from the export alone
+    run_cli(target, data_dir, base / "c", base / "work", "--steps", "2",
+            "--resume", str(base / "b"))
+    assert json.loads((base / "c" / "train_meta.json").read_text())["resumed_from"]
+
+
+def test_evaluate_cli(trained, target, data_dir, tmp_path, capsys):
+    out = tmp_path / "eval.json"
+    assert evaluate.main(["--target", target, "--drafter", str(trained[0] / "a"), "--data-dir",
+                          data_dir, "--split", "gsm8k-heldout,mbpp-test", "--limit", "2",
+                          "--max-new-tokens", "12", "--device", "cpu", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())["results"]
+    assert res["gsm8k-heldout"]["n"] == 2 and res["mbpp-test"]["n"] == 1
+    for r in res.values():
+        assert r["match"] == r["n"] and r["tau"] >= 1.0
+    assert "gsm8k-heldout" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def hf_target(target):
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
+    return m.requires_grad_(False)
+
+
+def tiny_drafter(hf_target, layers=2, block=4):
+    cfg = drafter_config(hf_target.config, layers, block, 200, [0, 2])
+    return new_drafter(cfg, hf_target, 128, seed=3)
+
+
+def test_block_sees_context_strictly_before_its_anchor(hf_target):
+    d = tiny_drafter(hf_target)
+    torch.manual_seed(0)
+    feats = torch.randn(1, 20, 128)
+    anchors = torch.tensor([[6, 11]])
+    ids = torch.full((1, 2, 4), 200)
+    ids[0, :, 0] = torch.tensor([40, 41])
+    with torch.no_grad():
+        ref = block_hidden(d, feats, ids, anchors)
+
+        def changed(p):
+            f = feats.clone()
+            f[0, p] += 3.0
+            h = block_hidden(d, f, ids, anchors)
+            return [not torch.allclose(h[0, k], ref[0, k], atol=1e-6) for k in range(2)]
+
+        assert changed(slice(11, 20)) == [False, False]  # at/after both anchors: invisible
+        assert changed(10) == [False, True]  # before anchor 11 only
+        assert changed(6) == [False, True]  # the anchor's own feature is not visible to it
+        assert changed(5) == [True, True]
+        other = ids.clone()
+        other[0, 0, 0] = 90  # blocks do not see each other
+        h = block_hidden(d, feats, other, anchors)
+        assert torch.allclose(h[0, 1], ref[0, 1], atol=1e-6)
+        assert not torch.allclose(h[0, 0], ref[0, 0], atol=1e-6)
+
+
+class DenseBackend:
+    """Minimal DraftAttentionBackend: one request, context K/V stored in order, block dense."""
+
+    def __init__(self):
+        self.kv = {}
+
+    def store(self, layer_id, k, v):
+        self.kv[layer_id] = (k, v)
+
+    def attend(self, q, k, v, layer_id, scale, causal, window):
+        assert not causal and window is None
+        ck, cv = self.kv[layer_id]
+        kk, vv = torch.cat([ck, k]).transpose(0, 1), torch.cat([cv, v]).transpose(0, 1)
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(0, 1), kk, vv, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+        return o.transpose(0, 1)
+
+
+def test_training_forward_equals_inference_path(hf_target):
+    d = tiny_drafter(hf_target)
+    torch.manual_seed(1)
+    feats = torch.randn(1, 30, 128)
+    anchors = torch.tensor([[9, 17, 25]])
+    ids = torch.full((1, 3, 4), 200)
+    ids[0, :, 0] = torch.tensor([33, 44, 55])
+    with torch.no_grad():
+        train_h = block_hidden(d, feats, ids, anchors)
+        for k, a in enumerate(anchors[0].tolist()):
+            be = DenseBackend()
+            d.store_context(feats[0, :a], torch.arange(a), be)
+            inf_h = d(ids[0, k][None], torch.arange(a, a + 4)[None], be)
+            torch.testing.assert_close(train_h[0, k], inf_h[0], atol=1e-5, rtol=1e-5)
+
+
+def test_make_batch_labels_and_anchors():
+    samples = [{"ids": list(range(10, 40)), "prompt_len": 12},
+               {"ids": list(range(50, 66)), "prompt_len": 13}]
+    b = make_batch(samples, [0, 1], 4, 3, 7, torch.Generator().manual_seed(0))
+    for n, s in enumerate(samples):
+        for k in range(3):
+            a = int(b.anchors[n, k])
+            assert s["prompt_len"] <= a <= len(s["ids"]) - 2
+            assert b.block_ids[n, k].tolist() == [s["ids"][a], 7, 7, 7]
+            assert b.labels[n, k, 0] == IGNORE
+    # sequence 1 has 2 anchor candidates (13, 14) for 3 blocks: the repeat is unlabelled
+    assert sorted(b.anchors[1, :2].tolist()) == [13, 14] and (b.labels[1, 2] == IGNORE).all()
+    a = int(b.anchors[1, 0])
+    want = [IGNORE] + [samples[1]["ids"][a + j] if a + j < 16 else IGNORE for j in (1, 2, 3)]
+    assert b.labels[1, 0].tolist() == want
+
+
+def test_overfit_fixed_batch(hf_target):
+    d = tiny_drafter(hf_target, layers=1)
+    g = torch.Generator().manual_seed(0)
+    seqs = [{"ids": torch.randint(3, 250, (40,), generator=g).tolist(), "prompt_len": 8}
+            for _ in range(2)]
+    batch = make_batch(seqs, [0, 1], 4, 6, 200, g)
+    opt = torch.optim.AdamW(d.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(40):
+        loss, m = forward_loss(d, hf_target, batch, gamma=4.0, autocast=False)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(m["loss"])
+    assert losses[-1] < 0.3 * losses[0], losses[::5]
+
+
+def test_loss_weights_and_metrics(hf_target):
+    d = tiny_drafter(hf_target, layers=1)
+    hidden = torch.randn(1, 1, 4, 64)
+    labels = torch.tensor([[[IGNORE, 5, 6, IGNORE]]])
+    loss, m = block_loss(d, hidden, labels, gamma=1.0)
+    ce = torch.nn.functional.cross_entropy(d.logits(hidden[0, 0, 1:3]), labels[0, 0, 1:3],
+                                           reduction="none")
+    w = torch.tensor([1.0, torch.exp(torch.tensor(-1.0))])
+    assert float(loss) == pytest.approx(float((ce * w).sum() / w.sum()), rel=1e-5)
+    assert 1.0 <= m["tau_est"] <= 3.0
+
+
+def test_choose_mask_token():
+    tok = char_tokenizer()
+    emb = torch.ones(256, 8)
+    assert data.choose_mask_token(tok, 256, set(), emb)[0] == 101
+    used = set(range(101, 256))
+    i, how = data.choose_mask_token(tok, 256, used, emb)
+    assert i == 4 and "<reserved_0>" in how  # special, unused, not in the chat template
+    emb[4] = 0  # an all-zero row is never chosen
+    assert data.choose_mask_token(tok, 256, used, emb)[0] == 100  # highest id absent from data
+    assert data.choose_mask_token(None, 256, {255}, emb)[0] == 254
+
+
+def test_lr_schedule():
+    assert lr_at(0, 100, 1.0, 10) == pytest.approx(0.1)
+    assert lr_at(9, 100, 1.0, 10) == pytest.approx(1.0)
+    assert lr_at(100, 100, 1.0, 10) == pytest.approx(0.1)
+    assert lr_at(55, 100, 1.0, 10, "linear", 0.0) == pytest.approx(0.5)
+    assert lr_at(500, 0, 1.0, 10) == 1.0  # total unknown yet
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--out", "x", "--steps", "1"], "no config.json"),
+    (["--steps", "1", "--block-size", "1"], "--block-size"),
+    ([], "--steps and/or --max-minutes"),
+    (["--steps", "1", "--data-dir", "/nonexistent"], "not a folder"),
+])
+def test_cli_errors(target, data_dir, argv, msg, capsys):
+    base = ["--target", "/nonexistent" if msg == "no config.json" else target, "--out", "o"]
+    if "--data-dir" not in argv:
+        base += ["--data-dir", data_dir]
+    with pytest.raises(SystemExit):
+        train.parse_args(base + argv)
+    assert msg in capsys.readouterr().err
+
+
+def test_bf16_autocast_path(target):
+    """The CUDA configuration (bf16 target, fp32 drafter under bf16 autocast), run on CPU."""
+    from transformers import AutoModelForCausalLM
+
+    t = AutoModelForCausalLM.from_pretrained(target, dtype=torch.bfloat16).eval()
+    t.requires_grad_(False)
+    d = new_drafter(drafter_config(t.config, 1, 4, 200, [1]), t, 128, seed=0)
+    g = torch.Generator().manual_seed(0)
+    seqs = [{"ids": torch.randint(3, 250, (30,), generator=g).tolist(), "prompt_len": 6}]
+    loss, m = forward_loss(d, t, make_batch(seqs, [0], 4, 4, 200, g), 4.0, autocast=True)
+    loss.backward()
+    assert torch.isfinite(loss) and d.fc.weight.dtype == d.fc.weight.grad.dtype == torch.float32
+    assert d.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0
+
+
+def test_time_budget_stops_cleanly(target, data_dir, tmp_path):
+    budget = 0.1  # minutes
+    train.main(["--target", target, "--data-dir", data_dir, "--out", str(tmp_path / "o"),
+                "--work-dir", str(tmp_path / "w"), *COMMON, "--max-minutes", str(budget)])
+    meta = json.loads((tmp_path / "o" / "train_meta.json").read_text())["training"]
+    assert meta["stop_reason"] in ("steps", "time budget") and meta["total_steps"] >= 10
+    assert meta["elapsed_s"] < 60 * budget + 3
