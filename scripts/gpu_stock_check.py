@@ -21,7 +21,7 @@ from transformers import AutoConfig, AutoTokenizer  # noqa: E402
 from specpilot.config import ServerArgs  # noqa: E402
 from specpilot.core import SamplingParams  # noqa: E402
 from specpilot.offline import OfflineEngine  # noqa: E402
-from tests.e2e.tiny_drafters import make_drafter  # noqa: E402
+from specpilot.bench.random_drafter import make_random_drafter  # noqa: E402
 
 PROMPTS = ["What is 12 + 30?", "Write a Python function that reverses a string.",
            "Name three colours.", "Explain gravity in one sentence."]
@@ -38,9 +38,9 @@ def main():
     prompts = [tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
                                        tokenize=True, return_dict=False) for p in PROMPTS]
     n = cfg.num_hidden_layers
-    draft = make_drafter("dflash", tempfile.mkdtemp(), target_layers=(1, n // 2, n - 3),
-                         layers=2, block_size=16, hidden=cfg.hidden_size, vocab=cfg.vocab_size,
-                         mask=cfg.vocab_size - 1, num_target_layers=n)
+    draft = make_random_drafter(tempfile.mkdtemp(), target_layers=(1, n // 2, n - 3),
+                                hidden=cfg.hidden_size, vocab=cfg.vocab_size,
+                                mask=cfg.vocab_size - 1, num_target_layers=n)
     sp = SamplingParams(temperature=0, max_new_tokens=a.new, ignore_eos=True)
     ok = True
     for dtype in ("float32", "bfloat16"):
