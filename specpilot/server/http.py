@@ -315,7 +315,7 @@ def create_app(client, args) -> FastAPI:
         info["api_key"] = None if args.api_key is None else "<redacted>"
         mi = model_info()
         for key, value in mi.items():
-            if info.get(key) is None:
+            if info.get(key) is None or key in ("device", "dtype"):  # resolved, not "auto"
                 info[key] = value
         pool = mi.get("max_total_tokens")
         max_req = min(tm.context_length, pool) if pool else tm.context_length

@@ -323,6 +323,7 @@ def test_info_routes(server):
     assert mi["model_path"] == info["model_path"] and mi["is_generation"] is True
     si = httpx.get(url + "/get_server_info").json()
     assert si["max_total_tokens"] == MAX_TOTAL_TOKENS and si["dtype"] == "float32"
+    assert si["device"] == "cpu"  # the resolved device, not the flag's default (None)
     assert si["max_total_num_tokens"] == MAX_TOTAL_TOKENS and si["version"]
     st = si["internal_states"][0]
     assert "last_gen_throughput" in st and st["memory_usage"]["token_capacity"] == MAX_TOTAL_TOKENS
