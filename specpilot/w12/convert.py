@@ -1,0 +1,155 @@
+"""W12 checkpoint conversion, loading and the lossless check (CPU reference)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import OrderedDict
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from .format import ESC_THRESHOLD, FORMAT_NAME, W12Tensor, bitwise_equal, decode, decode_swar, encode_auto
+
+W12_FILE = "model.w12.safetensors"
+PARTS = ("L", "H", "hb", "esc_off", "esc")
+GPU_NOTE = ("GPU kernel decode: not available yet (the Triton W12 kernel is later work); "
+            "round trips below use the CPU reference decoder and the CPU emulation of the "
+            "kernel's 2-weights-per-32-bit SWAR decode (both must match)")
+
+
+def should_code(name: str, t: torch.Tensor) -> bool:
+    """Linear weights (incl. lm_head) become W12; embeddings, norms, biases, non-bf16 stay."""
+    low = name.lower()
+    if t.dtype != torch.bfloat16 or t.dim() < 2 or not low.endswith(".weight"):
+        return False
+    return not any(k in low for k in ("embed", "norm", "wte", "wpe"))
+
+
+def tensor_class(name: str) -> str:
+    parts = name.split(".")
+    if parts[-1] in ("weight", "bias") and len(parts) > 1:
+        return parts[-2] + ("" if parts[-1] == "weight" else ".bias")
+    return parts[-1]
+
+
+def iter_hf_tensors(hf_dir: str):
+    files = sorted(f for f in os.listdir(hf_dir) if f.endswith(".safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no .safetensors files in {hf_dir}")
+    for f in files:
+        with safe_open(os.path.join(hf_dir, f), framework="pt") as sf:
+            for k in sf.keys():
+                yield k, sf.get_tensor(k)
+
+
+def convert_tensor(name: str, t: torch.Tensor, threshold: float = ESC_THRESHOLD):
+    """Returns (W12Tensor | None, info dict). None means the tensor stays bf16."""
+    info = {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""),
+            "class": tensor_class(name)}
+    if not should_code(name, t):
+        info.update(kind="raw", reason="not a linear weight")
+        return None, info
+    w, rate = encode_auto(t, threshold)
+    if w is None:
+        info.update(kind="raw", reason="escape threshold", escape_rate=rate)
+        return None, info
+    info.update(kind="w12", base="row" if w.per_row else "tensor", escape_rate=w.escape_rate,
+                n_escapes=w.n_escapes, bits_per_weight=w.bits_per_weight)
+    return w, info
+
+
+def convert(hf_dir: str, out_dir: str, threshold: float = ESC_THRESHOLD, log=print) -> dict:
+    """Write a W12 checkpoint: one safetensors file + w12.json, other files copied as is."""
+    os.makedirs(out_dir, exist_ok=True)
+    tensors: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    index = {}
+    for name, t in iter_hf_tensors(hf_dir):
+        w, info = convert_tensor(name, t, threshold)
+        if w is None:
+            tensors[name] = t.contiguous()
+        else:
+            for p in PARTS:
+                tensors[f"{name}.w12.{p}"] = getattr(w, p)
+        index[name] = info
+    meta = {"format": FORMAT_NAME, "escape_threshold": threshold, "tensors": index}
+    save_file(tensors, os.path.join(out_dir, W12_FILE), metadata={"w12": json.dumps(meta)})
+    with open(os.path.join(out_dir, "w12.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    for fn in os.listdir(hf_dir):
+        src = os.path.join(hf_dir, fn)
+        if fn.endswith(".safetensors") or fn.endswith(".safetensors.index.json") or not os.path.isfile(src):
+            continue
+        shutil.copy2(src, os.path.join(out_dir, fn))
+    n_w12 = sum(1 for i in index.values() if i["kind"] == "w12")
+    log(f"wrote {os.path.join(out_dir, W12_FILE)}: {n_w12} W12 tensors, {len(index) - n_w12} bf16/raw")
+    return meta
+
+
+def load_w12(out_dir: str, with_info: bool = False):
+    """Load a W12 checkpoint, decoding every W12 tensor to bf16 with the reference decoder."""
+    path = os.path.join(out_dir, W12_FILE)
+    out = OrderedDict()
+    with safe_open(path, framework="pt") as sf:
+        meta = json.loads(sf.metadata()["w12"])
+        if meta.get("format") != FORMAT_NAME:
+            raise ValueError(f"unknown W12 format {meta.get('format')!r}")
+        for name, info in meta["tensors"].items():
+            if info["kind"] == "w12":
+                parts = {p: sf.get_tensor(f"{name}.w12.{p}") for p in PARTS}
+                out[name] = decode(W12Tensor(tuple(info["shape"]), **parts))
+            else:
+                out[name] = sf.get_tensor(name)
+    return (out, meta) if with_info else out
+
+
+def check(hf_dir: str, threshold: float = ESC_THRESHOLD, log=print, verbose: bool = True) -> dict:
+    """Convert in memory, decode, compare bitwise; print per-tensor, per-class and summary lines."""
+    log(GPU_NOTE)
+    n_ok = n_tot = 0
+    w12_bits = w12_numel = tot_bits = tot_numel = w12_esc = 0
+    classes: dict = {}
+    if verbose:
+        log(f"{'tensor':60s} {'shape':>14s} {'kind':>10s} {'identical':>9s} {'esc_rate':>10s} {'bits/w':>7s}")
+    for name, t in iter_hf_tensors(hf_dir):
+        w, info = convert_tensor(name, t, threshold)
+        numel = t.numel()
+        if w is None:
+            ok = bitwise_equal(t.clone(), t)  # stored verbatim
+            bits = 8.0 * t.element_size()
+            kind = "raw" if info["reason"] != "escape threshold" else "bf16-keep"
+            rate = info.get("escape_rate", float("nan"))
+        else:
+            ok = bitwise_equal(decode(w), t) and bitwise_equal(decode_swar(w), t)
+            bits, rate = w.bits_per_weight, w.escape_rate
+            kind = "w12-" + ("row" if w.per_row else "tens")
+            w12_bits += bits * numel
+            w12_numel += numel
+            w12_esc += w.n_escapes
+        n_ok += int(ok)
+        n_tot += 1
+        tot_bits += bits * numel
+        tot_numel += numel
+        c = classes.setdefault(info["class"], {"n": 0, "numel": 0, "bits": 0.0, "esc": 0, "kinds": set()})
+        c["n"] += 1
+        c["numel"] += numel
+        c["bits"] += bits * numel
+        c["esc"] += w.n_escapes if w is not None else 0
+        c["kinds"].add(kind)
+        if verbose:
+            shape = "x".join(str(s) for s in t.shape)
+            log(f"{name:60s} {shape:>14s} {kind:>10s} {'yes' if ok else 'NO':>9s} {rate:10.2e} {bits:7.3f}")
+    log("per class:")
+    for k, c in classes.items():
+        log(f"  {k:24s} n={c['n']:3d} params={c['numel']:>11d} kinds={','.join(sorted(c['kinds']))} "
+            f"esc_rate={c['esc'] / c['numel']:.2e} bits/w={c['bits'] / c['numel']:.3f}")
+    summ = {"ok": n_ok, "total": n_tot,
+            "w12_params": w12_numel, "w12_escape_rate": w12_esc / max(1, w12_numel),
+            "w12_bits_per_weight": w12_bits / max(1, w12_numel),
+            "all_bits_per_weight": tot_bits / max(1, tot_numel), "all_params": tot_numel}
+    log(f"W12 tensors: {w12_numel} params, escape rate {summ['w12_escape_rate']:.2e}, "
+        f"{summ['w12_bits_per_weight']:.3f} bits/weight; whole checkpoint "
+        f"{summ['all_bits_per_weight']:.3f} bits/weight ({tot_numel} params)")
+    log(f"lossless: {n_ok}/{n_tot} tensors bitwise identical")
+    return summ

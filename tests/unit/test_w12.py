@@ -1,0 +1,164 @@
+"""W12 lossless 12-bit bf16 format: CPU reference encoder/decoder and tools."""
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from specpilot.w12 import bitwise_equal, check, convert, decode, decode_swar, encode, encode_auto, load_w12
+from specpilot.w12.format import ESC_THRESHOLD, PAD_K, TILE_K, TILE_N
+
+
+def bits(vals):
+    """int list of raw 16-bit patterns -> bf16 tensor."""
+    t = torch.tensor([v - 0x10000 if v >= 0x8000 else v for v in vals], dtype=torch.int16)
+    return t.view(torch.bfloat16)
+
+
+EDGE = [
+    0x0000, 0x8000,            # +0, -0
+    0x0001, 0x807F, 0x0040,    # subnormals (smallest, largest negative, mid)
+    0x7F80, 0xFF80,            # +-Inf
+    0x7FC0, 0xFFC1, 0x7F81, 0x7FFF, 0xFF85,  # quiet/signalling NaNs with payloads
+    0x7F7F, 0xFF7F,            # largest normals
+    0x0080, 0x8080,            # smallest normals
+    0x3F80, 0xBF80,            # +-1
+]
+
+
+def roundtrip(x, per_row=False):
+    w = encode(x, per_row=per_row)
+    y = decode(w)
+    assert bitwise_equal(y, x), "round trip not bitwise identical"
+    assert bitwise_equal(decode_swar(w), x), "SWAR decode not bitwise identical"
+    return w
+
+
+def test_edge_values_alone_and_mixed():
+    e = bits(EDGE)
+    roundtrip(e)
+    roundtrip(e.reshape(2, -1))
+    # edges sprinkled into a realistic tensor (window set by the bulk), including every position
+    x = (torch.randn(70, 600) * 0.02).bfloat16()
+    idx = torch.randperm(x.numel())[: len(EDGE) * 5]
+    x.view(-1)[idx] = e.repeat(5)
+    w = roundtrip(x)
+    roundtrip(x, per_row=True)
+    assert w.n_escapes >= len(EDGE) * 5 - 10  # zeros are free, the rest escape
+
+
+def test_values_just_outside_window():
+    x = (torch.randn(64, 256) * 0.02).bfloat16()
+    w = encode(x)
+    hb = int(w.hb[0])
+    lo_e, hi_e = 2 * hb, 2 * hb + 14
+    u = x.view(torch.int16)
+    cases = []
+    for e in (lo_e - 1, lo_e, hi_e, hi_e + 1):  # hi_e+1 is the reserved escape exponent
+        for s in (0, 1):
+            for m in (0, 1, 0x7F):
+                cases.append((s << 15) | (e << 7) | m)
+    vals = bits(cases).view(torch.int16)
+    u.view(-1)[: len(cases)] = vals
+    w2 = roundtrip(x)
+    assert int(w2.hb[0]) == hb  # window unchanged by the few planted values
+    # in-window ones cost nothing; exponents lo_e-1 and hi_e+1 (not zero mantissa/sign) escape
+    assert w2.n_escapes >= 12
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e-4, 0.02, 1.0, 300.0, 1e30])
+@pytest.mark.parametrize("shape", [(1, 7), (3, 33), (130, 1100), (5, 4, 96)])
+def test_random_normal(scale, shape):
+    x = (torch.randn(*shape) * scale).bfloat16()
+    w = roundtrip(x)
+    roundtrip(x, per_row=True)
+    if x.numel() > 10000:
+        assert w.escape_rate < 2e-3
+        assert w.bits_per_weight < 12.5
+
+
+def test_layout_sizes_and_escape_code():
+    x = (torch.randn(100, 1000) * 0.02).bfloat16()
+    w = encode(x)
+    Kp = ((1000 + PAD_K - 1) // PAD_K) * PAD_K
+    assert w.L.shape == (100, Kp) and w.H.shape == (100, Kp // 2)
+    assert w.L.dtype == w.H.dtype == torch.uint8 and (Kp // 2) % 16 == 0
+    n_tiles = ((100 + TILE_N - 1) // TILE_N) * ((Kp + TILE_K - 1) // TILE_K)
+    assert w.esc_off.numel() == n_tiles + 1 and int(w.esc_off[-1]) == w.n_escapes
+    # signed zeros use the reserved code without side entries
+    z = torch.zeros(4, 64, dtype=torch.bfloat16)
+    z[1] = -0.0
+    z[2, :32] = 1.0
+    wz = roundtrip(z)
+    assert wz.n_escapes == 0
+
+
+def test_all_escape_and_threshold_fallback():
+    # exponents spread uniformly over 60 binades: far too many escapes -> stays bf16
+    m = torch.rand(256, 256) * 2 - 1
+    x = (m * torch.pow(2.0, torch.randint(-30, 30, (256, 256)).float())).bfloat16()
+    w = roundtrip(x)  # still lossless when forced
+    assert w.escape_rate > ESC_THRESHOLD
+    got, rate = encode_auto(x)
+    assert got is None and rate > ESC_THRESHOLD
+    # rows at wildly different scales: per-tensor fails, per-row succeeds
+    y = (torch.randn(64, 512) * torch.pow(2.0, torch.arange(64).float() - 32).view(-1, 1)).bfloat16()
+    got, rate = encode_auto(y)
+    assert rate > ESC_THRESHOLD and got is not None and got.per_row
+    assert bitwise_equal(decode(got), y) and bitwise_equal(decode_swar(got), y)
+    # many escapes concentrated in one tile
+    z = (torch.randn(128, 1024) * 0.02).bfloat16()
+    z[:64, :512] = float("inf")
+    roundtrip(z)
+
+
+def _tiny_ckpt(path):
+    g = torch.Generator().manual_seed(0)
+    t = {
+        "model.embed_tokens.weight": (torch.randn(50, 64, generator=g) * 0.02).bfloat16(),
+        "model.layers.0.input_layernorm.weight": torch.ones(64, dtype=torch.bfloat16),
+        "model.layers.0.self_attn.q_proj.weight": (torch.randn(64, 64, generator=g) * 0.05).bfloat16(),
+        "model.layers.0.mlp.down_proj.weight": (torch.randn(256, 600, generator=g) * 0.02).bfloat16(),
+        "model.layers.0.self_attn.q_proj.bias": (torch.randn(64, generator=g)).bfloat16(),
+        "lm_head.weight": (torch.randn(50, 64, generator=g) * 0.02).bfloat16(),
+        "model.layers.0.mlp.gate_proj.weight": bits(EDGE * 4).reshape(8, 9),
+    }
+    t["model.layers.0.mlp.down_proj.weight"][0, :len(EDGE)] = bits(EDGE)
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(t, str(path / "model.safetensors"))
+    (path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    return t
+
+
+def test_check_summary_line(tmp_path):
+    t = _tiny_ckpt(tmp_path / "hf")
+    lines = []
+    s = check(str(tmp_path / "hf"), log=lines.append)
+    assert lines[-1] == f"lossless: {len(t)}/{len(t)} tensors bitwise identical"
+    assert any("GPU kernel decode: not available" in ln for ln in lines)
+    assert s["ok"] == s["total"] == len(t)
+
+
+def test_convert_and_load(tmp_path):
+    t = _tiny_ckpt(tmp_path / "hf")
+    meta = convert(str(tmp_path / "hf"), str(tmp_path / "w12"), log=lambda *_: None)
+    kinds = {n: i["kind"] for n, i in meta["tensors"].items()}
+    assert kinds["model.embed_tokens.weight"] == "raw"
+    assert kinds["model.layers.0.input_layernorm.weight"] == "raw"
+    assert kinds["model.layers.0.self_attn.q_proj.bias"] == "raw"
+    assert kinds["lm_head.weight"] == "w12"
+    assert kinds["model.layers.0.mlp.down_proj.weight"] == "w12"
+    assert kinds["model.layers.0.mlp.gate_proj.weight"] == "raw"  # all edge values: over threshold
+    assert (tmp_path / "w12" / "config.json").exists()
+    dec = load_w12(str(tmp_path / "w12"))
+    assert set(dec) == set(t)
+    for n, v in t.items():
+        assert bitwise_equal(dec[n], v), n
+
+
+def test_cli_check(tmp_path, capsys):
+    from specpilot.w12.__main__ import main
+    _tiny_ckpt(tmp_path / "hf")
+    assert main(["check", str(tmp_path / "hf"), "--quiet"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "lossless: 7/7 tensors bitwise identical"
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "o"), "--verify"]) == 0
