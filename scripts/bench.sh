@@ -24,13 +24,6 @@ if [ $# -lt 3 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
     [ "$RC" -ne 0 ] && echo "bench.sh: error: expected <setting> <engine>-<run> <gpu>, got $# argument(s)" >&2
     exit "$RC"
 fi
-if [ -n "${SPECPILOT_PYTHON:-}" ]; then
-    PY="$SPECPILOT_PYTHON"
-else
-    VENV="${SPECPILOT_VENV:-$ROOT/.venv}"
-    bash "$ROOT/scripts/setup_env.sh" "$VENV" >&2
-    PY="$VENV/bin/python"
-fi
-cd "$ROOT"
+source "$ROOT/scripts/lib/python.sh"  # sets PY, cd to the repo root
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"  # checkpoints are local (download_models.sh)
 exec "$PY" -m specpilot.bench "$@"

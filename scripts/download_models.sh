@@ -24,12 +24,5 @@ case "${1:-}" in
     -h|--help) usage; exit 0 ;;
     ''|-*) usage; echo "download_models.sh: error: the first argument must be a setting name" >&2; exit 2 ;;
 esac
-if [ -n "${SPECPILOT_PYTHON:-}" ]; then
-    PY="$SPECPILOT_PYTHON"
-else
-    VENV="${SPECPILOT_VENV:-$ROOT/.venv}"
-    bash "$ROOT/scripts/setup_env.sh" "$VENV" >&2
-    PY="$VENV/bin/python"
-fi
-cd "$ROOT"
+source "$ROOT/scripts/lib/python.sh"  # sets PY, cd to the repo root
 exec "$PY" -m specpilot.bench.download "$@"

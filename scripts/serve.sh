@@ -73,14 +73,7 @@ case "${#POSITIONAL[@]}" in
         ;;
 esac
 
-if [ -n "${SPECPILOT_PYTHON:-}" ]; then
-    PY="$SPECPILOT_PYTHON"
-else
-    VENV="${SPECPILOT_VENV:-$ROOT/.venv}"
-    bash "$ROOT/scripts/setup_env.sh" "$VENV"
-    PY="$VENV/bin/python"
-fi
-cd "$ROOT"
+source "$ROOT/scripts/lib/python.sh"  # sets PY, cd to the repo root
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"  # everything is local; never wait on the hub
 
 if [ "${#POSITIONAL[@]}" -eq 3 ]; then

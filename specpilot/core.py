@@ -20,7 +20,10 @@ from typing import Optional
 class ForwardMode(enum.Enum):
     EXTEND = "extend"  # prefill (possibly one chunk of it); rows = new tokens of each request
     DECODE = "decode"  # one new row per request
-    VERIFY = "verify"  # B rows per request (speculative); planned, see spec/
+    # B rows per request at len..len+B-1, KV committed by length afterwards. The scheduler sends
+    # it as a DECODE batch with decode_len = B; the stock worker runs the target pass with
+    # run_target(..., verify=True) (recurrent state held until commit_verify).
+    VERIFY = "verify"
 
 
 class SamplingError(ValueError):

@@ -100,8 +100,8 @@ class ModelRunner:
         if max_pos is not None and ctx > max_pos:
             log.warning("--context-length %d exceeds max_position_embeddings %d", ctx, max_pos)
         self.max_positions = ctx + SPARE_POSITIONS
-        self.model, self.hf_config = build_model(model_path, self.dtype, self.device,
-                                                 self.max_positions, load_format)
+        self.model, _ = build_model(model_path, self.dtype, self.device, self.max_positions,
+                                    load_format, hf_config)
         num_layers, kv_heads, head_dim = self.model.kv_cache_spec()
         per_token = KVCache.bytes_per_token(num_layers, kv_heads, head_dim, self.dtype)
         num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)

@@ -102,10 +102,10 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> None:
 
 
 def build_model(model_path: str, dtype: torch.dtype, device: torch.device, max_positions: int,
-                load_format: str = "auto"):
+                load_format: str = "auto", hf_config=None):
     """Returns (model in eval mode on device, hf_config). load_format "dummy" needs only
-    config.json and fills random weights."""
-    hf_config = load_hf_config(model_path)
+    config.json and fills random weights. hf_config: the folder's config, if already read."""
+    hf_config = hf_config or load_hf_config(model_path)
     cls = resolve(hf_config)
     model = instantiate(lambda: cls(hf_config, max_positions), dtype, device)
     if load_format == "dummy":
