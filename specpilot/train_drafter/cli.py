@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-prompts", type=int, default=None, help="random subset of the prompts")
     g.add_argument("--max-new-tokens", type=int, default=256, help="target continuation length")
     g.add_argument("--max-len", type=int, default=512, help="sequence cap (prompt + completion)")
+    g.add_argument("--samples-per-prompt", type=int, default=1,
+                   help="continuations per prompt: the greedy one plus N-1 sampled (default 1)")
+    g.add_argument("--temperature", type=float, default=0.8, help="for the sampled ones")
+    g.add_argument("--top-p", type=float, default=0.95, help="for the sampled ones")
     g.add_argument("--gen-batch-size", type=int, default=64)
     g.add_argument("--gen-fraction", type=float, default=0.6,
                    help="share of --max-minutes data generation may use (rest is training)")
@@ -90,7 +94,8 @@ def parse_args(argv=None) -> argparse.Namespace:
               ("--max-new-tokens", a.max_new_tokens, 2), ("--batch-size", a.batch_size, 1),
               ("--blocks-per-seq", a.blocks_per_seq, 1), ("--gen-batch-size", a.gen_batch_size, 1),
               ("--save-every", a.save_every, 1), ("--log-every", a.log_every, 1),
-              ("--warmup", a.warmup, 1), ("--max-len", a.max_len, 8)]
+              ("--warmup", a.warmup, 1), ("--max-len", a.max_len, 8),
+              ("--samples-per-prompt", a.samples_per_prompt, 1)]
     for flag, v, lo in checks:
         if v < lo:
             ap.error(f"{flag} must be >= {lo}, got {v}")
@@ -99,6 +104,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     ("--synthetic", None if a.synthetic == 0 else a.synthetic)):
         if v is not None and v <= 0:
             ap.error(f"{flag} must be > 0, got {v}")
+    if not (a.temperature > 0 and 0 < a.top_p <= 1):
+        ap.error("--temperature must be > 0 and --top-p in (0, 1]")
     if not 0 < a.gen_fraction <= 1:
         ap.error("--gen-fraction must be in (0, 1]")
     if a.target_layer_ids:

@@ -1,11 +1,18 @@
-"""Training data made by the target itself: its greedy continuations of the training prompts.
+"""Training data made by the target itself: its continuations of the training prompts.
+
+Every prompt gets its greedy continuation (what the drafter must predict at temperature 0); with
+`--samples-per-prompt N` it also gets N-1 sampled ones (temperature / top-p), which multiplies
+the distinct text the drafter sees from the same prompts: the held-out tau of a drafter trained
+on greedy data only is limited by over-fitting to ~0.3 M tokens, not by the step count.
 
 generate_completions(model, prompts, ...) runs transformers `generate` batched (left padding,
-greedy, stop at EOS) and caches results in a JSON-lines file: line 1 is a header {"key": ...};
+greedy or sampled, stop at EOS) and caches results in a JSON-lines file: line 1 is a header {"key": ...};
 each later line {"i": prompt index, "completion": [ids]} is appended as soon as its batch is done,
 so an interrupted run (or one stopped at its deadline) resumes where it stopped, and a second
 run with the same key does not generate again. The key hashes the target's config.json, its
-weight files' sizes, the prompt token ids, max_new_tokens and the dtype.
+weight files' sizes, the prompt token ids, max_new_tokens, the dtype and the sampling settings.
+A sampled batch is seeded from (seed, index of its first prompt), so a resumed generation draws
+what an uninterrupted one would have (on the same device and library versions).
 
 A completion is cut after its first EOS (the EOS kept: the drafter learns to propose it).
 
@@ -32,7 +39,7 @@ from tqdm.auto import tqdm
 
 
 def cache_key(target_path: str, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int,
-              dtype: torch.dtype) -> str:
+              dtype: torch.dtype, sampling: Optional[dict] = None) -> str:
     h = hashlib.sha256()
     with open(os.path.join(target_path, "config.json"), "rb") as f:
         h.update(f.read())
@@ -41,6 +48,8 @@ def cache_key(target_path: str, prompt_ids: Sequence[Sequence[int]], max_new_tok
             h.update(f"{fn}:{os.path.getsize(os.path.join(target_path, fn))}".encode())
     h.update(json.dumps([list(map(int, p)) for p in prompt_ids]).encode())
     h.update(f"{max_new_tokens}:{dtype}".encode())
+    if sampling:
+        h.update(json.dumps(sampling, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
 
@@ -73,8 +82,10 @@ def cut_at_eos(ids: Sequence[int], eos: Sequence[int]) -> list[int]:
 @torch.no_grad()
 def generate_completions(model, prompts: list[list[int]], max_new_tokens: int, eos: Sequence[int],
                          pad_id: int, batch_size: int, cache_path: str, key: str,
-                         deadline: Optional[float] = None) -> list[Optional[list[int]]]:
-    """Greedy continuations of `prompts` (token ids), cached at cache_path (see module doc).
+                         deadline: Optional[float] = None,
+                         sampling: Optional[dict] = None) -> list[Optional[list[int]]]:
+    """Continuations of `prompts` (token ids), cached at cache_path (see module doc): greedy, or
+    sampled with sampling = {"temperature", "top_p", "seed"}.
 
     Returns one completion per prompt, None for a prompt left ungenerated because `deadline`
     (time.monotonic()) passed. Prompts are batched longest first, left-padded with pad_id."""
@@ -88,9 +99,12 @@ def generate_completions(model, prompts: list[list[int]], max_new_tokens: int, e
                                 "max_new_tokens": max_new_tokens}) + "\n")
     todo = sorted((i for i in range(len(prompts)) if i not in done), key=lambda i: -len(prompts[i]))
     device = next(model.parameters()).device
-    gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, eos_token_id=list(eos),
-                          pad_token_id=pad_id)
-    bar = tqdm(total=len(prompts), initial=len(done), desc="generate data", unit="prompt")
+    sample_args = dict(do_sample=True, temperature=sampling["temperature"],
+                       top_p=sampling["top_p"], top_k=0) if sampling else dict(do_sample=False)
+    gc = GenerationConfig(max_new_tokens=max_new_tokens, eos_token_id=list(eos),
+                          pad_token_id=pad_id, **sample_args)
+    bar = tqdm(total=len(prompts), initial=len(done), unit="prompt",
+               desc="generate data (sampled)" if sampling else "generate data (greedy)")
     with open(cache_path, "a") as f:
         for s in range(0, len(todo), batch_size):
             if deadline is not None and time.monotonic() > deadline:
@@ -104,6 +118,8 @@ def generate_completions(model, prompts: list[list[int]], max_new_tokens: int, e
             for r, i in enumerate(idx):
                 ids[r, width - len(prompts[i]):] = torch.tensor(prompts[i])
                 mask[r, width - len(prompts[i]):] = 1
+            if sampling:
+                torch.manual_seed(int(sampling["seed"]) * 1_000_003 + idx[0])
             out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
                                  generation_config=gc)
             for r, i in enumerate(idx):

@@ -58,6 +58,22 @@ def prepare_data(args, target, tokenizer, deadline):
     samples, stats = data.build_samples(rendered, comps, items, args.max_len)
     info.update(cache_file=cache, cache_key=key, max_new_tokens=args.max_new_tokens,
                 max_len=args.max_len, eos_token_ids=list(eos), target_dtype=str(dtype), **stats)
+    if args.samples_per_prompt > 1:  # extra sampled continuations, prompt-major order
+        reps = args.samples_per_prompt - 1
+        sampling = {"temperature": args.temperature, "top_p": args.top_p, "seed": args.seed}
+        many = [p for p in rendered for _ in range(reps)]
+        skey = data.cache_key(args.target, many, args.max_new_tokens, dtype, sampling)
+        scache = os.path.join(args.work_dir, f"data-{skey}.jsonl")
+        scomps = data.generate_completions(target, many, args.max_new_tokens, eos, pad,
+                                           args.gen_batch_size, scache, skey, deadline, sampling)
+        extra, sstats = data.build_samples(many, scomps, [it for it in items for _ in range(reps)],
+                                           args.max_len)
+        samples += extra
+        info["sampled"] = {**sampling, "per_prompt": reps, "cache_file": scache,
+                           "cache_key": skey, **sstats}
+        info["cache_key"] = f"{key}+{skey}"  # the resume check compares the whole data
+        for k in ("sequences", "completion_tokens", "total_tokens"):
+            info[k] += sstats[k]
     return samples, info
 
 

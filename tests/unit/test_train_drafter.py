@@ -331,3 +331,28 @@ def test_time_budget_stops_cleanly(target, data_dir, tmp_path):
     meta = json.loads((tmp_path / "o" / "train_meta.json").read_text())["training"]
     assert meta["stop_reason"] in ("steps", "time budget") and meta["total_steps"] >= 10
     assert meta["elapsed_s"] < 60 * budget + 3
+
+
+def test_sampled_continuations(target, data_dir, tmp_path):
+    """--samples-per-prompt 3: the greedy data plus 2 sampled continuations per prompt, cached
+    under their own key; a second run reads the caches back instead of generating again."""
+    extra = ["--steps", "1", "--samples-per-prompt", "3", "--temperature", "1.5"]
+    run_cli(target, data_dir, tmp_path / "a", tmp_path / "work", *extra)
+    meta = json.loads((tmp_path / "a" / "train_meta.json").read_text())["data"]
+    n = meta["prompts"] - meta["prompts_too_long"]
+    s = meta["sampled"]
+    assert s["per_prompt"] == 2 and s["temperature"] == 1.5
+    assert s["sequences"] + s["dropped"]["too_short_or_long"] == 2 * n
+    assert meta["sequences"] > s["sequences"]  # the greedy sequences are there too
+    assert meta["cache_key"] == f"{os.path.basename(meta['cache_file'])[5:-6]}+{s['cache_key']}"
+    with open(s["cache_file"]) as f:
+        comps = [json.loads(line)["completion"] for line in f.read().splitlines()[1:]]
+    with open(meta["cache_file"]) as f:
+        greedy = [json.loads(line)["completion"] for line in f.read().splitlines()[1:]]
+    assert len(comps) == 2 * n and len(greedy) == n
+    assert len({tuple(c) for c in comps} - {tuple(g) for g in greedy}) > 0  # really sampled
+    before = os.path.getmtime(s["cache_file"])
+    run_cli(target, data_dir, tmp_path / "b", tmp_path / "work", *extra)
+    assert os.path.getmtime(s["cache_file"]) == before  # read back, not generated again
+    meta_b = json.loads((tmp_path / "b" / "train_meta.json").read_text())["data"]
+    assert meta_b["cache_key"] == meta["cache_key"] and meta_b["sequences"] == meta["sequences"]
