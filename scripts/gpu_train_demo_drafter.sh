@@ -16,7 +16,7 @@
 # SAMPLES (1: greedy only; N adds N-1 sampled continuations per prompt), TEMP (0.8), GEN_BATCH (256),
 # WORK (/tmp/specpilot_train: data cache and the 90 MB trainer state, which stay on the machine);
 # for a dry run elsewhere: DEVICE (cuda), MAX_PROMPTS (all), MAX_NEW (256 tokens, data and eval).
-# Comes back under $OUT (7 files + data caches, each < 16 MiB): drafter/{config.json, model.safetensors (bf16,
+# Comes back under $OUT (7 files + data caches + drafter_parts, each < 16 MiB): drafter/{config.json, model.safetensors (bf16,
 # ~15 MiB for 2 layers), train_meta.json}, train.log, train_log.jsonl, eval.log, eval.json.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -55,6 +55,13 @@ if [ "$rc" -ne 0 ] || [ ! -f "$OUT/drafter/model.safetensors" ]; then
   echo "training failed (rc=$rc)"; exit 1
 fi
 ls -l "$OUT/drafter" | tee -a "$OUT/train.log"
+# the device tool brings back files < 16 MiB: a larger export also comes back in 15 MiB parts
+# (rebuild with: cat model.safetensors.part.* > model.safetensors)
+if [ "$(stat -c %s "$OUT/drafter/model.safetensors")" -ge 16000000 ]; then
+  mkdir -p "$OUT/drafter_parts" && split -b 15m "$OUT/drafter/model.safetensors" \
+    "$OUT/drafter_parts/model.safetensors.part."
+  sha256sum "$OUT/drafter/model.safetensors" > "$OUT/drafter_parts/sha256"
+fi
 
 timeout "${EVAL_SECONDS:-150}" "$PY" -m specpilot.train_drafter.evaluate --target "$MODEL" \
   --drafter "$OUT/drafter" --data-dir "$DATA" --split gsm8k-heldout,math500,humaneval,mbpp-test \

@@ -176,13 +176,18 @@ def count_parameters(module) -> int:
 
 
 def lr_at(step: int, total: int, base: float, warmup: int, kind: str = "cosine",
-          min_ratio: float = 0.1) -> float:
+          min_ratio: float = 0.1, progress: float | None = None) -> float:
     """Learning rate for optimizer step `step` (0-based): linear warmup over `warmup` steps, then
-    cosine or linear decay to base * min_ratio at `total` (constant when total is unknown: 0)."""
+    cosine or linear decay to base * min_ratio at `total` (constant when total is unknown: 0).
+    `progress` in [0, 1], when given, replaces the step-based position in the decay (a run bounded
+    by time rather than by a step count decays over its time budget)."""
     if step < warmup:
         return base * (step + 1) / warmup
-    if total <= warmup:
+    if progress is not None:
+        t = min(1.0, max(0.0, progress))
+    elif total <= warmup:
         return base
-    t = min(1.0, (step - warmup) / max(1, total - warmup))
+    else:
+        t = min(1.0, (step - warmup) / max(1, total - warmup))
     f = 0.5 * (1 + math.cos(math.pi * t)) if kind == "cosine" else 1 - t
     return base * (min_ratio + (1 - min_ratio) * f)

@@ -26,7 +26,6 @@ from specpilot.train_drafter.cli import parse_args
 from specpilot.train_drafter.model import (count_parameters, drafter_config, forward_loss,
                                            lr_at, new_drafter)
 
-CALIBRATION_STEPS = 10  # steps timed before --max-minutes fixes the total (when --steps is absent)
 
 
 def load_target(path: str, device: torch.device):
@@ -176,9 +175,11 @@ def main(argv=None) -> int:
 
 def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, total, deadline,
              device, t0, log_mode="w") -> int:
-    """AdamW steps from `step` until `total` (0: fixed by the time budget after the calibration
-    steps), --stop-at-step or the deadline; saves state + export every --save-every and at the
-    end. Appends one JSON line of metrics per step to <state-dir>/train_log.jsonl."""
+    """AdamW steps from `step` until `total`, --stop-at-step or the deadline; saves state + export
+    every --save-every and at the end. Appends one JSON line of metrics per step to
+    <state-dir>/train_log.jsonl. Without a step count (total 0) the run is bounded by the deadline
+    and the learning rate decays over the time left after warm-up: no step count is guessed
+    from the first steps, which on a GPU are 10-20x slower than the steady state."""
     bsz, mask_id = cfg["dflash_config"]["block_size"], cfg["dflash_config"]["mask_token_id"]
     autocast = device.type == "cuda"
     os.makedirs(args.state_dir, exist_ok=True)
@@ -186,7 +187,8 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
     est_step, est_save, last, reason = None, 2.0, {}, "steps"  # seconds; est_save until measured
     slack = 0.0 if deadline is None else min(5.0, 0.02 * (deadline - t0))
     params = [p for p in drafter.parameters()]
-    times: list[float] = []  # seconds per step, for the budget calibration
+    t_start = time.monotonic()
+    by_time = not total and deadline is not None
 
     def save():
         nonlocal est_save
@@ -223,7 +225,11 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
             batch = make_batch(samples, sampler.next(args.batch_size), bsz, args.blocks_per_seq,
                                mask_id, sampler.gen).to(device)
             warm = min(args.warmup, max(1, total // 10)) if total else args.warmup
-            lr = lr_at(step, total, args.lr, warm, args.schedule, args.min_lr_ratio)
+            progress = None
+            if by_time:
+                span = deadline - t_start - 2 * est_save - slack
+                progress = (ts - t_start) / span if span > 0 else 1.0
+            lr = lr_at(step, total, args.lr, warm, args.schedule, args.min_lr_ratio, progress)
             for g in opt.param_groups:
                 g["lr"] = lr
             loss, m = forward_loss(drafter, target, batch, args.gamma, autocast)
@@ -234,19 +240,9 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
             step += 1
             dt = time.monotonic() - ts
             est_step = dt if est_step is None or step <= 2 else 0.9 * est_step + 0.1 * dt
-            times.append(dt)
             last = {"step": step, "lr": lr, "grad_norm": round(gnorm, 4), **m,
                     "elapsed_s": round(time.monotonic() - t0, 2)}
             log.write(json.dumps(last) + "\n")
-            if not total and step == CALIBRATION_STEPS and deadline is not None:
-                # the first steps pay for CUDA / allocator warm-up (measured on the H200: 1.36 s
-                # against 0.063 s at steady state), so the budget uses the median of the rest
-                steady = sorted(times[2:])[len(times[2:]) // 2] if len(times) > 2 else est_step
-                est_step = steady
-                left = deadline - time.monotonic() - 2 * est_save - slack
-                total = step + max(1, int(left / (1.05 * est_step)))
-                bar.total = total
-                bar.write(f"time budget allows about {total} steps ({est_step:.3f} s/step)")
             bar.update(1)
             bar.set_postfix(loss=f"{m['loss']:.3f}", acc1=f"{m['acc1']:.2f}",
                             tau=f"{m['tau_est']:.2f}", refresh=False)
@@ -259,6 +255,6 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
                 save()
     bar.close()
     save()
-    print(f"stopped: {reason} at step {step}/{total}; elapsed {time.monotonic() - t0:.0f}s; "
+    print(f"stopped: {reason} at step {step}/{total or '-'}; elapsed {time.monotonic() - t0:.0f}s; "
           f"drafter -> {args.out}; state -> {args.state_dir}")
     return 0

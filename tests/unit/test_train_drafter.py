@@ -292,6 +292,9 @@ def test_lr_schedule():
     assert lr_at(100, 100, 1.0, 10) == pytest.approx(0.1)
     assert lr_at(55, 100, 1.0, 10, "linear", 0.0) == pytest.approx(0.5)
     assert lr_at(500, 0, 1.0, 10) == 1.0  # total unknown yet
+    assert lr_at(500, 0, 1.0, 10, progress=0.5) == pytest.approx(0.55)  # time-bounded run
+    assert lr_at(5, 0, 1.0, 10, progress=0.9) == pytest.approx(0.6)  # warm-up comes first
+    assert lr_at(500, 0, 1.0, 10, progress=1.7) == pytest.approx(0.1)
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -329,8 +332,10 @@ def test_time_budget_stops_cleanly(target, data_dir, tmp_path):
     train.main(["--target", target, "--data-dir", data_dir, "--out", str(tmp_path / "o"),
                 "--work-dir", str(tmp_path / "w"), *COMMON, "--max-minutes", str(budget)])
     meta = json.loads((tmp_path / "o" / "train_meta.json").read_text())["training"]
-    assert meta["stop_reason"] in ("steps", "time budget") and meta["total_steps"] >= 10
+    assert meta["stop_reason"] == "time budget" and meta["step"] >= 10
     assert meta["elapsed_s"] < 60 * budget + 3
+    # no step count was given: the learning rate decays over the time budget, not by steps
+    assert meta["total_steps"] == 0 and meta["last"]["lr"] < 0.5 * 3e-3
 
 
 def test_sampled_continuations(target, data_dir, tmp_path):
