@@ -13,6 +13,7 @@ from typing import Optional
 
 DTYPES = ("auto", "float32", "float", "bfloat16", "float16", "half")
 DEVICES = ("cuda", "cpu")
+ATTENTION_BACKENDS = ("auto", "torch", "triton")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class ServerArgs:
     log_level: str = "info"
     skip_tokenizer_init: bool = False
     load_format: str = "auto"  # auto: safetensors; dummy: random weights from config.json alone
+    attention_backend: str = "auto"  # auto: triton on CUDA, torch on CPU | torch | triton
+    disable_cuda_graph: bool = False  # CUDA graphs of DECODE / VERIFY (CUDA + triton backend)
+    cuda_graph_max_bs: Optional[int] = None  # largest graphed batch; None: min(max running, 32)
     # speculative decoding (none given: the `ar` engine)
     speculative_algorithm: Optional[str] = None  # DFLASH | DFLASH2 | DSPARK; None: from the drafter
     speculative_draft_model_path: Optional[str] = None
@@ -52,6 +56,11 @@ class ServerArgs:
                         ("--speculative-draft-load-format", self.speculative_draft_load_format)):
             if v not in ("auto", "dummy"):
                 raise ValueError(f"{flag} must be auto or dummy, got {v!r}")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, "
+                             f"got {self.attention_backend!r}")
+        if self.cuda_graph_max_bs is not None and self.cuda_graph_max_bs < 1:
+            raise ValueError("--cuda-graph-max-bs must be >= 1")
         if self.max_running_requests < 1:
             raise ValueError("--max-running-requests must be >= 1")
         if self.context_length is not None and self.context_length < 2:

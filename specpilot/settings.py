@@ -39,7 +39,8 @@ LOCK_FILE = "revisions.lock.json"
 ENGINES = ("ar", "stock", "final")
 GPUS = {  # settings `gpu` -> substring expected in torch.cuda.get_device_name(); cpu: no GPU
     "h100-80gb": "H100", "h200-141gb": "H200", "rtxpro6000-96gb": "RTX PRO 6000", "cpu": None}
-SOURCES = ("hub", "demo", "random")
+ASSETS_DIR = Path(__file__).resolve().parent / "assets"  # checkpoints shipped in the package
+SOURCES = ("hub", "demo", "random", "bundled")
 DATASETS = ("gsm8k", "humaneval", "math500", "mbpp", "chat")
 ALGORITHMS = ("DFLASH", "DFLASH2", "DSPARK")
 SPEC_FLAGS = ("--speculative-algorithm", "--speculative-draft-model-path",
@@ -60,12 +61,13 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class Model:
     role: str  # target | drafter
-    source: str  # hub | demo | random
+    source: str  # hub | demo | random | bundled
     repo: Optional[str]  # Hugging Face repo id (hub; informational for demo)
     revision: Optional[str]  # pinned commit (setting.yaml or lock file); None: not pinned yet
     card: Optional[str] = None
     algorithm: Optional[str] = None  # drafter only: DFLASH | DFLASH2 | DSPARK
     random: Optional[dict] = None  # source random: make_random_drafter kwargs
+    asset: Optional[str] = None  # source bundled: a folder under specpilot/assets/
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,10 @@ def render_flags(flags: dict, paths: Optional[dict] = None) -> list[str]:
 def _model(raw: Any, role: str, lock: dict, errors: list[str]) -> Optional[Model]:
     where = f"{SETTING_FILE}: {role}"
     if not isinstance(raw, dict):
-        errors.append(f"{where}: must be a mapping with repo/revision (or source: demo|random)")
+        errors.append(f"{where}: must be a mapping with repo/revision "
+                      "(or source: demo|random|bundled)")
         return None
-    known = {"source", "repo", "revision", "card", "algorithm", "random"}
+    known = {"source", "repo", "revision", "card", "algorithm", "random", "asset"}
     for k in sorted(set(raw) - known):
         errors.append(f"{where}.{k}: unknown key (known: {', '.join(sorted(known))})")
     source = raw.get("source", "hub")
@@ -191,10 +194,15 @@ def _model(raw: Any, role: str, lock: dict, errors: list[str]) -> Optional[Model
     rnd = raw.get("random")
     if source == "random" and not isinstance(rnd, dict):
         errors.append(f"{where}.random: source random needs the drafter's shape parameters")
+    asset = raw.get("asset")
+    if source == "bundled" and not (isinstance(asset, str) and
+                                    (ASSETS_DIR / asset / "config.json").is_file()):
+        errors.append(f"{where}.asset: {asset!r} is not a checkpoint folder under {ASSETS_DIR}")
     card = raw.get("card")
     if source == "hub" and not (isinstance(card, str) and card.startswith("https://")):
         errors.append(f"{where}.card: the model card URL is required for hub models")
-    return Model(role, source, repo, rev or (locked if source == "hub" else None), card, algo, rnd)
+    return Model(role, source, repo, rev or (locked if source == "hub" else None), card, algo, rnd,
+                 asset if source == "bundled" else None)
 
 
 def _block(raw: Any, defaults: dict, where: str, errors: list[str]) -> dict:

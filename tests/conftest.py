@@ -3,6 +3,9 @@
 - `demo_model_dir` (session): the converted SmolLM2-135M-Instruct folder (prepared once and
   cached under $SPECPILOT_CACHE, see specpilot/demo.py).
 - `@pytest.mark.gpu`: the test needs CUDA; skipped automatically when torch sees no GPU.
+- Without CUDA, TRITON_INTERPRET=1 is set before anything imports triton: triton reads it when a
+  kernel is defined (`@triton.jit`, including triton's own tl.sum / tl.max), not when it runs, and
+  transformers imports triton early, so a test module cannot set it reliably for itself.
 - torch uses at most 2 threads (the CI machine has 2 cores); override with
   SPECPILOT_TORCH_THREADS.
 """
@@ -14,6 +17,8 @@ import os
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
+if not __import__("torch").cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # CPU: Triton kernels run in the interpreter
 
 
 def pytest_configure(config: pytest.Config) -> None:

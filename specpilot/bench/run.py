@@ -79,7 +79,9 @@ def acceptance_record(setting, engine: str) -> dict:
         return {"mode": "simulated", "SGLANG_SIMULATE_ACC_LEN": float(sim),
                 "method": os.environ.get("SGLANG_SIMULATE_ACC_METHOD", "match-expected")}
     d = setting.drafter
-    return {"mode": "real", "drafter": d.repo if d.source == "hub" else f"{d.source} (untrained)",
+    label = {"hub": d.repo, "bundled": f"bundled {d.asset} (trained)"}.get(d.source,
+                                                                           f"{d.source} (untrained)")
+    return {"mode": "real", "drafter": label,
             "revision": d.revision, "data": setting.bench["datasets"]}
 
 

@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from specpilot.core import StepOutput, WorkerBatch
+from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.attention_backend import TorchNativeBackend
 from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
 from specpilot.engine.sampler import SamplingBatch, sample
@@ -56,6 +56,24 @@ def resolve_device(device: str | None) -> torch.device:
     return torch.device(device)
 
 
+def resolve_attention_backend(name: str, device: torch.device) -> str:
+    """auto: triton on CUDA when triton imports, else torch. triton on CPU needs the Triton
+    interpreter (TRITON_INTERPRET=1, set before triton is first imported): for tests only."""
+    import importlib.util
+    import os
+
+    have_triton = importlib.util.find_spec("triton") is not None
+    if name == "auto":
+        return "triton" if device.type == "cuda" and have_triton else "torch"
+    if name == "triton":
+        if not have_triton:
+            raise RuntimeError("--attention-backend triton needs the triton package")
+        if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError("--attention-backend triton on CPU runs only in the Triton "
+                               "interpreter: set TRITON_INTERPRET=1 (tests), or use torch")
+    return name
+
+
 def resolve_dtype(name: str, hf_config, device: torch.device) -> torch.dtype:
     if name != "auto":
         return _DTYPES[name]
@@ -87,8 +105,9 @@ class ModelRunner:
     def __init__(self, model_path: str, dtype: str = "auto", device: str | None = None,
                  context_length: int | None = None, mem_fraction_static: float = 0.85,
                  max_total_tokens: int | None = None, max_running_requests: int = 64,
-                 random_seed: int = 0, load_format: str = "auto"):
+                 random_seed: int = 0, load_format: str = "auto", attention_backend: str = "auto"):
         self.device = resolve_device(device)
+        self.attention_backend = resolve_attention_backend(attention_backend, self.device)
         torch.manual_seed(random_seed)
         hf_config = load_hf_config(model_path)
         text_config = hf_config.get_text_config()  # the config itself for text-only models
@@ -116,14 +135,37 @@ class ModelRunner:
             self.states = RecurrentStatePool(num_rows=num_rows, device=self.device,
                                              **self.model.recurrent_state_spec())
             log.info("recurrent state: %.1f MiB per request", self.states.bytes_per_row / 2**20)
-        self.backend = TorchNativeBackend(self.kv, self.req_to_token)
+        if self.attention_backend == "triton":
+            from specpilot.engine.triton_backend import TritonBackend
+
+            self.backend = TritonBackend(self.kv, self.req_to_token)
+        else:
+            self.backend = TorchNativeBackend(self.kv, self.req_to_token)
+        self.graphs = None  # TargetGraphs of DECODE (1 row per request), see enable_cuda_graphs
         self.info = RunnerInfo(
             device=str(self.device), dtype=str(self.dtype).replace("torch.", ""),
             context_length=ctx, vocab_size=self.model.config.vocab_size, num_kv_slots=num_slots,
             num_req_rows=num_rows, eos_token_ids=eos_ids(model_path, self.model.config),
             architecture=type(self.model).__name__)
-        log.info("KV cache: %d tokens (%.2f GiB), context %d, %s on %s", num_slots,
-                 num_slots * per_token / 2**30, ctx, self.info.dtype, self.device)
+        log.info("KV cache: %d tokens (%.2f GiB), context %d, %s on %s, %s attention", num_slots,
+                 num_slots * per_token / 2**30, ctx, self.info.dtype, self.device,
+                 self.attention_backend)
+
+    def graph_support(self) -> str | None:
+        """None if CUDA graphs can serve this runner, else why not."""
+        if self.device.type != "cuda":
+            return "not on CUDA"
+        if self.attention_backend != "triton":
+            return "the torch attention backend loops over requests on the host"
+        if self.states is not None:
+            return "recurrent (hybrid) targets are not graphed yet"
+        return None
+
+    def enable_cuda_graphs(self, max_bs: int, capture: bool = True) -> None:
+        """Capture DECODE graphs for batch buckets up to max_bs (the `ar` engine)."""
+        from specpilot.engine.cuda_graph import TargetGraphs
+
+        self.graphs = TargetGraphs(self, rows=1, max_bs=max_bs, capture=capture)
 
     def _auto_kv_slots(self, per_token: int, mem_fraction_static: float) -> int:
         if self.device.type == "cpu":
@@ -170,10 +212,17 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, wb: WorkerBatch) -> StepOutput:
         """EXTEND or DECODE: one sampled token per request, from its last row."""
+        if self.graphs is not None and wb.mode == ForwardMode.DECODE \
+                and self.graphs.bucket(wb.batch_size) is not None:
+            logits, _ = self.graphs.run(wb.req_pool_indices, wb.prefix_lens,
+                                        self.tensor(wb.input_ids), self.tensor(wb.out_cache_loc))
+            return self._sample(wb, logits)
         hidden, _ = self.run_target(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens,
                                     self.tensor(wb.input_ids), self.tensor(wb.out_cache_loc))
         last = self.tensor(wb.extend_lens).cumsum(0) - 1
-        logits = self.model.compute_logits(hidden[last])  # [B, V] fp32
+        return self._sample(wb, self.model.compute_logits(hidden[last]))  # [B, V] fp32
+
+    def _sample(self, wb: WorkerBatch, logits: torch.Tensor) -> StepOutput:
         if wb.forced is not None:
             return StepOutput(wb.forced, checks=[[c] for c in forced_checks(logits)])
         tokens = sample(logits, self.sampling_batch(wb)).tolist()  # the step's one D2H copy

@@ -55,7 +55,13 @@ class StockSpecWorker:
         attn = self.drafter.layers[0].self_attn
         self.draft_kv = KVCache(c.num_hidden_layers, runner.kv.num_slots, attn.num_kv_heads,
                                 attn.head_dim, runner.dtype, runner.device)
-        self.backend = DraftAttentionBackend(self.draft_kv, runner.req_to_token)
+        if runner.attention_backend == "triton":
+            from specpilot.engine.triton_backend import TritonDraftAttentionBackend
+
+            self.backend = TritonDraftAttentionBackend(self.draft_kv, runner.req_to_token)
+        else:
+            self.backend = DraftAttentionBackend(self.draft_kv, runner.req_to_token)
+        self.verify_graphs = None  # TargetGraphs of VERIFY (B rows per request)
         self.capture = dc.target_layer_ids
         self.simulate = SimulatedAcceptance.from_env()
         self.proposer = propose  # (drafter, hidden, anchors, sampling rows, wb) -> Proposal
@@ -64,6 +70,14 @@ class StockSpecWorker:
         log.info("stock %s: %s, %d verify rows per step, drafter layers %d, target layers %s",
                  dc.algorithm, dc.architecture, self.num_draft_tokens, c.num_hidden_layers,
                  list(self.capture))
+
+    def enable_cuda_graphs(self, max_bs: int, capture: bool = True) -> None:
+        """Capture the target's VERIFY forward (B rows per request, features captured) for batch
+        buckets up to max_bs; the drafter's block pass stays eager."""
+        from specpilot.engine.cuda_graph import TargetGraphs
+
+        self.verify_graphs = TargetGraphs(self.runner, self.num_draft_tokens, self.capture,
+                                          max_bs=max_bs, capture=capture)
 
     @torch.inference_mode()
     def forward(self, wb: WorkerBatch) -> StepOutput:
@@ -116,9 +130,13 @@ class StockSpecWorker:
         # 2. verify
         ids = torch.cat([anchors[:, None], prop.tokens], dim=1)  # [R, B]
         loc = rn.tensor(wb.out_cache_loc)
-        th, aux = rn.run_target(wb.req_pool_indices, wb.prefix_lens, [b] * r, ids.reshape(-1),
-                                loc, self.capture, verify=True)
-        logits = rn.model.compute_logits(th)  # [R*B, V]
+        if self.verify_graphs is not None and self.verify_graphs.bucket(r) is not None:
+            logits, aux = self.verify_graphs.run(wb.req_pool_indices, wb.prefix_lens,
+                                                 ids.reshape(-1), loc)
+        else:
+            th, aux = rn.run_target(wb.req_pool_indices, wb.prefix_lens, [b] * r,
+                                    ids.reshape(-1), loc, self.capture, verify=True)
+            logits = rn.model.compute_logits(th)  # [R*B, V]
         if wb.forced is not None:  # every forced token is emitted: rows 0..len-1 commit
             checks = forced_checks(logits)
             acc = [len(f) - 1 for f in wb.forced]

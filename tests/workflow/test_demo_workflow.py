@@ -184,7 +184,7 @@ def test_serve_command_lines(script_env):
     r = script("serve.sh", DEMO, "stock", "1", "--dry-run", env=script_env, timeout=60)
     assert r.returncode == 0
     assert "--port 30001" in r.stdout and "--device cpu" in r.stdout  # 30000 + gpu index
-    assert "--speculative-draft-model-path" in r.stdout and "random-dflash" in r.stdout
+    assert "--speculative-draft-model-path" in r.stdout and "assets/smollm2-135m-dflash" in r.stdout
     r = script("serve.sh", DEMO, "ar", "0", "--port", "31234", "--dry-run", "--", "--log-level",
                "debug", env=script_env, timeout=60)
     assert r.returncode == 0 and "--port 31234" in r.stdout and r.stdout.rstrip().endswith("--log-level debug")

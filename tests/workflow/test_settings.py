@@ -62,7 +62,8 @@ def test_h200_equivalents_match_product_flags():
 def test_demo_setting():
     s = S.load(DEMO)
     assert s.gpu == "cpu" and s.device == "cpu"
-    assert (s.target.source, s.drafter.source) == ("demo", "random")
+    assert (s.target.source, s.drafter.source) == ("demo", "bundled")
+    assert (S.ASSETS_DIR / s.drafter.asset / "model.safetensors").is_file()
     assert S.parse_server_args(S.render_flags(s.flags("stock"), {"target": "/t", "drafter": "/d"})).device == "cpu"
 
 
@@ -89,6 +90,7 @@ def _error(tmp_path, **changes) -> str:
     ({"engines__final__extends": "ar"}, "final.extends: must be stock"),
     ({"engines__final__note": "fast"}, "final.note: nothing has landed"),
     ({"engines__final__flags": {"--dtype": "float16"}}, "final.flags: unknown key"),
+    ({"drafter__asset": "no-such-drafter"}, "drafter.asset: 'no-such-drafter' is not a checkpoint folder"),
     ({"bench__concurrency": []}, "bench.concurrency: must be a non-empty list"),
     ({"bench__datasets": ["gsm8k", "squad"]}, "bench.datasets: 'squad'"),
     ({"validate__near_tie_gap": -1}, "validate.near_tie_gap"),

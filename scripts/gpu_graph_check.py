@@ -1,0 +1,189 @@
+"""The fast path on a GPU (a script): CUDA graphs + Triton attention, checked then timed.
+
+1. Exactness (fp32, tiny random Qwen3 + tiny DFlash drafter built here): greedy tokens of
+   `ar` and `stock` with --attention-backend triton and CUDA graphs equal the torch reference
+   engine's, at batch sizes that need padded graph buckets.
+2. Speed (bf16, random weights at a real shape, default Muse-Glimmer-30B + its DFlash2 drafter):
+   `ar` decode ms/step and tokens/s for a concurrency sweep, with graphs and, at batch 1, without
+   them and on the torch reference path; the weight-read roofline (weight bytes / measured copy
+   bandwidth) and the fraction of it reached; `stock` with SIMULATED acceptance
+   (SGLANG_SIMULATE_ACC_LEN, default 6.5 at block 16): step ms, ratio to one `ar` step, tokens/s,
+   speedup over `ar`.
+
+    python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--batch 1,4,8,16,32]
+        [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--out result.json]
+
+Hybrid (Gated DeltaNet) targets are not graphed yet; give them with --no-graph to time eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+import torch  # noqa: E402
+
+from gpu_real_shapes import decode_ms_per_step  # noqa: E402
+from specpilot.config import ServerArgs  # noqa: E402
+from specpilot.core import SamplingParams  # noqa: E402
+from specpilot.offline import OfflineEngine  # noqa: E402
+from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
+
+
+def exactness() -> bool:
+    from tests.e2e.tiny_drafters import make_drafter
+    from tests.e2e.tiny_models import make_tiny
+
+    tmp = tempfile.mkdtemp()
+    target = make_tiny("qwen3", os.path.join(tmp, "t"))
+    drafter = make_drafter("dflash", os.path.join(tmp, "d"))
+    rng = random.Random(3)
+    ps = [[rng.randrange(3, 250) for _ in range(n)] for n in (1, 7, 19, 33, 50)]
+    sp = SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)
+    common = dict(model_path=target, device="cuda", dtype="float32", max_total_tokens=4096,
+                  cuda_graph_max_bs=8)
+    ref = [o.output_ids for o in OfflineEngine(ServerArgs(**common, attention_backend="torch"))
+           .generate(ps, sp)]
+    ok = True
+    for name, extra in (("ar", {}), ("stock B=4", dict(speculative_draft_model_path=drafter,
+                                                          speculative_num_draft_tokens=4))):
+        eng = OfflineEngine(ServerArgs(**common, attention_backend="triton", **extra))
+        graphs = eng.runner.graphs if not extra else eng.worker.verify_graphs
+        for subset in (ps, ps[:3], ps[:1]):  # 5 -> bucket 8, 3 -> 4, 1 -> 1
+            outs = [o.output_ids for o in eng.generate(subset, sp)]
+            same = outs == ref[:len(subset)]
+            ok &= same
+            print(f"exactness fp32 {name:10} batch {len(subset)} graphs "
+                  f"{graphs is not None and graphs.captured}: {'PASS' if same else 'FAIL'}",
+                  flush=True)
+    return ok
+
+
+def copy_bandwidth() -> float:
+    """Bytes/s of a large device-to-device copy (read + write counted)."""
+    x = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    t, n = time.perf_counter(), 10
+    for _ in range(n):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    bw = 2 * x.numel() * n / (time.perf_counter() - t)
+    del x, y
+    torch.cuda.empty_cache()
+    return bw
+
+
+def weight_bytes(model) -> int:
+    """Bytes one decode step reads: every parameter, except an untied input embedding (one row)."""
+    emb = model.get_input_embeddings().weight
+    head = getattr(model, "lm_head", None)
+    tied = head is not None and head.weight.data_ptr() == emb.data_ptr()
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    return total if tied else total - emb.numel() * emb.element_size()
+
+
+def speed(a, bw: float) -> dict:
+    os.environ["SGLANG_SIMULATE_ACC_LEN"] = str(a.accept)
+    base = dict(model_path=os.path.join(CONFIGS, a.target), device="cuda", dtype="bfloat16",
+                load_format="dummy", context_length=a.long + 1024, max_total_tokens=
+                max(a.long + 2048, max(a.batch) * (a.prompt_len + a.new + 64)),
+                max_running_requests=max(a.batch), skip_tokenizer_init=True,
+                cuda_graph_max_bs=max(a.batch), disable_cuda_graph=a.no_graph)
+    t0 = time.perf_counter()
+    eng = OfflineEngine(ServerArgs(**base, speculative_draft_load_format="dummy",
+                                   speculative_draft_model_path=os.path.join(
+                                       CONFIGS, a.target + "-dflash2")))
+    rn = eng.runner
+    if not a.no_graph:
+        rn.enable_cuda_graphs(max(a.batch))  # ar's DECODE graphs on the same runner
+    print(f"{a.target}: built + captured in {time.perf_counter() - t0:.1f}s, "
+          f"{torch.cuda.memory_allocated() / 2**30:.1f} GiB", flush=True)
+    wb = weight_bytes(rn.model)
+    floor_ms = 1000 * wb / bw
+    vocab = rn.info.vocab_size
+    b = eng.worker.num_draft_tokens
+    mk = lambda: Scheduler(rn, None, max(a.batch), 8192, 65536)  # noqa: E731
+    rows = []
+    for bs in a.batch:
+        ms, tps = decode_ms_per_step(mk(), bs, a.prompt_len, a.new, vocab)
+        sms, stps = decode_ms_per_step(eng.scheduler, bs, a.prompt_len, a.new, vocab)
+        rows.append(dict(batch=bs, ctx=a.prompt_len, ar_ms=ms, ar_tps=tps, stock_ms=sms,
+                         stock_tps=stps, step_ratio=sms / ms, speedup=stps / tps,
+                         roofline=floor_ms / ms))
+        print(rows[-1], flush=True)
+    extra = {}
+    ms, tps = decode_ms_per_step(mk(), 1, a.long, 16, vocab)
+    extra["ar_long_ctx"] = dict(ctx=a.long, ms=ms, tps=tps, roofline=floor_ms / ms)
+    graphs = rn.graphs
+    rn.graphs = None  # the same engine without graphs (eager Triton attention), batch 1
+    ms, _ = decode_ms_per_step(mk(), 1, a.prompt_len, a.new, vocab)
+    extra["ar_eager_triton_bs1_ms"] = ms
+    from specpilot.engine.attention_backend import TorchNativeBackend
+
+    triton_backend, rn.backend = rn.backend, TorchNativeBackend(rn.kv, rn.req_to_token)
+    ms, _ = decode_ms_per_step(mk(), 1, a.prompt_len, a.new, vocab)
+    extra["ar_eager_torch_bs1_ms"] = ms
+    rn.backend, rn.graphs = triton_backend, graphs
+    print(extra, flush=True)
+    res = dict(target=a.target, weight_bytes=wb, copy_bw=bw, floor_ms=floor_ms, verify_rows=b,
+               simulated_accept_len=a.accept, rows=rows, **extra)
+    del eng
+    gc.collect()
+    torch.cuda.empty_cache()
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default="muse-glimmer-30b")
+    ap.add_argument("--batch", default="1,4,8,16,32")
+    ap.add_argument("--accept", type=float, default=6.5)
+    ap.add_argument("--new", type=int, default=32)
+    ap.add_argument("--prompt-len", type=int, default=256)
+    ap.add_argument("--long", type=int, default=8192)
+    ap.add_argument("--no-graph", action="store_true")
+    ap.add_argument("--skip-exactness", action="store_true")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    a.batch = [int(x) for x in a.batch.split(",")]
+    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    ok = True if a.skip_exactness else exactness()
+    bw = copy_bandwidth()
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
+    res = speed(a, bw)
+    res["exactness"] = ok
+    print(f"\n{a.target}: weights {res['weight_bytes'] / 1e9:.1f} GB, floor "
+          f"{res['floor_ms']:.2f} ms/step at {bw / 1e12:.2f} TB/s; stock B={res['verify_rows']}, "
+          f"simulated acceptance {a.accept}")
+    print(f"{'bs':>3} {'ar ms':>8} {'ar tok/s':>9} {'roofline':>9} {'stock ms':>9} "
+          f"{'stock tok/s':>12} {'step ratio':>11} {'speedup':>8}")
+    for r in res["rows"]:
+        print(f"{r['batch']:3} {r['ar_ms']:8.2f} {r['ar_tps']:9.1f} {r['roofline']:9.1%} "
+              f"{r['stock_ms']:9.2f} {r['stock_tps']:12.1f} {r['step_ratio']:11.2f} "
+              f"{r['speedup']:8.2f}")
+    lc = res["ar_long_ctx"]
+    print(f"ar bs1 ctx {lc['ctx']}: {lc['ms']:.2f} ms ({lc['roofline']:.1%} of the weight floor); "
+          f"bs1 eager Triton {res['ar_eager_triton_bs1_ms']:.2f} ms, eager torch "
+          f"{res['ar_eager_torch_bs1_ms']:.2f} ms; exactness {'PASS' if ok else 'FAIL'}")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=2)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

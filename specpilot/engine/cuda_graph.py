@@ -1,0 +1,123 @@
+"""CUDA graphs of the target forward for uniform steps: DECODE (1 new row per request) and chain
+VERIFY (B new rows per request, with feature capture).
+
+A step of R requests runs the graph of the smallest captured batch size >= R ("bucket"). All
+inputs go through preallocated buffers whose addresses the graph recorded: token ids, positions,
+KV slots and the attention metadata (a TritonBackend of its own, so eager EXTEND batches on the
+runner's backend never touch them). The bucket's R..bucket-1 padding requests are real, harmless
+requests: prefix 0 (so they read no table entry; the last table row is named), their KV written
+to the scratch slot 0, their outputs dropped. Inside the graph: embedding, every layer, the final norm and the logits of every row;
+outside: writing the new rows' slots into req_to_token (as the eager path does) and sampling.
+
+`capture=False` runs exactly the same padded, buffer-based code eagerly: that is how the CPU tests
+(Triton interpreter) check the padding logic, and how a GPU run can compare a graph against its
+own eager twin. Targets with recurrent layers are not graphed yet (their state commit is a
+per-request Python path).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from specpilot.engine.triton_backend import TritonBackend
+
+log = logging.getLogger(__name__)
+
+
+def default_buckets(max_bs: int) -> list[int]:
+    """SGLang-like batch-size buckets up to max_bs: 1, 2, 4, 8, then steps of 8 (16 from 64)."""
+    out = [b for b in (1, 2, 4) if b < max_bs]
+    b = 8
+    while b < max_bs:
+        out.append(b)
+        b += 8 if b < 64 else 16
+    return out + [max_bs]
+
+
+class TargetGraphs:
+    def __init__(self, runner, rows: int, capture_layers: tuple[int, ...] = (),
+                 max_bs: int = 32, buckets: list[int] | None = None, capture: bool = True):
+        if runner.states is not None:
+            raise ValueError("CUDA graphs do not cover recurrent (hybrid) targets yet")
+        self.runner, self.rows, self.layers = runner, rows, tuple(capture_layers)
+        self.buckets = sorted(set(buckets or default_buckets(max_bs)))
+        self.max_bs = self.buckets[-1]
+        self.spare_row = runner.req_to_token.table.shape[0] - 1
+        dev = runner.device
+        n = self.max_bs * rows
+        self.ids = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.positions = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.loc = torch.zeros(n, dtype=torch.int64, device=dev)  # padding rows: scratch slot 0
+        self.backend = TritonBackend(runner.kv, runner.req_to_token)
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.outputs: dict[int, tuple] = {}
+        self.captured = capture
+        if capture:
+            self._capture_all()
+
+    def _prepare(self, bs: int, rows_l: list[int], prefix_lens: list[int]) -> None:
+        """Attention metadata for `bs` requests: the real ones, then padding ones."""
+        pad = bs - len(rows_l)
+        self.backend.prepare(list(rows_l) + [self.spare_row] * pad, list(prefix_lens) + [0] * pad,
+                             [self.rows] * bs, self.loc[:bs * self.rows], graph=True)
+
+    def _forward(self, bs: int):
+        n = bs * self.rows
+        hidden, aux = self.runner.model(self.ids[:n], self.positions[:n], self.backend, self.layers)
+        return self.runner.model.compute_logits(hidden), aux
+
+    @torch.inference_mode()
+    def _capture_all(self) -> None:
+        pool = torch.cuda.graph_pool_handle()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        for bs in sorted(self.buckets, reverse=True):  # largest first: the pool fits the rest
+            self._prepare(bs, [], [])
+            with torch.cuda.stream(stream):
+                for _ in range(2):  # warm-up: Triton compiles / autotunes outside the capture
+                    self._forward(bs)
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
+                self.outputs[bs] = self._forward(bs)
+            self.graphs[bs] = graph
+        torch.cuda.synchronize()
+        log.info("CUDA graphs captured: %d rows per request, batch sizes %s", self.rows,
+                 self.buckets)
+
+    def bucket(self, batch: int) -> int | None:
+        return next((b for b in self.buckets if b >= batch), None)
+
+    @torch.inference_mode()
+    def run(self, rows_l: list[int], prefix_lens: list[int], input_ids: torch.Tensor,
+            loc: torch.Tensor):
+        """One step for len(rows_l) <= max_bs requests, each with self.rows new rows at
+        prefix_lens[i].. (input_ids, loc: [R * rows] device tensors). Returns (logits [R*rows, V]
+        fp32, aux [R*rows, n*H] or None); they are views into graph outputs, valid until the
+        next run."""
+        r, k = len(rows_l), self.rows
+        bs = self.bucket(r)
+        if bs is None:
+            raise ValueError(f"{r} requests exceed the largest CUDA-graph batch {self.max_bs}")
+        n, dev = r * k, self.runner.device
+        offs = torch.arange(k, device=dev)
+        pos = (torch.tensor(prefix_lens, dtype=torch.int64, device=dev)[:, None] + offs).reshape(-1)
+        rows_t = torch.tensor(rows_l, dtype=torch.int64, device=dev).repeat_interleave(k)
+        self.runner.req_to_token.write(rows_t, pos, loc)
+        self.ids[:n].copy_(input_ids)
+        self.positions[:n].copy_(pos)
+        self.loc[:n].copy_(loc)
+        m = bs * k
+        if n < m:  # padding requests: ids 0 at positions 0..k-1, KV to the scratch slot
+            self.ids[n:m].zero_()
+            self.positions[n:m].copy_(offs.repeat(bs - r))
+            self.loc[n:m].zero_()
+        self._prepare(bs, rows_l, prefix_lens)
+        if self.captured:
+            self.graphs[bs].replay()
+            logits, aux = self.outputs[bs]
+        else:
+            logits, aux = self._forward(bs)
+        return logits[:n], (None if aux is None else aux[:n])
