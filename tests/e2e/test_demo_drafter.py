@@ -1,0 +1,32 @@
+"""The shipped demo drafter (specpilot/assets/smollm2-135m-dflash) on the real demo target, CPU
+fp32: `stock` equals `ar` token for token, and its real acceptance length stays above a floor,
+so a broken drafter loader, feature capture or accept rule shows up here (an untrained drafter
+gives tau ~1.0; this one measured 2.59 on these prompts when it was added)."""
+
+from pathlib import Path
+
+from transformers import AutoTokenizer
+
+from specpilot.config import ServerArgs
+from specpilot.core import SamplingParams
+from specpilot.offline import OfflineEngine
+from specpilot.settings import ASSETS_DIR
+from specpilot.train_drafter.prompts import eval_prompts, render
+
+TAU_FLOOR = 2.0
+DRAFTER = ASSETS_DIR / "smollm2-135m-dflash"
+DATA = Path(__file__).resolve().parents[2] / "data" / "evals"
+
+
+def test_shipped_drafter_acceptance_floor(demo_model_dir):
+    tok = AutoTokenizer.from_pretrained(demo_model_dir)
+    items = eval_prompts(str(DATA), "gsm8k-heldout", 4)  # never trained on
+    ps = [render(tok, it["prompt"]) for it in items]
+    sp = SamplingParams(temperature=0, max_new_tokens=48)
+    common = dict(model_path=demo_model_dir, device="cpu", dtype="float32", max_total_tokens=4096)
+    ref = OfflineEngine(ServerArgs(**common)).generate(ps, sp)
+    outs = OfflineEngine(ServerArgs(**common, speculative_draft_model_path=str(DRAFTER))).generate(
+        ps, sp)
+    assert [o.output_ids for o in outs] == [r.output_ids for r in ref]
+    tau = sum(o.completion_tokens for o in outs) / sum(o.meta["spec_verify_ct"] for o in outs)
+    assert tau >= TAU_FLOOR, f"acceptance length {tau:.2f} fell below {TAU_FLOOR}"
