@@ -18,7 +18,8 @@ def build_worker(args: ServerArgs):
                          max_total_tokens=args.max_total_tokens,
                          max_running_requests=args.max_running_requests,
                          random_seed=args.random_seed, load_format=args.load_format,
-                         attention_backend=args.attention_backend)
+                         attention_backend=args.attention_backend,
+                         weight_format=args.weight_format)
     why_not = "disabled by --disable-cuda-graph" if args.disable_cuda_graph \
         else runner.graph_support()
     max_bs = args.cuda_graph_max_bs or min(args.max_running_requests, 32)

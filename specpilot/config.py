@@ -36,6 +36,7 @@ class ServerArgs:
     log_level: str = "info"
     skip_tokenizer_init: bool = False
     load_format: str = "auto"  # auto: safetensors; dummy: random weights from config.json alone
+    weight_format: str = "auto"  # auto: the checkpoint's; w12: bf16 linears -> W12 at load time
     attention_backend: str = "auto"  # auto: triton on CUDA, torch on CPU | torch | triton
     disable_cuda_graph: bool = False  # CUDA graphs of DECODE / VERIFY (CUDA + triton backend)
     cuda_graph_max_bs: Optional[int] = None  # largest graphed batch; None: min(max running, 32)
@@ -56,6 +57,8 @@ class ServerArgs:
                         ("--speculative-draft-load-format", self.speculative_draft_load_format)):
             if v not in ("auto", "dummy"):
                 raise ValueError(f"{flag} must be auto or dummy, got {v!r}")
+        if self.weight_format not in ("auto", "w12"):
+            raise ValueError(f"--weight-format must be auto or w12, got {self.weight_format!r}")
         if self.attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, "
                              f"got {self.attention_backend!r}")

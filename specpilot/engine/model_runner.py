@@ -74,6 +74,21 @@ def resolve_attention_backend(name: str, device: torch.device) -> str:
     return name
 
 
+def to_w12(model: torch.nn.Module, what: str) -> dict:
+    """--weight-format w12: every bf16 linear layer of `model` becomes a W12Linear (lossless
+    12-bit weights, docs/w12.md), in place; embeddings, norms and tied heads stay bf16."""
+    from specpilot.w12.linear import convert_model_linears
+
+    dtypes = {p.dtype for p in model.parameters() if p.dim() >= 2}
+    if torch.bfloat16 not in dtypes:
+        raise ValueError(f"--weight-format w12 stores bf16 weights, but the {what}'s are "
+                         f"{sorted(map(str, dtypes))}: pass --dtype bfloat16")
+    report = convert_model_linears(model)
+    log.info("W12 %s: %d linear layers converted, %d kept bf16", what, report["converted"],
+             report["kept"])
+    return report
+
+
 def resolve_dtype(name: str, hf_config, device: torch.device) -> torch.dtype:
     if name != "auto":
         return _DTYPES[name]
@@ -105,7 +120,8 @@ class ModelRunner:
     def __init__(self, model_path: str, dtype: str = "auto", device: str | None = None,
                  context_length: int | None = None, mem_fraction_static: float = 0.85,
                  max_total_tokens: int | None = None, max_running_requests: int = 64,
-                 random_seed: int = 0, load_format: str = "auto", attention_backend: str = "auto"):
+                 random_seed: int = 0, load_format: str = "auto", attention_backend: str = "auto",
+                 weight_format: str = "auto"):
         self.device = resolve_device(device)
         self.attention_backend = resolve_attention_backend(attention_backend, self.device)
         torch.manual_seed(random_seed)
@@ -121,6 +137,9 @@ class ModelRunner:
         self.max_positions = ctx + SPARE_POSITIONS
         self.model, _ = build_model(model_path, self.dtype, self.device, self.max_positions,
                                     load_format, hf_config)
+        self.weight_format = weight_format
+        if weight_format == "w12":
+            self.w12_report = to_w12(self.model, "target")
         num_layers, kv_heads, head_dim = self.model.kv_cache_spec()
         per_token = KVCache.bytes_per_token(num_layers, kv_heads, head_dim, self.dtype)
         num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)

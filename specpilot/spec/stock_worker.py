@@ -39,6 +39,10 @@ class StockSpecWorker:
         self.runner = runner
         self.drafter = load_drafter(draft_model_path, runner.model, runner.dtype, runner.device,
                                     runner.max_positions, load_format)
+        if runner.weight_format == "w12":
+            from specpilot.engine.model_runner import to_w12
+
+            to_w12(self.drafter, "drafter")
         dc = self.drafter.dc
         if algorithm is not None and algorithm.upper() != dc.algorithm:
             raise ValueError(f"--speculative-algorithm {algorithm} does not match the drafter "

@@ -14,9 +14,21 @@ from .format import ESC_THRESHOLD, FORMAT_NAME, W12Tensor, bitwise_equal, decode
 
 W12_FILE = "model.w12.safetensors"
 PARTS = ("L", "H", "hb", "esc_off", "esc")
-GPU_NOTE = ("GPU kernel decode: not available yet (the Triton W12 kernel is later work); "
-            "round trips below use the CPU reference decoder and the CPU emulation of the "
-            "kernel's 2-weights-per-32-bit SWAR decode (both must match)")
+GPU_NOTE = ("GPU kernel decode: not available (needs CUDA and Triton); round trips below use the "
+            "CPU reference decoder and the CPU emulation of the kernel's 2-weights-per-32-bit "
+            "SWAR decode (both must match)")
+GPU_NOTE_ON = ("GPU kernel decode: checked; round trips below use the CPU reference decoder, the "
+               "CPU emulation of the kernel's SWAR decode and the Triton decode kernel on CUDA "
+               "(kernel.decode_w12_gpu, the GEMM's decode routine); all three must match")
+
+
+def _gpu_decoder():
+    """The Triton decode kernel as ``W12Tensor -> bf16 [N, K]`` on CUDA, or None without CUDA or
+    Triton (or under TRITON_INTERPRET)."""
+    from . import kernel
+    if not (kernel.HAS_TRITON and not kernel.INTERPRET and torch.cuda.is_available()):
+        return None
+    return lambda w: kernel.decode_w12_gpu(kernel.prepare(w, "cuda")).cpu()
 
 
 def should_code(name: str, t: torch.Tensor) -> bool:
@@ -105,8 +117,12 @@ def load_w12(out_dir: str, with_info: bool = False):
 
 
 def check(hf_dir: str, threshold: float = ESC_THRESHOLD, log=print, verbose: bool = True) -> dict:
-    """Convert in memory, decode, compare bitwise; print per-tensor, per-class and summary lines."""
-    log(GPU_NOTE)
+    """Convert in memory, decode, compare bitwise; print per-tensor, per-class and summary lines.
+
+    Decoders: the CPU reference, the CPU SWAR emulation and, with CUDA and Triton, the GPU
+    decode kernel; the first line says which."""
+    gpu_decode = _gpu_decoder()
+    log(GPU_NOTE_ON if gpu_decode else GPU_NOTE)
     n_ok = n_tot = 0
     w12_bits = w12_numel = tot_bits = tot_numel = w12_esc = 0
     classes: dict = {}
@@ -122,6 +138,8 @@ def check(hf_dir: str, threshold: float = ESC_THRESHOLD, log=print, verbose: boo
             rate = info.get("escape_rate", float("nan"))
         else:
             ok = bitwise_equal(decode(w), t) and bitwise_equal(decode_swar(w), t)
+            if gpu_decode is not None:
+                ok = ok and bitwise_equal(gpu_decode(w).reshape(t.shape), t)
             bits, rate = w.bits_per_weight, w.escape_rate
             kind = "w12-" + ("row" if w.per_row else "tens")
             w12_bits += bits * numel

@@ -1,0 +1,742 @@
+"""Triton kernels for W12 weights: fused decode + GEMM, a bf16 GEMM from the same template, and a
+standalone decode kernel. Format: docs/w12.md; design notes: docs/w12.md, "GPU kernels".
+
+Public API
+----------
+* ``prepare(w12, device) -> W12Planes``: the format planes on a device plus the kernel's escape
+  index (escapes re-sorted by 64-row block and 32-pair column group, built once at load time).
+* ``w12_matmul(x, planes, *, reproducible=False, config=None)``: ``x @ W^T`` for x ``[M, K]`` bf16,
+  fp32 accumulation, bf16 output.
+* ``bf16_matmul(x, w, *, config=None)``: the same template with the weight tile loaded as bf16.
+  With the same config, ``w12_matmul(..., reproducible=True)`` equals it bit for bit.
+* ``decode_w12_gpu(planes) -> bf16 [N, K]``: the kernel's decode routine as a standalone kernel.
+* Configs: ``GemmConfig``, ``get_config`` (tuned per (M bucket, N, K) on the GPU, cached in memory
+  and optionally in a JSON file named by ``$SPECPILOT_W12_TUNE_FILE``), ``autotune``.
+
+Kernel design (one program = BLOCK_N weight rows x one split-K range x BLOCK_M activation rows)
+------------------------------------------------------------------------------------------------
+* Split-halves K order. Step ``j`` loads ``L[n, j:j+BK]``, ``L[n, Kp/2+j : ...]`` and ``H[n, j:j+BK]``
+  (three contiguous uint8 tiles, 16-byte vector loads) and the two matching x tiles, and does
+  ``acc += W[:, j:j+BK] x0 + W[:, Kp/2+j:...] x1`` as two ``tl.dot``. The bf16 kernel walks K in the
+  same order, so both kernels sum the same products in the same order.
+* Swapped operands: ``acc[BN, BM] = W_tile @ x_tile^T``. The decoded weight is the MMA A operand
+  (Hopper wgmma takes it from registers), the few activation rows are the N side (>= 16).
+* Decode (``_decode_tiles``), SWAR on 32-bit words that hold two K-consecutive weights of one
+  half (the register pairing of the MMA operands, so nothing is repacked afterwards). On the GPU
+  it is inline PTX (``DECODE_PTX``, 4 elements = 8 weights per instance); per output word of two
+  weights: ``prmt`` the two L bytes into lanes (1), the H nibbles' exponent codes (1-2) and signs
+  (1-2), ``lo + d`` (1), escape test ``+ 241<<7`` per lane, which carries into bit 15/31 exactly
+  for e0 = 1 and d = 7 (1), ``prmt`` sign-replicate that carry into a lane mask (1), ``+ hb<<8``
+  (1) and one ``lop3`` ``(c & ~mask) | sign`` (1 after ptxas fuses not/and/or), plus a quarter of
+  the shared ``prmt`` spreading 4 H bytes and 4 hb bytes: ~9.5 instructions per 2 weights. The
+  compiled main loop (sm_90, BM=16, BN=64, BK=128) is ~830 SASS instructions per 128 weights per
+  thread including loads, the shared-memory round trip into the wgmma operand layout and the
+  wgmmas; the same algorithm in plain Triton ops compiles to ~1230 (each byte is extracted
+  separately) and a per-element decode to ~1300. The interpreter runs the plain-Triton version.
+* Escapes. The format's escape code decodes to signed zero in the main loop. The exact value is
+  applied in one of two ways:
+  - fast mode (default): an epilogue per program, before the split-K reduction. Its escapes
+    (usually 0..a few) are gathered in chunks of 16 as ``V[BN, 16]`` (value at the escape's row,
+    zeros elsewhere) and ``X[16, BM]`` (the activations at the escapes' columns) and added with one
+    ``tl.dot`` into the fp32 accumulator: ``out[m, n] += x[m, k] * w_true``. A bf16 x bf16 product
+    is exact in fp32, so this differs from summing in K order only by fp32 rounding order.
+  - reproducible mode: the exact bits are written into the decoded tile before the dot
+    (``_patch_escapes``), so the W12 GEMM is the bf16 GEMM on the decoded weights, bit for bit.
+  The escape index (``koff``/``kent``/``kval``) makes a program's escapes one contiguous range per
+  64-row block, for a K-step and for a split-K range alike.
+* Split-K is deterministic: each program stores its fp32 partial in a workspace, then takes a
+  ticket (atomic add on a per-tile counter); the last one sums the partials in split order, casts
+  to bf16, stores, and resets the counter to 0. No fp32 atomics, no memset, no second launch.
+  The counters are one buffer per device: split-K GEMMs must not run concurrently on two streams.
+* Large M (> ``DECODE_THEN_MATMUL_M``, fast mode only): decode to a bf16 scratch and call
+  ``torch.matmul`` (prefill is compute-bound; decoding per activation tile would repeat the decode).
+
+The kernels also run under ``TRITON_INTERPRET=1`` on CPU tensors (the tests do that). The
+interpreter mishandles bf16 ``tl.dot`` operands (it multiplies their raw uint16 storage), so in
+interpreter mode the dots upcast both operands to fp32 first (``DOT_F32``): products of bf16 values
+are exact in fp32, so only the summation order differs from the GPU. The interpreter also rounds
+fp32 -> bf16 toward zero (the GPU rounds to nearest even), and it cannot run inline PTX.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import warnings
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .format import TILE_K, TILE_N, W12Tensor
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only installs: the reference path (decode + torch) still works
+    triton = None
+    tl = None
+
+HAS_TRITON = triton is not None
+ROW_BLOCK = TILE_N         # escape-index row block (64 rows, as the format's tiles)
+GROUP = 32                 # escape-index column group, in pair columns; BLOCK_K is a multiple
+ESC_CHUNK = 16             # escapes per epilogue dot (tl.dot needs K >= 16)
+MAX_COL = 1 << 24          # kent packs the column in 24 bits
+DECODE_THEN_MATMUL_M = 256  # fast mode above this M: decode kernel + torch.matmul
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Device-ready weight
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class W12Planes:
+    """A W12 weight ready for the kernels: the format planes on one device plus the escape index.
+
+    ``koff`` (int32 ``[n_row_blocks * G + 1]``, ``G = ceil(Kp/2 / 32)``) are CSR offsets over
+    (64-row block, 32-pair column group) in row-block-major order; a group holds the escapes in
+    columns ``[32g, 32g+32)`` and ``[Kp/2 + 32g, ...)``. ``kent`` (int32) = ``row % 64 << 24 | col``,
+    ``kval`` (int16) = the exact bf16 bits.
+    """
+    N: int
+    K: int
+    L: torch.Tensor      # uint8 [N, Kp]
+    H: torch.Tensor      # uint8 [N, Kp/2]
+    hb: torch.Tensor     # uint8 [1] (per tensor) or [N, 16] (per row, each hb repeated 16 times)
+    koff: torch.Tensor   # int32
+    kent: torch.Tensor   # int32 [n_esc]
+    kval: torch.Tensor   # int16 [n_esc]
+
+    @property
+    def Kp(self) -> int:
+        return self.L.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.L.device
+
+    @property
+    def per_row(self) -> bool:
+        return self.hb.dim() == 2
+
+
+def kernel_hb(hb: torch.Tensor) -> torch.Tensor:
+    """The kernels' form of a W12 ``hb``: uint8 [1] as is; per-row [N] -> [N, 16] (each row's hb
+    16 times, so it loads like a 16-byte plane column and the decode stays in the planes' register
+    layout; a broadcast [N, 1] operand made Triton decode in the MMA operand layout, ~50% more
+    instructions)."""
+    return hb if hb.numel() == 1 else hb.reshape(-1, 1).expand(-1, 16).contiguous()
+
+
+def escape_coords(w: W12Tensor):
+    """(rows, cols, bits) int64 tensors of the escape side list, in list order."""
+    Kp = w.L.shape[1]
+    n_tk = _cdiv(Kp, TILE_K)
+    off = w.esc_off.to(torch.int64)
+    counts = off[1:] - off[:-1]
+    tile = torch.repeat_interleave(torch.arange(counts.numel(), device=off.device), counts)
+    ent = w.esc.to(torch.int64)
+    local = ent >> 16
+    rows = (tile // n_tk) * TILE_N + local // TILE_K
+    cols = (tile % n_tk) * TILE_K + local % TILE_K
+    return rows, cols, ent & 0xFFFF
+
+
+def escape_index(w: W12Tensor):
+    """Build the kernel escape index ``(koff, kent, kval)`` of ``W12Planes`` (CPU tensors)."""
+    N, Kp = w.L.shape
+    if Kp >= MAX_COL:
+        raise ValueError(f"W12 kernels support K < {MAX_COL}, got padded K {Kp}")
+    half = Kp // 2
+    G = _cdiv(half, GROUP)
+    n_rb = _cdiv(N, ROW_BLOCK)
+    rows, cols, bits = (t.cpu() for t in escape_coords(w))
+    j = torch.where(cols < half, cols, cols - half)
+    key = (rows // ROW_BLOCK) * G + j // GROUP
+    order = torch.argsort(key, stable=True)
+    rows, cols, bits, key = rows[order], cols[order], bits[order], key[order]
+    koff = torch.zeros(n_rb * G + 1, dtype=torch.int64)
+    koff[1:] = torch.bincount(key, minlength=n_rb * G).cumsum(0)
+    kent = ((rows % ROW_BLOCK) << 24) | cols
+    kval = bits - ((bits >> 15) << 16)                    # to the signed 16-bit range
+    return koff.to(torch.int32), kent.to(torch.int32), kval.to(torch.int16)
+
+
+def prepare(w: W12Tensor, device=None) -> W12Planes:
+    """Move a W12 tensor's planes to ``device`` (default: where they are) and index its escapes."""
+    device = torch.device(device) if device is not None else w.L.device
+    N = w.L.shape[0]
+    koff, kent, kval = escape_index(w)
+    return W12Planes(N=N, K=w.numel // N, L=w.L.contiguous().to(device), H=w.H.contiguous().to(device),
+                     hb=kernel_hb(w.hb).to(device), koff=koff.to(device), kent=kent.to(device),
+                     kval=kval.to(device))
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton kernels
+# ---------------------------------------------------------------------------------------------
+
+
+def _ptx_lane_pair(out: str, lo_src: str, lo_sel: str, second_half: bool) -> str:
+    """PTX for one output register: two K-consecutive bf16 weights of one half (see _assemble).
+    Expects u = [0, h_a, 0, h_b] and b = [0, hb_a, 0, hb_b] (bytes 0-3, low to high)."""
+    d = "shr.b32 d, u, 4; and.b32 d, d, 0x07000700;" if second_half else "and.b32 d, u, 0x07000700;"
+    s = "and.b32 s, u, 0x80008000;" if second_half else "shl.b32 s, u, 4; and.b32 s, s, 0x80008000;"
+    return (f"prmt.b32 lo, {lo_src}, z, {lo_sel}; {d} {s} add.u32 c, lo, d; "
+            f"add.u32 m, c, 0x78807880; prmt.b32 m, m, m, 0xBB99; add.u32 c, c, b; "
+            f"not.b32 m, m; and.b32 c, c, m; or.b32 {out}, c, s;\n")
+
+
+# Inline PTX of the decode (tl.inline_asm_elementwise, pack=4: 4 elements per instance, 8
+# weights). Inputs: $4 / $5 = L bytes of 4 first-half / second-half elements, $6 = their H
+# bytes, $7 = their rows' hb. Outputs: $0 / $1 = first-half elements (0, 1) / (2, 3) as bf16x2,
+# $2 / $3 = the second half's. prmt selectors: 0x1404 / 0x3424 put bytes 0,1 / 2,3 into byte
+# lanes 1 and 3 (z = 0 fills lanes 0 and 2); 0x4140 / 0x4342 put bytes 0,1 / 2,3 into lanes 0 and
+# 2; 0xBB99 replicates bit 15 over lanes 0-1 and bit 31 over lanes 2-3.
+DECODE_PTX = ("{\n.reg .b32 z, u, b, lo, d, s, c, m;\nmov.b32 z, 0;\n"
+              "prmt.b32 u, $6, z, 0x1404; prmt.b32 b, $7, z, 0x1404;\n"
+              + _ptx_lane_pair("$0", "$4", "0x4140", False)
+              + _ptx_lane_pair("$2", "$5", "0x4140", True)
+              + "prmt.b32 u, $6, z, 0x3424; prmt.b32 b, $7, z, 0x3424;\n"
+              + _ptx_lane_pair("$1", "$4", "0x4342", False)
+              + _ptx_lane_pair("$3", "$5", "0x4342", True)
+              + "}")
+
+
+if HAS_TRITON:
+    _ROW_BLOCK = tl.constexpr(ROW_BLOCK)
+    _GROUP = tl.constexpr(GROUP)
+    _ESC_CHUNK = tl.constexpr(ESC_CHUNK)
+    _DECODE_PTX = tl.constexpr(DECODE_PTX)
+
+    @triton.jit
+    def _decode_tiles(l0, l1, h, hbt, PTX: tl.constexpr):
+        """SWAR decode of one K-step -> (t0, t1): uint16 [R, C] bf16 bit tiles of the first-half
+        columns (bytes from ``l0``) and of the second-half ones (``l1``); escapes -> signed zero.
+
+        ``l0``/``l1``/``h``: uint8 [R, C] tiles of L[:, j:j+C], L[:, Kp/2+j:...], H[:, j:j+C];
+        ``hbt``: uint8 [R, C], every element's hb. ``PTX``: the inline-PTX routine (``DECODE_PTX``);
+        else the same algorithm in Triton ops (used by the interpreter; bitwise identical).
+        """
+        if PTX:
+            t0, t1 = tl.inline_asm_elementwise(_DECODE_PTX, "=r,=r,=r,=r,r,r,r,r", [l0, l1, h, hbt],
+                                               dtype=(tl.uint16, tl.uint16), is_pure=True, pack=4)
+        else:
+            R: tl.constexpr = l0.shape[0]
+            C: tl.constexpr = l0.shape[1]
+            a_e, a_o = tl.split(tl.reshape(l0, (R, C // 2, 2)))
+            b_e, b_o = tl.split(tl.reshape(l1, (R, C // 2, 2)))
+            h_e, h_o = tl.split(tl.reshape(h, (R, C // 2, 2)))
+            g_e, g_o = tl.split(tl.reshape(hbt, (R, C // 2, 2)))
+            u = (h_e.to(tl.uint32) << 8) | (h_o.to(tl.uint32) << 24)   # prmt: [0, h_e, 0, h_o]
+            b = (g_e.to(tl.uint32) << 8) | (g_o.to(tl.uint32) << 24)
+            t0 = _halves(_assemble(a_e.to(tl.uint32) | (a_o.to(tl.uint32) << 16), u & 0x07000700,
+                                   (u << 4) & 0x80008000, b))
+            t1 = _halves(_assemble(b_e.to(tl.uint32) | (b_o.to(tl.uint32) << 16),
+                                   (u >> 4) & 0x07000700, u & 0x80008000, b))
+        return t0, t1
+
+    @triton.jit
+    def _hb_tile(hb_ptr, rn, n_ok, BK: tl.constexpr, HB_PER_ROW: tl.constexpr):
+        """uint8 [len(rn), BK]: each element's hb (``kernel_hb`` layout), built once per program."""
+        if HB_PER_ROW:
+            hbt = tl.load(hb_ptr + rn[:, None] * 16 + (tl.arange(0, BK) % 16)[None, :],
+                          mask=n_ok[:, None], other=0)
+        else:
+            hbt = tl.zeros((rn.shape[0], BK), tl.uint8) + tl.load(hb_ptr)
+        return hbt
+
+    @triton.jit
+    def _assemble(lo, d, s, b):
+        """Two bf16 lanes from L bytes (``lo``: byte lanes 0/2), exponent codes ``d`` (bits 8-10 /
+        24-26), signs ``s`` (bits 15 / 31) and ``b`` = hb << 8 per lane: ``lo + d + b``, except
+        that an escape (e0 = 1 and d = 7: bits 7-10 all ones) becomes the signed zero ``s``. The
+        escape test adds 241 << 7 per lane to ``lo + d``, which carries into bit 15 (31) exactly for
+        bits 7-10 == 15; the carry becomes a 0xFFFF lane mask."""
+        c = lo + d
+        m = (((c + 0x78807880) >> 15) & 0x00010001) * 0xFFFF  # prmt sign-replicate in the PTX
+        return ((c + b) & ~m) | s
+
+    @triton.jit
+    def _halves(w):
+        """uint32 [R, C] words -> uint16 [R, 2C]: lane 0 of word p at column 2p, lane 1 at 2p+1."""
+        R: tl.constexpr = w.shape[0]
+        C: tl.constexpr = w.shape[1]
+        return tl.reshape(tl.join(w.to(tl.uint16), (w >> 16).to(tl.uint16)), (R, 2 * C))
+
+    @triton.jit
+    def _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF, G,
+                       BN: tl.constexpr, BK: tl.constexpr, NRB: tl.constexpr):
+        """Write the exact bits of the escapes in rows [n0, n0+BN) x pair columns [j, j+BK) into
+        the uint16 tiles t0 (columns j + c) and t1 (columns HALF + j + c)."""
+        rows = tl.arange(0, BN)[:, None]
+        cols = tl.arange(0, BK)[None, :]
+        g1 = tl.minimum((j + BK) // _GROUP, G)
+        for rb in tl.static_range(NRB):
+            blk = n0 // _ROW_BLOCK + rb
+            if blk * _ROW_BLOCK < N:
+                lo = tl.load(koff_ptr + blk * G + j // _GROUP)
+                hi = tl.load(koff_ptr + blk * G + g1)
+                for e in range(lo, hi):
+                    ent = tl.load(kent_ptr + e)
+                    v = tl.load(kval_ptr + e).to(tl.uint16, bitcast=True)
+                    at = rows == blk * _ROW_BLOCK + (ent >> 24) - n0
+                    col = ent & 0xFFFFFF
+                    t0 = tl.where(at & (cols == col - j) & (col < HALF), v, t0)
+                    t1 = tl.where(at & (cols == col - HALF - j), v, t1)
+        return t0, t1
+
+    @triton.jit
+    def _mma(a, b, acc, DOT_F32: tl.constexpr):
+        """acc + a @ b (bf16 operands; fp32 operands in the interpreter, see the module doc)."""
+        if DOT_F32:
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc)
+        return acc
+
+    # M, G and the split values would otherwise be specialized (== 1, % 16), each a new compile
+    @triton.jit(do_not_specialize=["M", "G", "SPLIT_K", "STEPS_PER_SPLIT"])
+    def _gemm_kernel(x_ptr, y_ptr, ws_ptr, lock_ptr, w_ptr, h_ptr, hb_ptr, koff_ptr, kent_ptr,
+                     kval_ptr, M, N, K, HALF, G, stride_xm, stride_w, stride_h, SPLIT_K,
+                     STEPS_PER_SPLIT,
+                     W12: tl.constexpr, HB_PER_ROW: tl.constexpr, ESC_MODE: tl.constexpr,
+                     USE_SPLIT: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
+                     PTX: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                     NRB: tl.constexpr):
+        """y[M, N] = x[M, K] @ W[N, K]^T; W from W12 planes (W12) or a bf16 matrix (w_ptr).
+
+        ESC_MODE (W12 only): 1 = escapes added in the epilogue, 2 = patched into the tiles.
+        Grid: (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns K steps
+        [s * STEPS_PER_SPLIT, (s + 1) * STEPS_PER_SPLIT) of BK pair columns.
+        """
+        pid_n = tl.program_id(0)
+        pid_k = tl.program_id(1)
+        pid_m = tl.program_id(2)
+        n0 = pid_n * BN
+        rn = n0 + tl.arange(0, BN)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rk = tl.arange(0, BK)
+        n_ok = rn < N
+        m_ok = rm < M
+        s0 = pid_k * STEPS_PER_SPLIT
+        s1 = tl.minimum(s0 + STEPS_PER_SPLIT, tl.cdiv(HALF, BK))
+        w_tile = w_ptr + rn.to(tl.int64)[:, None] * stride_w + rk[None, :]      # [BN, BK]
+        x_tile = x_ptr + rm.to(tl.int64)[None, :] * stride_xm + rk[:, None]     # [BK, BM]
+        if W12:
+            h_tile = h_ptr + rn.to(tl.int64)[:, None] * stride_h + rk[None, :]
+            hbt = _hb_tile(hb_ptr, rn, n_ok, BK, HB_PER_ROW)
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+        for s in range(s0, s1):
+            j = s * BK
+            if EVEN_K:
+                w_mp = n_ok[:, None]
+                w_m0 = n_ok[:, None]
+                w_m1 = n_ok[:, None]
+                x_m0 = m_ok[None, :]
+                x_m1 = m_ok[None, :]
+            else:  # W12 planes: every pair column < HALF is stored (K padding holds +0)
+                k0 = j + rk
+                w_mp = n_ok[:, None] & (k0 < HALF)[None, :]
+                w_m0 = n_ok[:, None] & ((k0 < HALF) & (k0 < K))[None, :]
+                w_m1 = n_ok[:, None] & ((k0 < HALF) & (k0 + HALF < K))[None, :]
+                x_m0 = m_ok[None, :] & ((k0 < HALF) & (k0 < K))[:, None]
+                x_m1 = m_ok[None, :] & ((k0 < HALF) & (k0 + HALF < K))[:, None]
+            if W12:
+                # masked-out pairs decode to finite values that meet x == +0, so both kernels
+                # get +0 products wherever x is masked
+                l0 = tl.load(w_tile + j, mask=w_mp, other=0, eviction_policy="evict_first")
+                l1 = tl.load(w_tile + HALF + j, mask=w_mp, other=0, eviction_policy="evict_first")
+                hh = tl.load(h_tile + j, mask=w_mp, other=0, eviction_policy="evict_first")
+                t0, t1 = _decode_tiles(l0, l1, hh, hbt, PTX)
+                if ESC_MODE == 2:
+                    t0, t1 = _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF,
+                                            G, BN, BK, NRB)
+                w0 = t0.to(tl.bfloat16, bitcast=True)
+                w1 = t1.to(tl.bfloat16, bitcast=True)
+            else:
+                w0 = tl.load(w_tile + j, mask=w_m0, other=0.0, eviction_policy="evict_first")
+                w1 = tl.load(w_tile + HALF + j, mask=w_m1, other=0.0, eviction_policy="evict_first")
+            x0 = tl.load(x_tile + j, mask=x_m0, other=0.0, eviction_policy="evict_last")
+            x1 = tl.load(x_tile + HALF + j, mask=x_m1, other=0.0, eviction_policy="evict_last")
+            acc = _mma(w0, x0, acc, DOT_F32)
+            acc = _mma(w1, x1, acc, DOT_F32)
+
+        if W12 and ESC_MODE == 1:
+            # epilogue: out[m, n] += x[m, col] * value for this program's escapes
+            g0 = tl.minimum(s0 * BK // _GROUP, G)
+            g1 = tl.minimum(s1 * BK // _GROUP, G)
+            cols_e = tl.arange(0, _ESC_CHUNK)
+            for rb in tl.static_range(NRB):
+                blk = n0 // _ROW_BLOCK + rb
+                if blk * _ROW_BLOCK < N:
+                    lo = tl.load(koff_ptr + blk * G + g0)
+                    hi = tl.load(koff_ptr + blk * G + g1)
+                    for e0 in range(lo, hi, _ESC_CHUNK):
+                        idx = e0 + cols_e
+                        em = idx < hi
+                        ent = tl.load(kent_ptr + idx, mask=em, other=0)
+                        val = tl.load(kval_ptr + idx, mask=em, other=0).to(tl.bfloat16, bitcast=True)
+                        r = blk * _ROW_BLOCK + (ent >> 24) - n0
+                        ok = em & (r >= 0) & (r < BN)
+                        col = (ent & 0xFFFFFF).to(tl.int64)
+                        xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
+                                     mask=ok[:, None] & m_ok[None, :], other=0.0)        # [16, BM]
+                        hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]
+                        vt = tl.where(hit, val[None, :], tl.zeros((BN, _ESC_CHUNK), tl.bfloat16))
+                        acc = _mma(vt, xg, acc, DOT_F32)
+
+        y_off = rm.to(tl.int64)[None, :] * N + rn[:, None]
+        out_ok = m_ok[None, :] & n_ok[:, None]
+        if USE_SPLIT:
+            mn = M.to(tl.int64) * N
+            tl.store(ws_ptr + pid_k * mn + y_off, acc, mask=out_ok)
+            tl.debug_barrier()  # every thread's partial is written before the ticket is taken
+            lock = lock_ptr + pid_m * tl.num_programs(0) + pid_n
+            ticket = tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu")
+            if ticket == SPLIT_K - 1:
+                tot = tl.load(ws_ptr + y_off, mask=out_ok, other=0.0, cache_modifier=".cg")
+                for s in range(1, SPLIT_K):
+                    tot += tl.load(ws_ptr + s * mn + y_off, mask=out_ok, other=0.0,
+                                   cache_modifier=".cg")
+                tl.store(y_ptr + y_off, tot.to(tl.bfloat16), mask=out_ok)
+                tl.atomic_xchg(lock, 0)
+        else:
+            tl.store(y_ptr + y_off, acc.to(tl.bfloat16), mask=out_ok)
+
+    @triton.jit
+    def _decode_kernel(l_ptr, h_ptr, hb_ptr, koff_ptr, kent_ptr, kval_ptr, out_ptr,
+                       N, K, HALF, G, stride_l, stride_h, stride_o,
+                       HB_PER_ROW: tl.constexpr, PTX: tl.constexpr, BN: tl.constexpr,
+                       BK: tl.constexpr, NRB: tl.constexpr):
+        """out[N, K] bf16 = the exact weights: ``_decode_tiles`` + ``_patch_escapes`` per tile."""
+        n0 = tl.program_id(0) * BN
+        j = tl.program_id(1) * BK
+        rn = n0 + tl.arange(0, BN)
+        k0 = j + tl.arange(0, BK)
+        n_ok = rn[:, None] < N
+        k_ok = (k0 < HALF)[None, :]
+        rows = rn.to(tl.int64)[:, None]
+        l0 = tl.load(l_ptr + rows * stride_l + k0[None, :], mask=n_ok & k_ok, other=0)
+        l1 = tl.load(l_ptr + rows * stride_l + HALF + k0[None, :], mask=n_ok & k_ok, other=0)
+        hh = tl.load(h_ptr + rows * stride_h + k0[None, :], mask=n_ok & k_ok, other=0)
+        hbt = _hb_tile(hb_ptr, rn, rn < N, BK, HB_PER_ROW)
+        t0, t1 = _decode_tiles(l0, l1, hh, hbt, PTX)
+        t0, t1 = _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF, G, BN, BK, NRB)
+        w0 = t0.to(tl.bfloat16, bitcast=True)
+        w1 = t1.to(tl.bfloat16, bitcast=True)
+        tl.store(out_ptr + rows * stride_o + k0[None, :], w0, mask=n_ok & k_ok & (k0 < K)[None, :])
+        tl.store(out_ptr + rows * stride_o + HALF + k0[None, :], w1,
+                 mask=n_ok & k_ok & (k0 + HALF < K)[None, :])
+
+    INTERPRET = type(_gemm_kernel).__name__ == "InterpretedFunction"
+else:
+    INTERPRET = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Configs and tuning
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Tiling of ``_gemm_kernel``: BLOCK_M activation rows, BLOCK_N weight rows, BLOCK_K pair
+    columns per step (the tile covers 2 * block_k columns of K), split_k K-ranges."""
+    block_m: int
+    block_n: int
+    block_k: int
+    split_k: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def __post_init__(self):
+        sizes = (self.block_m, self.block_n, self.block_k)
+        if any(b & (b - 1) for b in sizes) or min(sizes) < 16 or self.block_k < GROUP:
+            raise ValueError(f"invalid GemmConfig {self}: block sizes must be powers of two, "
+                             f"block_m and block_n >= 16, block_k >= {GROUP}")
+
+
+# interpreter / CPU: small tiles, split-K on so the tests cover the ticketed reduction
+INTERPRETER_CONFIG = GemmConfig(block_m=16, block_n=32, block_k=32, split_k=2, num_warps=4,
+                                num_stages=1)
+M_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+_TUNED: dict = {}
+_TUNE_FILE_LOADED = False
+
+
+def m_bucket(M: int) -> int:
+    """Tuning bucket of M: the next power of two up to 64; 128 stands for every M > 64."""
+    for b in M_BUCKETS:
+        if M <= b:
+            return b
+    return 128
+
+
+def _block_m(M: int) -> int:
+    return 16 if M <= 16 else 32 if M <= 32 else 64
+
+
+def _num_sms(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _pick_split(tiles: int, steps: int, n_sm: int) -> int:
+    """Smallest power-of-two split giving >= 2 programs per SM, keeping >= 4 K-steps per split."""
+    s = 1
+    while tiles * s < 2 * n_sm and steps // (2 * s) >= 4 and s < 32:
+        s *= 2
+    return s
+
+
+def _block_k(want: int, K: int) -> int:
+    """``want`` pair columns per step, or less for short K (a power of two >= GROUP)."""
+    half = _cdiv(K, 32) * 16
+    return min(want, max(GROUP, 1 << (half - 1).bit_length()))
+
+
+def default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemmConfig:
+    """Untuned GPU config (used while capturing a CUDA graph or with autotuning off)."""
+    bm = _block_m(M)
+    bk = _block_k(128 if K >= 1024 else 64, K)
+    tiles = _cdiv(N, 64) * _cdiv(M, bm)
+    split = _pick_split(tiles, _cdiv(_cdiv(K, 32) * 16, bk), n_sm)
+    return GemmConfig(bm, 64, bk, split, 4, 3 if bm == 64 else 4)
+
+
+def candidate_configs(M: int, N: int, K: int, n_sm: int = 132) -> list:
+    """The autotune space for one shape: 3 tilings x 2 split-K values (kept small: every tiling is
+    a separate compile, and the GPU bench must tune ~150 problems in a few minutes)."""
+    bm = _block_m(M)
+    bases = [(64, 64, 4, 4 if bm == 16 else 3), (64, 128, 4, 3), (128, 64, 8, 3)]
+    out = {}
+    for bn, bk, warps, stages in bases:
+        bk = _block_k(bk, K)
+        s = _pick_split(_cdiv(N, bn) * _cdiv(M, bm), _cdiv(_cdiv(K, 32) * 16, bk), n_sm)
+        for split in (s, min(2 * s, 32)):
+            cfg = GemmConfig(bm, bn, bk, split, warps, stages)
+            out[cfg] = None
+    return list(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_name(index: int) -> str:
+    return torch.cuda.get_device_name(index).replace(" ", "_")
+
+
+def _tune_key(kind: str, M: int, N: int, K: int, device) -> str:
+    """Cache key: kind, GPU model, M bucket, N, K."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"{kind}|{_gpu_name(index)}|m{m_bucket(M)}|n{N}|k{K}"
+
+
+def load_tuning(path: str) -> int:
+    """Merge a JSON tuning file (written by ``save_tuning``) into the in-memory cache."""
+    with open(path) as f:
+        data = json.load(f)
+    for key, cfg in data.items():
+        _TUNED[key] = GemmConfig(**cfg)
+    return len(data)
+
+
+def save_tuning(path: str) -> None:
+    """Write the in-memory tuning cache as JSON (merged with what the file already holds)."""
+    data = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            data = json.load(f)
+    data.update({k: asdict(v) for k, v in _TUNED.items()})
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _maybe_load_tune_file() -> None:
+    global _TUNE_FILE_LOADED
+    path = os.environ.get("SPECPILOT_W12_TUNE_FILE")
+    if not _TUNE_FILE_LOADED and path and os.path.exists(path):
+        load_tuning(path)
+    _TUNE_FILE_LOADED = True
+
+
+def autotune(kind: str, x: torch.Tensor, w, candidates=None, rep_ms: int = 20) -> GemmConfig:
+    """Time each candidate on (x, w) with ``triton.testing.do_bench`` (median; it clears the L2
+    before every run) and cache the fastest under (kind, GPU, M bucket, N, K).
+
+    ``kind`` is "w12" (w: W12Planes, fast mode) or "bf16" (w: bf16 [N, K]). Candidates that fail to
+    compile (e.g. too much shared memory) are skipped with a warning.
+    """
+    M, K = x.shape
+    N = w.N if kind == "w12" else w.shape[0]
+    cands = candidates or candidate_configs(M, N, K, _num_sms(x.device))
+    best, best_t = None, math.inf
+    for cfg in cands:
+        fn = ((lambda c=cfg: _launch(x, w, c, True, 1)) if kind == "w12"
+              else (lambda c=cfg: _launch(x, w, c, False, 0)))
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped, not fatal
+            warnings.warn(f"W12 autotune: {kind} {cfg} failed for M={M} N={N} K={K}: {e}")
+            continue
+        t = triton.testing.do_bench(fn, warmup=5, rep=rep_ms, return_mode="median")
+        if t < best_t:
+            best, best_t = cfg, t
+    if best is None:
+        raise RuntimeError(f"W12 autotune: no candidate ran for {kind} M={M} N={N} K={K}")
+    _TUNED[_tune_key(kind, M, N, K, x.device)] = best
+    path = os.environ.get("SPECPILOT_W12_TUNE_FILE")
+    if path:
+        save_tuning(path)
+    return best
+
+
+def get_config(kind: str, x: torch.Tensor, w, tune: bool = True) -> GemmConfig:
+    """Config for (kind, x, w): interpreter -> ``INTERPRETER_CONFIG``; GPU -> the tuned one,
+    tuning now if ``tune`` (and not capturing a CUDA graph and $SPECPILOT_W12_AUTOTUNE != "0"),
+    else ``default_config``."""
+    if not x.is_cuda:
+        return INTERPRETER_CONFIG
+    _maybe_load_tune_file()
+    M, K = x.shape
+    N = w.N if kind == "w12" else w.shape[0]
+    cfg = _TUNED.get(_tune_key(kind, M, N, K, x.device))
+    if cfg is not None:
+        return cfg
+    if (tune and os.environ.get("SPECPILOT_W12_AUTOTUNE", "1") != "0"
+            and not torch.cuda.is_current_stream_capturing()):
+        return autotune(kind, x, w)
+    return default_config(M, N, K, _num_sms(x.device))
+
+
+# ---------------------------------------------------------------------------------------------
+# Launchers
+# ---------------------------------------------------------------------------------------------
+
+_LOCKS: dict = {}
+
+
+def _locks(device: torch.device, n: int) -> torch.Tensor:
+    """Zeroed split-K ticket counters for ``n`` output tiles (every launch leaves them at zero).
+
+    One buffer per device, shared by all split-K launches: they must not run concurrently on two
+    streams of one device (a CUDA graph replayed on the stream of the eager calls is fine)."""
+    buf = _LOCKS.get(str(device))
+    if buf is None or buf.numel() < n:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("W12 split-K counters must exist before CUDA graph capture: run the "
+                               "GEMM once eagerly first")
+        buf = torch.zeros(max(n, 1 << 14), dtype=torch.int32, device=device)
+        _LOCKS[str(device)] = buf
+    return buf
+
+
+def _ptx_decode() -> bool:
+    """Decode with the inline PTX (GPU default) or with plain Triton ops (interpreter, or
+    $SPECPILOT_W12_PTX=0 to compare)."""
+    return not INTERPRET and os.environ.get("SPECPILOT_W12_PTX", "1") != "0"
+
+
+def _check_device(*tensors) -> None:
+    """Interpreter: CPU tensors only; compiled kernels: Triton present and CUDA tensors only."""
+    if INTERPRET:
+        if any(t.is_cuda for t in tensors):
+            raise RuntimeError("TRITON_INTERPRET=1: the W12 kernels run on CPU tensors only")
+    elif not HAS_TRITON:
+        raise RuntimeError("the W12 kernels need Triton (pip install triton)")
+    elif not all(t.is_cuda for t in tensors):
+        raise RuntimeError("the W12 kernels need CUDA tensors (or TRITON_INTERPRET=1 on CPU)")
+
+
+def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> torch.Tensor:
+    """Run ``_gemm_kernel`` with ``cfg``. ``w``: W12Planes (w12) or bf16 [N, K] (not w12)."""
+    M, K = x.shape
+    if w12:
+        N, Kp = w.N, w.Kp
+        w_arg, h_arg, hb_arg, koff, kent, kval = w.L, w.H, w.hb, w.koff, w.kent, w.kval
+        stride_w, stride_h = w.L.stride(0), w.H.stride(0)
+        _check_device(x, w.L)
+    else:
+        N, Kp = w.shape[0], _cdiv(K, 32) * 32
+        w_arg = h_arg = hb_arg = koff = kent = kval = w
+        stride_w, stride_h = w.stride(0), 0
+        _check_device(x, w)
+    half = Kp // 2
+    steps = _cdiv(half, cfg.block_k)
+    per_split = _cdiv(steps, cfg.split_k)
+    split = _cdiv(steps, per_split)                 # no empty split ranges
+    grid = (_cdiv(N, cfg.block_n), split, _cdiv(M, cfg.block_m))
+    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
+    if split > 1:
+        ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+        locks = _locks(x.device, grid[0] * grid[2])
+    else:
+        ws = locks = y
+    _gemm_kernel[grid](
+        x, y, ws, locks, w_arg, h_arg, hb_arg, koff, kent, kval,
+        M, N, K, half, _cdiv(half, GROUP), x.stride(0), stride_w, stride_h, split, per_split,
+        W12=w12, HB_PER_ROW=w12 and w.per_row, ESC_MODE=esc_mode, USE_SPLIT=split > 1,
+        EVEN_K=(Kp == K and half % cfg.block_k == 0), DOT_F32=INTERPRET, PTX=_ptx_decode(),
+        BM=cfg.block_m, BN=cfg.block_n, BK=cfg.block_k, NRB=_cdiv(cfg.block_n, ROW_BLOCK),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    return y
+
+
+def _as_2d_bf16(x: torch.Tensor, K: int) -> torch.Tensor:
+    if x.dim() != 2 or x.shape[1] != K or x.dtype != torch.bfloat16:
+        raise ValueError(f"expected x bf16 [M, {K}], got {x.dtype} {tuple(x.shape)}")
+    return x if x.stride(1) == 1 else x.contiguous()
+
+
+def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmConfig | None = None
+               ) -> torch.Tensor:
+    """``x @ W^T`` (bf16 ``[M, N]``, fp32 accumulation) for x bf16 ``[M, K]`` and a W12 weight.
+
+    ``w``: ``W12Planes`` (or a ``W12Tensor``, prepared on the fly: slow, for tools and tests).
+    ``reproducible``: escapes patched into the tiles, so the result equals
+    ``bf16_matmul(x, decode(w), config=same config)`` bit for bit; otherwise they are added in the
+    epilogue (exact products, fp32 rounding order differs). ``config``: fixed tiling (default:
+    ``get_config``). Fast mode with M > ``DECODE_THEN_MATMUL_M`` and no config decodes the
+    weight and calls ``torch.matmul``.
+    """
+    planes = w if isinstance(w, W12Planes) else prepare(w, x.device)
+    x = _as_2d_bf16(x, planes.K)
+    if x.shape[0] == 0:
+        return x.new_empty((0, planes.N))
+    if config is None and not reproducible and x.is_cuda and x.shape[0] > DECODE_THEN_MATMUL_M:
+        return torch.matmul(x, decode_w12_gpu(planes).t())
+    cfg = config or get_config("w12", x, planes)
+    return _launch(x, planes, cfg, True, 2 if reproducible else 1)
+
+
+def bf16_matmul(x: torch.Tensor, w: torch.Tensor, *, config: GemmConfig | None = None) -> torch.Tensor:
+    """``x @ w^T`` with the W12 GEMM's template and the weight tile loaded as bf16 (the baseline
+    and the bit-exact reference of ``w12_matmul(reproducible=True)``). w: bf16 ``[N, K]``."""
+    if w.dim() != 2 or w.dtype != torch.bfloat16:
+        raise ValueError(f"expected w bf16 [N, K], got {w.dtype} {tuple(w.shape)}")
+    w = w if w.stride(1) == 1 else w.contiguous()
+    x = _as_2d_bf16(x, w.shape[1])
+    if x.shape[0] == 0:
+        return x.new_empty((0, w.shape[0]))
+    return _launch(x, w, config or get_config("bf16", x, w), False, 0)
+
+
+def decode_w12_gpu(w, block_n: int = 32, block_k: int = 128) -> torch.Tensor:
+    """Decode a W12 weight with the kernels' decode routine -> bf16 ``[N, K]`` on its device.
+
+    ``w``: ``W12Planes`` or ``W12Tensor`` (prepared on its own device).
+    """
+    p = w if isinstance(w, W12Planes) else prepare(w)
+    _check_device(p.L)
+    half = p.Kp // 2
+    block_k = _block_k(block_k, p.Kp)
+    out = torch.empty((p.N, p.K), dtype=torch.bfloat16, device=p.device)
+    grid = (_cdiv(p.N, block_n), _cdiv(half, block_k))
+    _decode_kernel[grid](p.L, p.H, p.hb, p.koff, p.kent, p.kval, out, p.N, p.K, half,
+                         _cdiv(half, GROUP), p.L.stride(0), p.H.stride(0), out.stride(0),
+                         HB_PER_ROW=p.per_row, PTX=_ptx_decode(), BN=block_n, BK=block_k,
+                         NRB=_cdiv(block_n, ROW_BLOCK), num_warps=4)
+    return out

@@ -1,0 +1,36 @@
+"""--weight-format w12 in the engine (CPU reference path of W12Linear): the demo model's linear
+layers become W12 at load time and greedy output equals the same model in bf16, for `ar` and for
+`stock` with the shipped drafter (whose linears are converted too)."""
+
+import pytest
+
+from specpilot.config import ServerArgs
+from specpilot.core import SamplingParams
+from specpilot.offline import OfflineEngine
+from specpilot.settings import ASSETS_DIR
+from specpilot.w12.linear import W12Linear
+
+SP = SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True)
+PROMPTS = [[1, 9690, 28, 260, 1345, 314], [1, 504, 3458, 282, 5259, 314, 216]]
+
+
+def test_w12_engine_equals_bf16(demo_model_dir):
+    common = dict(model_path=demo_model_dir, device="cpu", dtype="bfloat16", max_total_tokens=512)
+    ref = [o.output_ids for o in OfflineEngine(ServerArgs(**common)).generate(PROMPTS, SP)]
+    ar = OfflineEngine(ServerArgs(**common, weight_format="w12"))
+    rep = ar.runner.w12_report
+    assert rep["converted"] == 30 * 7 and "kept: tied weight" in rep["layers"].values()
+    assert isinstance(ar.runner.model.model.layers[0].mlp.down_proj, W12Linear)
+    assert [o.output_ids for o in ar.generate(PROMPTS, SP)] == ref
+    st = OfflineEngine(ServerArgs(**common, weight_format="w12", speculative_draft_model_path=str(
+        ASSETS_DIR / "smollm2-135m-dflash")))
+    assert isinstance(st.worker.drafter.fc, W12Linear)
+    assert [o.output_ids for o in st.generate(PROMPTS, SP)] == ref
+
+
+def test_w12_needs_bf16(demo_model_dir):
+    with pytest.raises(ValueError, match="--dtype bfloat16"):
+        OfflineEngine(ServerArgs(model_path=demo_model_dir, device="cpu", dtype="float32",
+                                 max_total_tokens=256, weight_format="w12"))
+    with pytest.raises(ValueError, match="--weight-format"):
+        ServerArgs(weight_format="w8").validate()

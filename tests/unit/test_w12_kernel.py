@@ -1,0 +1,377 @@
+"""W12 Triton kernels (specpilot/w12/kernel.py) and W12Linear (specpilot/w12/linear.py).
+
+Without a GPU the kernels run in the Triton interpreter on CPU tensors: this module sets
+TRITON_INTERPRET=1 before it imports the kernel module (Triton decides when the kernels are
+decorated; reloaded if something imported it earlier without the interpreter) and leaves it set,
+because the interpreter reads it again while running (no other test module uses Triton). With a GPU the
+same tests run the compiled kernels on CUDA tensors; the @pytest.mark.gpu tests add larger shapes,
+autotuning and CUDA-graph capture. The interpreter cannot run the inline PTX decode, so
+``test_decode_ptx_program`` runs the PTX text through a small emulator instead.
+"""
+import importlib
+import os
+import re
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specpilot.w12 import W12Tensor, bitwise_equal, decode, encode
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+if not CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+from specpilot.w12 import kernel as K  # noqa: E402
+from specpilot.w12.linear import W12Linear, convert_model_linears  # noqa: E402
+
+if not CUDA and not K.INTERPRET:
+    K = importlib.reload(K)
+
+
+def bits(vals):
+    """int list of raw 16-bit patterns -> bf16 tensor."""
+    return torch.tensor([v - 0x10000 if v >= 0x8000 else v for v in vals], dtype=torch.int16
+                        ).view(torch.bfloat16)
+
+
+# escapes of every kind: subnormals, +-Inf, NaNs with payloads, big outliers, tiny normals;
+# plus -0 / +0, which use the escape code without a side entry
+EDGE = bits([0x0001, 0x807F, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x4780, 0xC6A0, 0x0080, 0x8000,
+             0x0000, 0x3F80])
+FINITE_EDGE = bits([0x0001, 0x807F, 0x4780, 0xC6A0, 0x0080, 0x8000, 0x0000, 0x2B80])
+
+
+def make_weight(N, K_, seed, per_row=False, edges=EDGE, n_edges=24, scale=0.02):
+    """Random normal bf16 weight with edge values planted; per_row: rows 2**-10 .. 2**10 apart,
+    which makes encode() choose per-row bases."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, K_, generator=g) * scale
+    if per_row:
+        x = x * torch.pow(2.0, torch.randint(-10, 11, (N, 1), generator=g).float())
+    x = x.bfloat16()
+    if n_edges:
+        idx = torch.randperm(x.numel(), generator=g)[:n_edges]
+        x.view(-1)[idx] = edges[torch.arange(n_edges) % edges.numel()]
+    return x
+
+
+def acts(M, K_, seed):
+    g = torch.Generator().manual_seed(1000 + seed)
+    return torch.randn(M, K_, generator=g).bfloat16()
+
+
+def check_close(y, x, w):
+    """y (bf16 [M, N]) against x @ w^T in float64: the same non-finite pattern, and finite
+    values within one bf16 ulp (the interpreter truncates) plus fp32 summation error."""
+    ref = x.double() @ w.double().t()
+    scale = x.double().abs() @ w.double().abs().t()
+    yd = y.double().cpu()
+    fin = torch.isfinite(ref)
+    assert torch.equal(fin, torch.isfinite(yd)), "non-finite outputs differ"
+    assert torch.equal(torch.isnan(ref), torch.isnan(yd)), "NaN outputs differ"
+    inf = torch.isinf(ref)
+    assert torch.equal(ref[inf], yd[inf]), "infinite outputs differ"
+    err = (yd - ref).abs()[fin]
+    tol = (2.0 ** -7) * ref.abs()[fin] + 1e-5 * scale[fin] + 1e-30
+    assert bool((err <= tol).all()), f"max err/tol {float((err / tol).max()):.3g}"
+
+
+def same_bits(a, b):
+    return torch.equal(a.contiguous().view(torch.int16).cpu(), b.contiguous().view(torch.int16).cpu())
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN/Inf
+SHAPES = [(64, 64), (96, 160), (70, 150)]   # (N, K); 150 pads to 160, 70 rows = partial tiles
+
+
+# --------------------------------------------------------------------------------------------
+# escape index and decode
+# --------------------------------------------------------------------------------------------
+
+def test_escape_index_groups_every_escape():
+    w = encode(make_weight(150, 1100, 0, n_edges=200))
+    koff, kent, kval = K.escape_index(w)
+    rows, cols, vals = K.escape_coords(w)
+    half = w.L.shape[1] // 2
+    G = -(-half // K.GROUP)
+    assert int(koff[0]) == 0 and int(koff[-1]) == w.n_escapes == kent.numel()
+    assert bool((koff[1:] >= koff[:-1]).all())
+    key = torch.repeat_interleave(torch.arange(koff.numel() - 1), (koff[1:] - koff[:-1]).long())
+    r = (key // G) * K.ROW_BLOCK + (kent.long() >> 24)
+    c = kent.long() & 0xFFFFFF
+    assert bool(((torch.where(c < half, c, c - half) // K.GROUP) == key % G).all())
+    got = sorted(zip(r.tolist(), c.tolist(), (kval.long() & 0xFFFF).tolist()))
+    assert got == sorted(zip(rows.tolist(), cols.tolist(), vals.tolist()))
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("N,K_", SHAPES)
+def test_decode_kernel_bitwise(N, K_, per_row):
+    x = make_weight(N, K_, N + K_, per_row=per_row)
+    w = encode(x, per_row=per_row)
+    assert w.per_row == per_row and w.n_escapes > 0
+    got = K.decode_w12_gpu(K.prepare(w, DEV))
+    assert bitwise_equal(got.cpu(), x)
+
+
+def _all_code_planes(hb: int) -> W12Tensor:
+    """Planes holding every (L byte, H nibble) combination in both halves, no side escapes."""
+    rows, half = 16, 256
+    L = torch.empty(rows, 2 * half, dtype=torch.uint8)
+    L[:, :half] = torch.arange(256, dtype=torch.uint8)
+    L[:, half:] = torch.arange(255, -1, -1).to(torch.uint8)
+    r = torch.arange(rows).view(-1, 1)
+    H = ((r + torch.zeros(1, half, dtype=torch.int64)) | (((r * 7 + 3) % 16) << 4)).to(torch.uint8)
+    return W12Tensor((rows, 2 * half), L, H, torch.tensor([hb], dtype=torch.uint8),
+                     torch.zeros(2, dtype=torch.int32), torch.zeros(0, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("hb", [0, 57, 120])
+def test_decode_kernel_every_code(hb):
+    w = _all_code_planes(hb)
+    assert bitwise_equal(K.decode_w12_gpu(K.prepare(w, DEV)).cpu(), decode(w))
+
+
+def _ptx_run(ptx: str, regs: dict) -> dict:
+    """Emulate the straight-line PTX subset used by kernel.DECODE_PTX on uint32 numpy arrays."""
+    regs = dict(regs)
+
+    def val(tok):
+        tok = tok.strip()
+        return regs[tok] if tok in regs else np.uint32(int(tok, 0))
+
+    for stmt in re.split(r"[;\n]", ptx):
+        stmt = stmt.strip().strip("{}").strip()
+        if not stmt or stmt.startswith(".reg"):
+            continue
+        op, args = stmt.split(None, 1)
+        a = [t.strip() for t in args.split(",")]
+        if op == "mov.b32":
+            regs[a[0]] = np.uint32(0) + val(a[1])
+        elif op == "prmt.b32":
+            src = [(val(a[1]) >> np.uint32(8 * i)) & np.uint32(0xFF) for i in range(4)]
+            src += [(val(a[2]) >> np.uint32(8 * i)) & np.uint32(0xFF) for i in range(4)]
+            sel = int(a[3], 0)
+            out = np.uint32(0)
+            for i in range(4):
+                nib = (sel >> (4 * i)) & 0xF
+                byte = src[nib & 7]
+                if nib & 8:  # replicate the selected byte's sign bit
+                    byte = np.where(byte & np.uint32(0x80), np.uint32(0xFF), np.uint32(0))
+                out = out | (np.uint32(byte) << np.uint32(8 * i))
+            regs[a[0]] = out
+        elif op in ("and.b32", "or.b32", "add.u32"):
+            f = {"and.b32": np.bitwise_and, "or.b32": np.bitwise_or, "add.u32": np.add}[op]
+            regs[a[0]] = f(val(a[1]), val(a[2])).astype(np.uint32)
+        elif op == "not.b32":
+            regs[a[0]] = np.invert(val(a[1]))
+        elif op in ("shl.b32", "shr.b32"):
+            sh = np.uint32(int(a[2], 0))
+            regs[a[0]] = (val(a[1]) << sh) if op == "shl.b32" else (val(a[1]) >> sh)
+        else:
+            raise AssertionError(f"unexpected PTX op {op}")
+    return regs
+
+
+def test_decode_ptx_program():
+    """DECODE_PTX, emulated, equals the format's decode rule on every (L, nibble) pair."""
+    g = np.random.default_rng(0)
+    n = 1 << 16
+    l0, l1, h = (g.integers(0, 256, (n, 4), dtype=np.uint32) for _ in range(3))
+    l0[: 4096, 0] = np.arange(4096) % 256      # every L byte with every H byte, lane 0
+    h[: 4096, 0] = np.arange(4096) // 16
+    hb = g.choice(np.array([0, 1, 60, 119, 120], dtype=np.uint32), (n, 4))
+
+    def pack(a):
+        return a[:, 0] | (a[:, 1] << 8) | (a[:, 2] << 16) | (a[:, 3] << 24)
+
+    out = _ptx_run(K.DECODE_PTX, {"$4": pack(l0), "$5": pack(l1), "$6": pack(h), "$7": pack(hb)})
+
+    def ref(L, nib):
+        s, d = nib >> 3, nib & 7
+        word = (s << 15) | ((d + hb) << 8) | L
+        return np.where((d == 7) & (L >= 0x80), s << 15, word)
+
+    r0, r1 = ref(l0, h & 0xF), ref(l1, h >> 4)
+    assert np.array_equal(out["$0"], r0[:, 0] | (r0[:, 1] << 16))
+    assert np.array_equal(out["$1"], r0[:, 2] | (r0[:, 3] << 16))
+    assert np.array_equal(out["$2"], r1[:, 0] | (r1[:, 1] << 16))
+    assert np.array_equal(out["$3"], r1[:, 2] | (r1[:, 3] << 16))
+
+
+# --------------------------------------------------------------------------------------------
+# GEMMs
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("N,K_", SHAPES)
+@pytest.mark.parametrize("M", [1, 3, 17])
+def test_w12_matmul_matches_torch(M, N, K_, per_row):
+    x = make_weight(N, K_, 7 * N + K_, per_row=per_row)
+    w = encode(x, per_row=per_row)
+    a = acts(M, K_, M)
+    y = K.w12_matmul(a.to(DEV), K.prepare(w, DEV))
+    assert y.shape == (M, N) and y.dtype == torch.bfloat16
+    check_close(y, a, x)
+
+
+CONFIGS = [
+    K.INTERPRETER_CONFIG,                                          # split-K 2
+    K.GemmConfig(16, 64, 32, split_k=1, num_stages=2),
+    K.GemmConfig(32, 32, 64, split_k=3, num_stages=2),             # BN < 64-row escape block
+    K.GemmConfig(16, 128, 32, split_k=1, num_warps=8, num_stages=2),  # two escape row blocks
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"m{c.block_m}n{c.block_n}k{c.block_k}s{c.split_k}")
+@pytest.mark.parametrize("per_row", [False, True])
+def test_reproducible_equals_bf16_kernel(cfg, per_row):
+    N, K_ = 136, 300                  # 3 escape row blocks, the last partial; K padded
+    x = make_weight(N, K_, 3, per_row=per_row, n_edges=40)
+    w = encode(x, per_row=per_row)
+    p = K.prepare(w, DEV)
+    for M in (1, 17):
+        a = acts(M, K_, M).to(DEV)
+        y12 = K.w12_matmul(a, p, reproducible=True, config=cfg)
+        y16 = K.bf16_matmul(a, x.to(DEV), config=cfg)
+        assert same_bits(y12, y16), (M, cfg)
+        check_close(y16, a.cpu(), x)
+
+
+def test_fast_mode_equals_reproducible_without_side_escapes():
+    g = torch.Generator().manual_seed(5)
+    x = ((torch.rand(96, 160, generator=g) + 1) * 0.01 * torch.randn(96, 160, generator=g).sign()
+         ).bfloat16()                                  # two binades: no escapes ...
+    x.view(-1)[torch.randperm(x.numel(), generator=g)[:30]] = bits([0x0000, 0x8000] * 15)
+    w = encode(x)                                      # ... and +-0 need no side entries
+    assert w.n_escapes == 0
+    p, a = K.prepare(w, DEV), acts(5, 160, 5).to(DEV)
+    y = K.w12_matmul(a, p, config=K.INTERPRETER_CONFIG)
+    assert same_bits(y, K.w12_matmul(a, p, reproducible=True, config=K.INTERPRETER_CONFIG))
+    assert same_bits(y, K.bf16_matmul(a, x.to(DEV), config=K.INTERPRETER_CONFIG))
+
+
+def test_split_k_counters_return_to_zero():
+    x = make_weight(96, 320, 9)
+    p, a = K.prepare(encode(x), DEV), acts(3, 320, 3).to(DEV)
+    cfg = K.GemmConfig(16, 32, 32, split_k=4)
+    for _ in range(2):  # a second call relies on the counters the first one reset
+        check_close(K.w12_matmul(a, p, config=cfg), a.cpu(), x)
+    assert all(int(buf.abs().sum()) == 0 for buf in K._LOCKS.values())
+
+
+def test_bf16_matmul_matches_torch():
+    x = make_weight(70, 150, 11, n_edges=0)
+    a = acts(3, 150, 2)
+    check_close(K.bf16_matmul(a.to(DEV), x.to(DEV)), a, x)
+
+
+def test_rejects_bad_inputs():
+    p = K.prepare(encode(make_weight(64, 64, 1)), DEV)
+    with pytest.raises(ValueError):
+        K.w12_matmul(torch.zeros(2, 32, dtype=torch.bfloat16, device=DEV), p)
+    with pytest.raises(ValueError):
+        K.w12_matmul(torch.zeros(2, 64, dtype=torch.float32, device=DEV), p)
+    with pytest.raises(ValueError):
+        K.GemmConfig(16, 64, 48)
+    empty = torch.zeros(0, 64, dtype=torch.bfloat16, device=DEV)
+    assert K.w12_matmul(empty, p).shape == (0, 64)
+
+
+# --------------------------------------------------------------------------------------------
+# W12Linear (CPU reference path)
+# --------------------------------------------------------------------------------------------
+
+def test_w12linear_cpu_equals_linear():
+    lin = nn.Linear(300, 70, bias=True).bfloat16()
+    with torch.no_grad():
+        lin.weight.copy_(make_weight(70, 300, 4, edges=FINITE_EDGE, n_edges=8))
+    m = W12Linear.from_linear(lin)
+    assert m is not None and m.w12_esc.numel() > 0
+    x = torch.randn(2, 5, 300).bfloat16()
+    assert same_bits(m(x), lin(x))
+    assert same_bits(m(x), F.linear(x, decode(m.w12_tensor()), lin.bias))
+    assert set(m.state_dict()) == {"bias", "w12_L", "w12_H", "w12_hb", "w12_esc_off", "w12_esc"}
+    with pytest.raises(RuntimeError):
+        m(torch.zeros(1, 300, dtype=torch.bfloat16, device="meta"))
+
+
+class _Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(50, 64)
+        self.norm = nn.LayerNorm(64)
+        self.q_proj = nn.Linear(64, 96, bias=True)
+        self.down_proj = nn.Linear(96, 64, bias=False)
+        self.wild = nn.Linear(64, 64, bias=False)      # escapes everywhere: stays bf16
+        self.fp32 = nn.Linear(64, 64).float()
+        self.lm_head = nn.Linear(64, 50, bias=False)   # tied to the embedding
+        self.lm_head.weight = self.embed_tokens.weight
+
+    def forward(self, ids):
+        h = self.norm(self.embed_tokens(ids))
+        h = self.down_proj(self.q_proj(h)) + self.wild(h)
+        h = self.fp32(h.float()).bfloat16()
+        return self.lm_head(h)
+
+
+def test_convert_model_linears():
+    torch.manual_seed(0)
+    model = _Tiny()
+    model.fp32.float()
+    for mod in (model.embed_tokens, model.norm, model.q_proj, model.down_proj, model.wild):
+        mod.bfloat16()
+    with torch.no_grad():
+        e = torch.randint(-30, 30, (64, 64)).float()
+        model.wild.weight.copy_((torch.rand(64, 64) - 0.5) * torch.pow(2.0, e))
+    ids = torch.tensor([1, 5, 7, 49])
+    before = model(ids)
+    report = convert_model_linears(model)
+    assert report["converted"] == 2 and report["kept"] == 3, report
+    assert isinstance(model.q_proj, W12Linear) and isinstance(model.down_proj, W12Linear)
+    assert type(model.wild) is nn.Linear and type(model.fp32) is nn.Linear
+    assert report["layers"]["lm_head"] == "kept: tied weight"
+    assert same_bits(model(ids), before)
+
+
+# --------------------------------------------------------------------------------------------
+# GPU only
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_gpu_autotune_graph_and_large_m(monkeypatch):
+    monkeypatch.delenv("SPECPILOT_W12_TUNE_FILE", raising=False)
+    N, K_ = 1536, 2048
+    x = make_weight(N, K_, 21, n_edges=100)
+    p = K.prepare(encode(x), "cuda")
+    a = acts(4, K_, 4).cuda()
+    cfg = K.autotune("w12", a, p, candidates=K.candidate_configs(4, N, K_)[:2], rep_ms=5)
+    assert K.get_config("w12", a, p) == cfg
+    check_close(K.w12_matmul(a, p), a.cpu(), x)
+    y_eager = K.w12_matmul(a, p, config=cfg)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y_graph = K.w12_matmul(a, p, config=cfg)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert same_bits(y_graph, y_eager)  # deterministic split-K
+    big = acts(300, K_, 9).cuda()      # decode + torch.matmul path
+    assert same_bits(K.w12_matmul(big, p), torch.matmul(big, K.decode_w12_gpu(p).t()))
+
+
+@pytest.mark.gpu
+def test_gpu_w12linear(monkeypatch):
+    lin = nn.Linear(512, 384, bias=True).bfloat16()
+    m = W12Linear.from_linear(lin).cuda()
+    x = torch.randn(3, 7, 512).bfloat16()
+    y = m(x.cuda())
+    assert y.shape == (3, 7, 384)
+    ref = F.linear(x.double(), lin.weight.double(), lin.bias.double())
+    assert float((y.double().cpu() - ref).abs().max()) <= 2 ** -6 * float(ref.abs().max())
+    monkeypatch.setattr(K, "HAS_TRITON", False)
+    with pytest.raises(RuntimeError, match="needs Triton"):
+        m(x.cuda())
