@@ -67,13 +67,17 @@ def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, sb: SamplingBa
 
 
 def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
-    """Left-to-right walk over the P slots of `hidden` [R, P, H], conditioned on the previous token."""
+    """Left-to-right walk over the P slots of `hidden` [R, P, H], conditioned on the previous token.
+
+    The head runs once over all R*P rows (one read of its weights, not P): only the Markov /
+    selector term depends on the previous choice."""
     r, p, _ = hidden.shape
     prev = anchors
     toks, qs = [], []
     base = torch.arange(r, device=hidden.device) * p
+    head = drafter.logits(hidden)  # [R, P, V]
     for j in range(p):
-        logits = drafter.logits(hidden[:, j])  # [R, V]
+        logits = head[:, j]  # [R, V]
         if markov:
             logits = logits + drafter.markov_head(prev)
         else:

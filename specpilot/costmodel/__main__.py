@@ -1,0 +1,175 @@
+"""`python -m specpilot.costmodel`: the gap-to-ceiling report of one decode step.
+
+    python -m specpilot.costmodel --target qwen38-27b --drafter qwen38-27b-dflash2 \
+        --batch 1 --context 256 --block 8 --accept 4.8 [--measure] [--json out.json]
+    python -m specpilot.costmodel --setting h200_c1_muse-glimmer-30b_dflash2 --accept 6.5
+
+--target / --drafter: a folder under specpilot/model_configs or any folder with a config.json.
+--setting: a settings folder; its hub repos map to specpilot/model_configs (KNOWN_REPOS), its
+stock flags give the block and its concurrency the default batch. --engine ar drops the drafter.
+Without --measure the report has the analytic floors only (CPU is fine). --measure (CUDA only)
+builds the engine with random weights of these shapes, measures the copy bandwidth and bf16
+matrix rate (they replace the nominal rates unless --bw / --flops are given), and times ar and
+stock steps at SIMULATED acceptance --accept (random drafters accept nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+MODEL_CONFIGS = Path(__file__).resolve().parents[1] / "model_configs"
+KNOWN_REPOS = {  # settings' hub repos -> folders under specpilot/model_configs
+    "Qwen/Qwen3.8-27B": "qwen38-27b",
+    "meta-models/Muse-Glimmer-30B": "muse-glimmer-30b",
+    "z-lab/Qwen3.8-27B-DFlash2": "qwen38-27b-dflash2",
+    "z-lab/Muse-Glimmer-30B-DFlash2": "muse-glimmer-30b-dflash2",
+}
+
+
+class CostModelError(ValueError):
+    """A wrong command line: the message says what to give instead."""
+
+
+def config_dir(name: str, role: str) -> Path:
+    """A model_configs name or a folder holding config.json."""
+    for p in (Path(name).expanduser(), MODEL_CONFIGS / name):
+        if (p / "config.json").is_file():
+            return p.resolve()
+    known = ", ".join(sorted(p.name for p in MODEL_CONFIGS.iterdir() if p.is_dir()))
+    raise CostModelError(f"unknown {role} {name!r}: not a folder with config.json, nor one of "
+                         f"specpilot/model_configs ({known})")
+
+
+def from_setting(name: str, engine: Optional[str]) -> tuple[str, Optional[str], Optional[int], int]:
+    """(target, drafter or None, block or None, concurrency) of a settings folder."""
+    from specpilot.settings import SettingsError, load
+
+    try:
+        s = load(name)
+    except SettingsError as e:
+        raise CostModelError(str(e)) from None
+
+    def mapped(model) -> str:
+        if model.source != "hub" or model.repo not in KNOWN_REPOS:
+            raise CostModelError(
+                f"setting {s.name}: {model.role} {model.repo or model.source!r} has no config "
+                f"under specpilot/model_configs; known repos: {', '.join(sorted(KNOWN_REPOS))} "
+                f"(or give --target / --drafter folders)")
+        return KNOWN_REPOS[model.repo]
+
+    drafter, block = None, None
+    if engine != "ar" and s.drafter is not None:
+        drafter = mapped(s.drafter)
+        block = s.flags("stock").get("--speculative-num-draft-tokens")
+    return mapped(s.target), drafter, block, s.concurrency
+
+
+def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
+    from specpilot.costmodel.counts import H200_BF16_FLOPS, H200_HBM_BW
+
+    ap = argparse.ArgumentParser(
+        prog="python -m specpilot.costmodel",
+        description="Roofline floors and gap to ceiling of one decode step.")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--target", help="model_configs name or folder with config.json")
+    src.add_argument("--setting", help="settings folder name (target, drafter and block from it)")
+    ap.add_argument("--drafter", help="drafter model_configs name or folder (stock engine)")
+    ap.add_argument("--engine", choices=("ar", "stock"), default=None,
+                    help="default: stock when a drafter is given, else ar")
+    ap.add_argument("--batch", type=int, default=None, help="requests R (default 1, or the "
+                                                            "setting's concurrency)")
+    ap.add_argument("--context", type=int, default=256, help="tokens in each request's KV")
+    ap.add_argument("--block", type=int, default=None,
+                    help="verify rows B per request (default: the drafter's own)")
+    ap.add_argument("--accept", type=float, default=None,
+                    help="tau: tokens per verify step incl. the bonus (simulated when measuring); "
+                         "default: measured with --measure, else B (every draft accepted)")
+    ap.add_argument("--bw", type=float, default=None, help=f"HBM bytes/s (nominal {H200_HBM_BW:g})")
+    ap.add_argument("--flops", type=float, default=None,
+                    help=f"matrix FLOP/s (nominal {H200_BF16_FLOPS:g})")
+    ap.add_argument("--dtype-bytes", type=int, default=2)
+    ap.add_argument("--measure", action="store_true", help="time the components on the GPU")
+    ap.add_argument("--steps", type=int, default=8, help="timed decode steps per pass (--measure)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed decode steps first (--measure)")
+    ap.add_argument("--json", default=None, help="also write the report as JSON here")
+    a = ap.parse_args(argv)
+    if a.drafter and a.setting:
+        ap.error("--drafter goes with --target; a setting names its own drafter")
+    if a.engine == "stock" and not (a.drafter or a.setting):
+        ap.error("--engine stock needs --drafter (or --setting)")
+    return a
+
+
+def run(a: argparse.Namespace) -> dict:
+    from specpilot.costmodel.counts import Rates, Step, TargetShape
+    from specpilot.costmodel.report import build_report
+    from specpilot.spec.draft_config import DraftConfig
+
+    target, drafter, block, batch = a.target, a.drafter, a.block, a.batch
+    if a.setting:
+        target, drafter, set_block, conc = from_setting(a.setting, a.engine)
+        block, batch = block or set_block, batch or conc
+    if a.engine == "ar":
+        drafter = None
+    batch = batch or 1
+    tdir = config_dir(target, "target")
+    ddir = config_dir(drafter, "drafter") if drafter else None
+    shape = TargetShape.from_config(json.loads((tdir / "config.json").read_text()))
+    dc = DraftConfig.from_path(str(ddir), shape.num_layers, shape.vocab) if ddir else None
+    planned = Step.for_engine(dc, batch, a.context, block, a.accept, a.dtype_bytes)
+    profile, rates_source = None, "nominal H200"
+    rates = Rates()
+    if a.measure:
+        profile = measure(a, tdir, ddir, planned)
+        rates, rates_source = profile.rates, f"measured on {profile.device}"
+    rates = Rates(a.bw or rates.bw, a.flops or rates.flops)
+    if a.bw or a.flops:
+        rates_source += ", overridden by --bw/--flops"
+    accepted, source = a.accept, "given"
+    if dc is None:
+        accepted, source = 1.0, "ar"
+    elif accepted is None and profile is not None:
+        accepted, source = profile.spec.accepted, "measured, random drafter"
+    elif accepted is None:
+        source = "not given: every draft accepted, an upper bound"
+    step = Step.for_engine(dc, batch, a.context, block, accepted, a.dtype_bytes)
+    return build_report(shape, dc, step, rates, profile, (tdir.name, ddir and ddir.name),
+                        source, rates_source)
+
+
+def measure(a: argparse.Namespace, tdir: Path, ddir: Optional[Path], step):
+    import torch
+
+    from specpilot.costmodel import profile as prof
+
+    if not torch.cuda.is_available():
+        raise CostModelError("--measure needs a CUDA GPU (torch sees none); drop it for the "
+                             "analytic floors")
+    new_tokens = (a.steps + a.warmup + 4) * int(step.rows)
+    rates = prof.measure_rates("cuda")
+    eng = prof.build_engine(str(tdir), ddir and str(ddir), step.batch, a.context,
+                            int(step.rows) if ddir else None, a.accept, new_tokens)
+    return prof.profile_engine(eng, step.batch, a.context, a.steps, a.warmup, rates)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    from specpilot.costmodel.report import render
+
+    a = parse_args(argv)
+    try:
+        rep = run(a)
+    except (ValueError, FileNotFoundError) as e:  # CostModelError, config errors
+        print(f"python -m specpilot.costmodel: error: {e}", file=sys.stderr)
+        return 2
+    print(render(rep))
+    if a.json:
+        Path(a.json).write_text(json.dumps(rep, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+"""Measured side of the cost model: per-component device time of real decode steps.
+
+How: the engine is instrumented from the outside (no engine change). Module forward pre/post
+hooks and timed wrappers around a few callables open and close labelled spans; each span puts a
+clock mark (a CUDA event on the GPU, perf_counter on the CPU, where kernels run synchronously)
+at its start and end. Spans nest (a Gated DeltaNet layer contains its projections): a label is
+charged its exclusive time, the span minus its child spans, so the labels add up to the time the
+top-level spans cover. Labels equal counts.py's component names.
+
+Steps come from the scheduler, as scripts/gpu_real_shapes.py times them: R requests of `context`
+random prompt tokens are prefilled, a few warm-up steps run, then N steps are timed one by one
+(device synchronised around each). Per engine three passes: with CUDA graphs (when the engine has
+them), eager without instrumentation (the wall the host gap is taken from), eager instrumented
+(the component times). Graphs are switched off by setting runner.graphs / worker.verify_graphs
+to None and restored afterwards. host gap = eager wall - sum of component times.
+
+Limits: a CUDA event pair also counts the time the GPU waits for the host to launch the kernels
+inside it, so when the host is the bottleneck component times absorb some of the host gap; the
+instrumented wall is reported so the cost of the instrumentation itself is visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+import torch
+from torch import nn
+
+from specpilot.costmodel.counts import Rates
+
+Label = Union[str, Callable[[tuple, dict], str]]
+
+
+class HostClock:
+    """CPU: work is synchronous, so a perf_counter mark is the time everything before it ended."""
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def ms(self, a: float, b: float) -> float:
+        return (b - a) * 1e3
+
+    def sync(self) -> None:
+        pass
+
+
+class CudaClock:
+    """GPU: a timing event recorded on the current stream."""
+
+    def mark(self) -> torch.cuda.Event:
+        e = torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def ms(self, a: torch.cuda.Event, b: torch.cuda.Event) -> float:
+        return a.elapsed_time(b)
+
+    def sync(self) -> None:
+        torch.cuda.synchronize()
+
+
+def clock_for(device: torch.device) -> Union[HostClock, CudaClock]:
+    return CudaClock() if torch.device(device).type == "cuda" else HostClock()
+
+
+class ComponentTimer:
+    """Exclusive time per label over nested spans, summed over steps. Spans are recorded only
+    while `active`; toggle it between steps, never inside one."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.active = False
+        self.steps = 0
+        self.totals: dict[str, float] = defaultdict(float)
+        self._spans: list[list] = []  # [label, start mark, end mark, child span indices]
+        self._open: list[int] = []
+
+    def begin(self, label: str) -> None:
+        if not self.active:
+            return
+        if self._open:
+            self._spans[self._open[-1]][3].append(len(self._spans))
+        self._open.append(len(self._spans))
+        self._spans.append([label, self.clock.mark(), None, []])
+
+    def end(self) -> None:
+        if self.active:
+            self._spans[self._open.pop()][2] = self.clock.mark()
+
+    def end_step(self) -> None:
+        """Call after the step: waits for the device, then charges every span its exclusive ms."""
+        self.clock.sync()
+        incl = [self.clock.ms(a, b) for _, a, b, _ in self._spans]
+        for (label, _, _, children), t in zip(self._spans, incl):
+            self.totals[label] += t - sum(incl[c] for c in children)
+        self._spans.clear()
+        self.steps += 1
+
+    def mean_ms(self) -> dict[str, float]:
+        return {k: v / max(self.steps, 1) for k, v in self.totals.items()}
+
+    def hook(self, module: nn.Module, label: str) -> list:
+        """Span `label` around every forward of `module`; returns the hook handles."""
+        return [module.register_forward_pre_hook(lambda m, a: self.begin(label)),
+                module.register_forward_hook(lambda m, a, o: self.end())]
+
+    @contextlib.contextmanager
+    def wrap(self, obj, attr: str, label: Label):
+        """Replace obj.attr (a method, an instance attribute or a module function) by a timed
+        wrapper for the duration of the block; label may depend on the call's (args, kwargs)."""
+        orig = getattr(obj, attr)
+        own = attr in vars(obj)
+
+        def timed(*args, **kwargs):
+            self.begin(label(args, kwargs) if callable(label) else label)
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                self.end()
+
+        setattr(obj, attr, timed)
+        try:
+            yield
+        finally:
+            if own:
+                setattr(obj, attr, orig)
+            else:
+                delattr(obj, attr)
+
+
+def _attention_label(args: tuple, kwargs: dict) -> str:
+    """backend.forward(q, k, v, layer_id, scale, window=None): sliding iff a window is given."""
+    window = args[5] if len(args) > 5 else kwargs.get("window")
+    return "attention[sliding]" if window else "attention[full]"
+
+
+def _decoder_layers(model: nn.Module) -> nn.ModuleList:
+    for name, mod in model.named_modules():
+        if name.endswith("layers") and isinstance(mod, nn.ModuleList):
+            return mod
+    raise ValueError(f"{type(model).__name__} has no decoder `layers` list")
+
+
+def target_hooks(timer: ComponentTimer, model: nn.Module) -> list:
+    """Hooks on the target's GEMM classes (per mixer kind), GDN layers and the whole forward."""
+    handles = timer.hook(model, "other")  # exclusive: embedding, norms, RoPE, residuals
+    for layer in _decoder_layers(model):
+        gdn = getattr(layer, "linear_attn", None)
+        kind = "attn" if gdn is None else "gdn"
+        if gdn is None:
+            a = layer.self_attn
+            for name in ("q_proj", "k_proj", "v_proj", "gate_proj"):
+                if hasattr(a, name):
+                    handles += timer.hook(getattr(a, name), "attn.qkv")
+            handles += timer.hook(a.o_proj, "attn.o")
+        else:
+            handles += timer.hook(gdn, "gdn.recurrent")  # exclusive: conv, delta rule, norm
+            for name in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"):
+                handles += timer.hook(getattr(gdn, name), "gdn.in_proj")
+            handles += timer.hook(gdn.out_proj, "gdn.out_proj")
+        handles += timer.hook(layer.mlp.gate_proj, f"{kind}.mlp.gate_up")
+        handles += timer.hook(layer.mlp.up_proj, f"{kind}.mlp.gate_up")
+        handles += timer.hook(layer.mlp.down_proj, f"{kind}.mlp.down")
+    return handles
+
+
+@contextlib.contextmanager
+def instrument(timer: ComponentTimer, worker):
+    """Every component of a step of `worker` (a ModelRunner, or a StockSpecWorker around one)
+    reports to timer inside the block; everything is restored on exit."""
+    from specpilot.engine import model_runner
+    from specpilot.spec import stock_worker
+
+    runner = getattr(worker, "runner", worker)
+    handles = target_hooks(timer, runner.model)
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(timer.wrap(runner.backend, "forward", _attention_label))
+            stack.enter_context(timer.wrap(runner.model, "compute_logits", "lm_head"))
+            stack.enter_context(timer.wrap(model_runner, "sample", "sample/accept"))
+            if runner.states is not None:
+                stack.enter_context(timer.wrap(runner, "commit_verify", "gdn.commit"))
+            if worker is not runner:
+                handles += timer.hook(worker.drafter, "draft.block")
+                stack.enter_context(timer.wrap(worker, "proposer", "draft.head"))
+                stack.enter_context(timer.wrap(worker.drafter, "store_context", "draft.store"))
+                for fn in ("greedy_accept", "rejection_accept", "probs"):
+                    stack.enter_context(timer.wrap(stock_worker, fn, "sample/accept"))
+                if worker.simulate is not None:
+                    stack.enter_context(timer.wrap(worker.simulate, "override", "sample/accept"))
+            yield timer
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@dataclass
+class StepProfile:
+    """One engine's decode step at the profiled shape. Times in ms per step."""
+    engine: str  # ar | stock
+    rows: int  # verify rows per request (1 for ar)
+    accepted: float  # tokens per request per step, bonus included (measured)
+    eager_ms: float  # median wall, graphs off, no instrumentation
+    instrumented_ms: float  # median wall, graphs off, instrumented
+    graph_ms: Optional[float]  # median wall with CUDA graphs; None when the engine has none
+    components_ms: dict[str, float]  # mean exclusive device time per label
+
+    @property
+    def host_gap_ms(self) -> float:
+        return self.eager_ms - sum(self.components_ms.values())
+
+
+@dataclass
+class Profile:
+    device: str
+    rates: Rates  # measured copy bandwidth and matrix rate
+    batch: int
+    context: int
+    steps: int
+    ar: StepProfile
+    spec: Optional[StepProfile] = None
+
+
+def _rate(clock, fn: Callable[[], object], work: float, reps: int) -> float:
+    """work units per second of fn, after two untimed calls."""
+    for _ in range(2):
+        fn()
+    clock.sync()
+    a = clock.mark()
+    for _ in range(reps):
+        fn()
+    b = clock.mark()
+    clock.sync()
+    return work * reps / (clock.ms(a, b) / 1e3)
+
+
+def _copy_rate(clock, device, nbytes: int, reps: int) -> float:
+    x = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    y = torch.empty_like(x)
+    return _rate(clock, lambda: y.copy_(x), 2 * nbytes, reps)  # read + write
+
+
+def _gemm_rate(clock, device, n: int, reps: int) -> float:
+    a = torch.randn(n, n, device=device).to(torch.bfloat16)
+    b, out = torch.randn_like(a), torch.empty_like(a)
+    return _rate(clock, lambda: torch.matmul(a, b, out=out), 2 * n ** 3, reps)
+
+
+def measure_rates(device, copy_bytes: int = 2 << 30, gemm_n: int = 8192, reps: int = 10) -> Rates:
+    """Bytes/s of a large device copy (read + write counted) and FLOP/s of a square bf16 GEMM:
+    the achievable ceilings the floors use instead of the datasheet's."""
+    clock = clock_for(device)
+    rates = Rates(bw=_copy_rate(clock, device, copy_bytes, reps),
+                  flops=_gemm_rate(clock, device, gemm_n, reps))
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+    return rates
+
+
+def timed_steps(sched, batch: int, context: int, steps: int, warmup: int, clock,
+                timer: Optional[ComponentTimer] = None) -> tuple[float, float]:
+    """Prefill `batch` requests of `context` random tokens, run `warmup` decode steps, time
+    `steps` more, abort the requests. Returns (median ms per step, tokens per request per step)."""
+    from specpilot.core import GenerateInput, SamplingParams
+
+    decode_len = sched.decode_len
+    g = torch.Generator().manual_seed(0)
+    for i in range(batch):
+        ids = torch.randint(10, sched.vocab_size - 10, (context,), generator=g).tolist()
+        sched.add_request(GenerateInput(f"costmodel-{time.monotonic_ns()}-{i}", ids, SamplingParams(
+            temperature=0, max_new_tokens=(steps + warmup + 2) * decode_len, ignore_eos=True)))
+    while sched.waiting:
+        sched.step()
+    for _ in range(warmup):
+        sched.step()
+    produced = sum(len(r.output_ids) for r in sched.running)
+    walls = []
+    for _ in range(steps):
+        clock.sync()
+        t0 = time.perf_counter()
+        if timer is not None:
+            timer.active = True
+        sched.step()
+        clock.sync()
+        walls.append((time.perf_counter() - t0) * 1e3)
+        if timer is not None:
+            timer.active = False
+            timer.end_step()
+    produced = sum(len(r.output_ids) for r in sched.running) - produced
+    sched.abort_all("costmodel: timing done")
+    return statistics.median(walls), produced / (steps * batch)
+
+
+def profile_step(worker, graph_owner, graph_attr: str, batch: int, context: int, steps: int,
+                 warmup: int) -> StepProfile:
+    """The three passes (graphs, eager, eager instrumented) of one engine; graph_owner.graph_attr
+    holds its CUDA graphs (None: none)."""
+    from specpilot.scheduler.scheduler import Scheduler
+
+    runner = getattr(worker, "runner", worker)
+    clock = clock_for(runner.device)
+    sched = Scheduler(worker, None, batch, 8192, 16384)
+
+    def run(timer=None):
+        return timed_steps(sched, batch, context, steps, warmup, clock, timer)
+
+    graphs = getattr(graph_owner, graph_attr)
+    graph_ms = run()[0] if graphs is not None else None
+    setattr(graph_owner, graph_attr, None)
+    try:
+        eager_ms, accepted = run()
+        timer = ComponentTimer(clock)
+        with instrument(timer, worker):
+            inst_ms, _ = run(timer)
+    finally:
+        setattr(graph_owner, graph_attr, graphs)
+    engine = "ar" if worker is runner else "stock"
+    return StepProfile(engine, getattr(worker, "num_draft_tokens", 1), accepted, eager_ms,
+                       inst_ms, graph_ms, timer.mean_ms())
+
+
+def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, context: int,
+                 block: Optional[int], accepted: Optional[float], new_tokens: int,
+                 device: str = "cuda", dtype: str = "bfloat16", attention_backend: str = "auto"):
+    """OfflineEngine with random weights of the real shapes (--load-format dummy), room for
+    `batch` requests of context + new_tokens, ar CUDA graphs captured where the runner supports
+    them. accepted: SIMULATED acceptance (SGLANG_SIMULATE_ACC_LEN, read when the stock worker is
+    built), since random drafters accept nothing."""
+    from specpilot.config import ServerArgs
+    from specpilot.offline import OfflineEngine
+
+    ctx = context + new_tokens + 64
+    args = ServerArgs(model_path=target_dir, device=device, dtype=dtype, load_format="dummy",
+                      context_length=ctx, max_total_tokens=batch * ctx + 64,
+                      max_running_requests=batch, skip_tokenizer_init=True,
+                      attention_backend=attention_backend, cuda_graph_max_bs=batch,
+                      speculative_draft_model_path=drafter_dir,
+                      speculative_num_draft_tokens=block if drafter_dir else None,
+                      speculative_draft_load_format="dummy")
+    key, old = "SGLANG_SIMULATE_ACC_LEN", os.environ.get("SGLANG_SIMULATE_ACC_LEN")
+    if accepted is not None:
+        os.environ[key] = str(accepted)
+    try:
+        eng = OfflineEngine(args)
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+    rn = eng.runner
+    if rn.graphs is None and rn.graph_support() is None:
+        rn.enable_cuda_graphs(batch)  # ar's DECODE graphs beside stock's VERIFY graphs
+    return eng
+
+
+def profile_engine(eng, batch: int, context: int, steps: int = 8, warmup: int = 2,
+                   rates: Optional[Rates] = None) -> Profile:
+    """ar (on the engine's runner) and, when the engine speculates, stock; rates: measured
+    device ceilings (measure_rates()) to attach, default the nominal ones."""
+    rn = eng.runner
+    ar = profile_step(rn, rn, "graphs", batch, context, steps, warmup)
+    spec = None
+    if eng.worker is not rn:
+        spec = profile_step(eng.worker, eng.worker, "verify_graphs", batch, context, steps, warmup)
+    return Profile(str(rn.device), rates or Rates(), batch, context, steps, ar, spec)

@@ -1,0 +1,165 @@
+"""The gap-to-ceiling report of shared/reference/verify_batching.md section 4.3.
+
+Per component c of one step: floor t*_c = max(bytes_c / BW, FLOPs_c / F) (counts.py), measured
+t_c (profile.py, GPU), efficiency t*_c / t_c, and the gap, in ms per generated token (the step
+makes R x tau tokens):
+  measured: excess = (t_c - t*_c) / (R tau); the host gap (eager wall - sum of t_c) has no floor,
+      all of it is excess;
+  analytic only: rejected-row work = (t*_c - t*_c at rows = tau) / (R tau), what verifying the
+      rows that end up rejected costs (the oracle-truncation gap).
+Rows are sorted largest gap first (gaps under 5 us per token count as none; ties: largest
+floor). Speedup ceiling = tau x T_ar / T_spec from the floors (sum of the component floors: the
+kernels run one after another), from the floors with oracle truncation, and from the measured
+steps (eager, and with CUDA graphs where both engines have them).
+
+build_report(...) returns a JSON-ready dict; render(report) the text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Optional
+
+from specpilot.costmodel.counts import Rates, Step, TargetShape, oracle_step, step_costs, total
+from specpilot.costmodel.profile import Profile
+
+HOST_GAP = "host gap"
+MIN_GAP = 5e-3  # ms per generated token: smaller gaps sort as none (then by floor)
+
+
+def _floor_ms(costs, rates: Rates) -> float:
+    return 1e3 * sum(c.floor_s(rates) for c in costs)
+
+
+def _components(costs, oracle, rates: Rates, tokens: float, measured: Optional[dict]) -> list:
+    ideal = {c.name: c.floor_s(rates) for c in oracle}
+    rows = []
+    for c in costs:
+        floor = 1e3 * c.floor_s(rates)
+        rows.append(dict(name=c.name, bytes=c.bytes, flops=c.flops, weight_bytes=c.weight_bytes,
+                         floor_ms=floor, bound=c.bound(rates),
+                         rejected_ms_per_token=(floor - 1e3 * ideal[c.name]) / tokens))
+    if measured is not None:
+        for name in measured.keys() - {r["name"] for r in rows}:  # timed, never counted
+            rows.append(dict(name=name, bytes=0.0, flops=0.0, weight_bytes=0.0, floor_ms=0.0,
+                             bound="-", rejected_ms_per_token=0.0))
+        for r in rows:
+            t = measured.get(r["name"])
+            r["measured_ms"] = t
+            r["efficiency"] = r["floor_ms"] / t if t else None
+            r["excess_ms_per_token"] = None if t is None else (t - r["floor_ms"]) / tokens
+    return rows
+
+
+def build_report(target: TargetShape, drafter, step: Step, rates: Rates,
+                 profile: Optional[Profile] = None, names: tuple = ("target", None),
+                 accepted_source: str = "given", rates_source: str = "nominal") -> dict:
+    """Everything the text and the JSON show. drafter: a DraftConfig or None (ar); profile: the
+    measured steps (GPU) or None; names: (target, drafter) as given on the command line."""
+    costs = step_costs(target, drafter, step)
+    oracle = step_costs(target, drafter, oracle_step(step))
+    ar = step_costs(target, None, Step(step.batch, step.context, dtype_bytes=step.dtype_bytes))
+    main = None if profile is None else (profile.spec if drafter is not None else profile.ar)
+    tokens = step.tokens
+    rows = _components(costs, oracle, rates, tokens, None if main is None else main.components_ms)
+    if main is not None:
+        gap = main.host_gap_ms
+        rows.append(dict(name=HOST_GAP, bytes=0.0, flops=0.0, weight_bytes=0.0, floor_ms=0.0,
+                         bound="-", rejected_ms_per_token=0.0, measured_ms=gap, efficiency=None,
+                         excess_ms_per_token=gap / tokens))
+    key = "rejected_ms_per_token" if main is None else "excess_ms_per_token"
+    rows.sort(key=lambda r: (float("-inf") if r[key] is None else
+                             r[key] if r[key] >= MIN_GAP else 0.0, r["floor_ms"]), reverse=True)
+    whole = total(costs)
+    floor, ar_floor, oracle_floor = (_floor_ms(x, rates) for x in (costs, ar, oracle))
+    rep = dict(
+        target=names[0], drafter=names[1], engine="ar" if drafter is None else "stock",
+        algorithm=None if drafter is None else drafter.algorithm,
+        step=dict(asdict(step), accepted_source=accepted_source),
+        rates=dict(bw=rates.bw, flops=rates.flops, source=rates_source),
+        components=rows, gap_key=key, largest_gaps=[r["name"] for r in rows[:3]],
+        totals=dict(floor_ms=floor, roofline_ms=1e3 * whole.floor_s(rates), bytes=whole.bytes,
+                    flops=whole.flops, weight_bytes=whole.weight_bytes, ar_floor_ms=ar_floor,
+                    oracle_floor_ms=oracle_floor, tokens_per_step=tokens),
+        verify=dict(rows_per_step=step.batch * step.rows, accepted_plus_one=tokens,
+                    efficiency=tokens / (step.batch * step.rows)),
+        ceiling=None, measured=None, notes=[])
+    if drafter is not None:
+        rep["ceiling"] = dict(floors=step.accepted * ar_floor / floor,
+                              oracle=step.accepted * ar_floor / oracle_floor)
+    if profile is not None:
+        rep["measured"] = dict(device=profile.device, steps=profile.steps, ar=asdict(profile.ar),
+                               spec=None if profile.spec is None else asdict(profile.spec))
+        if profile.spec is not None:
+            a, s = profile.ar, profile.spec
+            rep["ceiling"]["measured_eager"] = s.accepted * a.eager_ms / s.eager_ms
+            if a.graph_ms and s.graph_ms:
+                rep["ceiling"]["measured_graphs"] = s.accepted * a.graph_ms / s.graph_ms
+    return rep
+
+
+def _ms(x: Optional[float], digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def render(rep: dict) -> str:
+    s, t, measured = rep["step"], rep["totals"], rep["measured"]
+    who = rep["target"] + (f" + {rep['drafter']} ({rep['algorithm']})" if rep["drafter"] else "")
+    lines = [f"cost model: {who}, engine {rep['engine']}",
+             f"step: R={s['batch']} requests, context L={s['context']}, verify rows B={s['rows']:g}"
+             + (f", draft block Bd={s['draft_rows']}" if s["draft_rows"] else "")
+             + f", tau={s['accepted']:.2f} tokens/request/step ({s['accepted_source']}), "
+             f"{s['dtype_bytes']} B/element",
+             f"rates: HBM {rep['rates']['bw'] / 1e12:.2f} TB/s, matrix "
+             f"{rep['rates']['flops'] / 1e12:.0f} TFLOP/s ({rep['rates']['source']})"]
+    if measured is None:
+        lines.append("analytic floors only: the measured columns need a GPU "
+                     "(run the same command with --measure on one)")
+    else:
+        lines.append(f"measured on {measured['device']}: {measured['steps']} eager steps, "
+                     "random weights, components timed with CUDA events")
+    gap_name = "excess" if rep["gap_key"] == "excess_ms_per_token" else "rejected-row work"
+    lines += ["", f"{'component':20} {'meas ms':>9} {'floor ms':>9} {'bound':>7} "
+              f"{'floor/meas':>10} {'excess ms/tok':>14} {'rejected ms/tok':>16}"]
+    for r in rep["components"]:
+        eff = r.get("efficiency")
+        lines.append(f"{r['name']:20} {_ms(r.get('measured_ms')):>9} {_ms(r['floor_ms']):>9} "
+                     f"{r['bound']:>7} {'-' if eff is None else f'{eff:.0%}':>10} "
+                     f"{_ms(r.get('excess_ms_per_token'), 4):>14} "
+                     f"{_ms(r['rejected_ms_per_token'], 4):>16}")
+    meas_sum = None if measured is None else sum(r["measured_ms"] or 0 for r in rep["components"])
+    lines.append(f"{'step (sum)':20} {_ms(meas_sum):>9} {_ms(t['floor_ms']):>9}")
+    lines += ["", f"three largest gaps ({gap_name}; then largest floor):"]
+    by_name = {r["name"]: r for r in rep["components"]}
+    for i, name in enumerate(rep["largest_gaps"], 1):
+        r = by_name[name]
+        lines.append(f"  {i}. {name}: {r[rep['gap_key']]:.4f} ms per generated token "
+                     f"(floor {r['floor_ms']:.3f} ms per step)")
+    v = rep["verify"]
+    lines += ["", f"verified rows {v['rows_per_step']:g} per step vs accepted+1 "
+              f"{v['accepted_plus_one']:.2f}: speculation efficiency {v['efficiency']:.0%}",
+              f"floors: step {t['floor_ms']:.3f} ms (sum of components; whole-step roofline "
+              f"{t['roofline_ms']:.3f} ms; {t['weight_bytes'] / 1e9:.2f} GB weights, "
+              f"{t['bytes'] / 1e9:.2f} GB moved, {t['flops'] / 1e12:.3f} TFLOP), ar step "
+              f"{t['ar_floor_ms']:.3f} ms, oracle truncation {t['oracle_floor_ms']:.3f} ms"]
+    c = rep["ceiling"]
+    if c is not None:
+        line = (f"speedup ceiling at tau={s['accepted']:.2f}: {c['floors']:.2f}x from floors, "
+                f"{c['oracle']:.2f}x with oracle truncation")
+        if "measured_eager" in c:
+            line += f"; measured {c['measured_eager']:.2f}x eager"
+        if "measured_graphs" in c:
+            line += f", {c['measured_graphs']:.2f}x with CUDA graphs"
+        lines.append(line)
+    else:
+        lines.append(f"ceiling: {s['batch'] * 1e3 / t['floor_ms']:.1f} tokens/s at the floor")
+    if measured is not None:
+        for label, p in (("ar", measured["ar"]), ("stock", measured["spec"])):
+            if p is None:
+                continue
+            lines.append(f"measured {label}: wall {p['eager_ms']:.2f} ms eager (instrumented "
+                         f"{p['instrumented_ms']:.2f}), {_ms(p['graph_ms'], 2)} ms with CUDA "
+                         f"graphs, host gap {p['eager_ms'] - sum(p['components_ms'].values()):.2f}"
+                         f" ms, tau {p['accepted']:.2f}")
+    lines += [f"note: {n}" for n in rep["notes"]]
+    return "\n".join(lines)
