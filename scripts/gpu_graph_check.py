@@ -118,6 +118,8 @@ def speed(a, bw: float) -> dict:
     b = eng.worker.num_draft_tokens
     mk = lambda: Scheduler(rn, None, max(a.batch), 8192, 65536)  # noqa: E731
     rows = []
+    decode_ms_per_step(mk(), 2, 32, 4, vocab)  # warm-up: Triton JIT of the eager kernels
+    decode_ms_per_step(eng.scheduler, 2, 32, 4, vocab)
     for bs in a.batch:
         ms, tps = decode_ms_per_step(mk(), bs, a.prompt_len, a.new, vocab)
         sms, stps = decode_ms_per_step(eng.scheduler, bs, a.prompt_len, a.new, vocab)
