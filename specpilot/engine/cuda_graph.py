@@ -1,5 +1,6 @@
-"""CUDA graphs of the target forward for uniform steps: DECODE (1 new row per request) and chain
-VERIFY (B new rows per request, with feature capture).
+"""CUDA graphs for uniform steps: the target forward of DECODE (1 new row per request) and chain
+VERIFY (B new rows per request, with feature capture), and the drafter's block pass (Bd rows per
+request over its context K/V): TargetGraphs and DraftGraphs.
 
 A step of R requests runs the graph of the smallest captured batch size >= R ("bucket"). All
 inputs go through preallocated buffers whose addresses the graph recorded: token ids, positions,
@@ -21,7 +22,7 @@ import logging
 
 import torch
 
-from specpilot.engine.triton_backend import TritonBackend
+from specpilot.engine.triton_backend import TritonBackend, TritonDraftAttentionBackend
 
 log = logging.getLogger(__name__)
 
@@ -121,3 +122,79 @@ class TargetGraphs:
         else:
             logits, aux = self._forward(bs)
         return logits[:n], (None if aux is None else aux[:n])
+
+
+class DraftGraphs:
+    """The drafter's block pass, block_ids [R, Bd] at positions anchor.. -> hidden [R, Bd, H],
+    graphed per batch bucket like TargetGraphs (padding requests: context 0, anchor 0). Its own
+    TritonDraftAttentionBackend shares the worker's draft KV cache (context rows are stored
+    eagerly by the worker, outside the graph)."""
+
+    def __init__(self, worker, max_bs: int = 32, buckets: list[int] | None = None,
+                 capture: bool = True):
+        rn, self.worker = worker.runner, worker
+        self.rows = worker.block_rows
+        self.buckets = sorted(set(buckets or default_buckets(max_bs)))
+        self.max_bs = self.buckets[-1]
+        self.spare_row = rn.req_to_token.table.shape[0] - 1
+        self.mask_id = worker.drafter.dc.mask_token_id
+        self.block = torch.full((self.max_bs, self.rows), self.mask_id, dtype=torch.int64,
+                                device=rn.device)
+        self.positions = torch.zeros((self.max_bs, self.rows), dtype=torch.int64, device=rn.device)
+        self.offs = torch.arange(self.rows, device=rn.device)
+        self.backend = TritonDraftAttentionBackend(worker.draft_kv, rn.req_to_token)
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.outputs: dict[int, torch.Tensor] = {}
+        self.captured = capture
+        if capture:
+            self._capture_all()
+
+    def _prepare(self, bs: int, rows_l: list[int], ctx_lens: list[int]) -> None:
+        pad = bs - len(rows_l)
+        self.backend.prepare_block(list(rows_l) + [self.spare_row] * pad,
+                                   list(ctx_lens) + [0] * pad, self.rows, graph=True)
+
+    def _forward(self, bs: int) -> torch.Tensor:
+        return self.worker.drafter(self.block[:bs], self.positions[:bs], self.backend)
+
+    @torch.inference_mode()
+    def _capture_all(self) -> None:
+        pool = torch.cuda.graph_pool_handle()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        for bs in sorted(self.buckets, reverse=True):
+            self._prepare(bs, [], [])
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    self._forward(bs)
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
+                self.outputs[bs] = self._forward(bs)
+            self.graphs[bs] = graph
+        torch.cuda.synchronize()
+        log.info("CUDA graphs captured: drafter block of %d rows, batch sizes %s", self.rows,
+                 self.buckets)
+
+    def bucket(self, batch: int) -> int | None:
+        return next((b for b in self.buckets if b >= batch), None)
+
+    @torch.inference_mode()
+    def run(self, rows_l: list[int], anchor_pos: list[int], anchors: torch.Tensor) -> torch.Tensor:
+        """Block pass for len(rows_l) requests: anchors [R] at positions anchor_pos (= context
+        lengths). Returns hidden [R, Bd, H], a view valid until the next run."""
+        r = len(rows_l)
+        bs = self.bucket(r)
+        if bs is None:
+            raise ValueError(f"{r} requests exceed the largest CUDA-graph batch {self.max_bs}")
+        starts = torch.tensor(anchor_pos, dtype=torch.int64, device=self.block.device)
+        self.block[:r, 0].copy_(anchors)
+        self.positions[:r].copy_(starts[:, None] + self.offs)
+        if r < bs:
+            self.block[r:bs, 0] = self.mask_id  # any id: padding outputs are dropped
+            self.positions[r:bs].copy_(self.offs.expand(bs - r, -1))
+        self._prepare(bs, rows_l, anchor_pos)
+        if self.captured:
+            self.graphs[bs].replay()
+            return self.outputs[bs][:r]
+        return self._forward(bs)[:r]

@@ -96,15 +96,17 @@ class TritonDraftAttentionBackend(DraftAttentionBackend):
         self._batch = 0
         self._max_keys = 0
 
-    def prepare_block(self, rows: list[int], ctx_lens: list[int], block_len: int):
-        """Request i lives in table row rows[i]; its context is positions 0..ctx_lens[i]-1."""
+    def prepare_block(self, rows: list[int], ctx_lens: list[int], block_len: int,
+                      graph: bool = False):
+        """Request i lives in table row rows[i]; its context is positions 0..ctx_lens[i]-1.
+        graph: split-KV factor from the table width (fixed for a CUDA graph), see prepare()."""
         batch = len(rows)
         kv_lens = [n + block_len for n in ctx_lens]
         host = torch.tensor([rows, kv_lens], dtype=torch.int32)
         self._meta[:, :batch].copy_(host.view(2, batch), non_blocking=True)
         self.block_len = block_len
         self._batch = batch
-        self._max_keys = max(kv_lens, default=0)
+        self._max_keys = None if graph else max(kv_lens, default=0)
         return self
 
     def attend(self, q, k, v, layer_id: int, scale: float, causal: bool, window) -> torch.Tensor:

@@ -66,6 +66,7 @@ class StockSpecWorker:
         else:
             self.backend = DraftAttentionBackend(self.draft_kv, runner.req_to_token)
         self.verify_graphs = None  # TargetGraphs of VERIFY (B rows per request)
+        self.draft_graphs = None  # DraftGraphs of the block pass
         self.capture = dc.target_layer_ids
         self.simulate = SimulatedAcceptance.from_env()
         self.proposer = propose  # (drafter, hidden, anchors, sampling rows, wb) -> Proposal
@@ -76,12 +77,14 @@ class StockSpecWorker:
                  list(self.capture))
 
     def enable_cuda_graphs(self, max_bs: int, capture: bool = True) -> None:
-        """Capture the target's VERIFY forward (B rows per request, features captured) for batch
-        buckets up to max_bs; the drafter's block pass stays eager."""
-        from specpilot.engine.cuda_graph import TargetGraphs
+        """Capture the target's VERIFY forward (B rows per request, features captured) and the
+        drafter's block pass for batch buckets up to max_bs; proposal, accept and the drafter's
+        context store stay eager."""
+        from specpilot.engine.cuda_graph import DraftGraphs, TargetGraphs
 
         self.verify_graphs = TargetGraphs(self.runner, self.num_draft_tokens, self.capture,
                                           max_bs=max_bs, capture=capture)
+        self.draft_graphs = DraftGraphs(self, max_bs=max_bs, capture=capture)
 
     @torch.inference_mode()
     def forward(self, wb: WorkerBatch) -> StepOutput:
@@ -123,10 +126,13 @@ class StockSpecWorker:
         starts = rn.tensor(wb.prefix_lens)  # [R] anchor positions
         offs = torch.arange(b, device=rn.device)
         # 1. draft
-        block = torch.full((r, bd), dc.mask_token_id, dtype=torch.int64, device=rn.device)
-        block[:, 0] = anchors
-        self.backend.prepare_block(wb.req_pool_indices, wb.prefix_lens, bd)
-        hidden = self.drafter(block, starts[:, None] + offs[None, :bd], self.backend)
+        if self.draft_graphs is not None and self.draft_graphs.bucket(r) is not None:
+            hidden = self.draft_graphs.run(wb.req_pool_indices, wb.prefix_lens, anchors)
+        else:
+            block = torch.full((r, bd), dc.mask_token_id, dtype=torch.int64, device=rn.device)
+            block[:, 0] = anchors
+            self.backend.prepare_block(wb.req_pool_indices, wb.prefix_lens, bd)
+            hidden = self.drafter(block, starts[:, None] + offs[None, :bd], self.backend)
         prop = self.proposer(self.drafter, hidden, anchors, self._row_batch(wb, b - 1), wb)
         if wb.forced is not None:  # token forcing: the forced tokens are the drafts
             forced = [(f + [0] * b)[:b - 1] for f in wb.forced]

@@ -1,7 +1,7 @@
 """The CUDA-graph step path (engine/cuda_graph.py) with the Triton attention backend, run as its
 eager twin on CPU (capture=False, Triton interpreter): padded batch buckets, static buffers and
 padding requests must leave greedy output identical to the torch reference engine, for `ar`
-(DECODE graphs) and `stock` (VERIFY graphs with feature capture). The GPU run, with real graph
+(DECODE graphs) and `stock` (VERIFY graphs with feature capture, and the drafter's block pass). The GPU run, with real graph
 capture, is scripts/gpu_graph_check.py.
 """
 
@@ -49,10 +49,20 @@ def test_stock_verify_graph_path_equals_ar(setup):
     eng = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=1024,
                                    attention_backend="triton", speculative_draft_model_path=drafter,
                                    speculative_num_draft_tokens=4))
-    eng.worker.enable_cuda_graphs(max_bs=2, capture=False)  # 3 requests: eager fallback too
+    eng.worker.enable_cuda_graphs(max_bs=4, capture=False)  # 3 requests: bucket 4, 1 padding
+    calls = []
+    for g in (eng.worker.verify_graphs, eng.worker.draft_graphs):
+        g.run = (lambda run, name: lambda *a: calls.append((name, len(a[0]))) or run(*a))(
+            g.run, type(g).__name__)
     outs = eng.generate(prompts(), GREEDY)
+    assert ("TargetGraphs", 3) in calls and ("DraftGraphs", 3) in calls
     assert [o.output_ids for o in outs] == ref
     assert eng.scheduler.alloc.used_tokens == 0
+    # the graphed drafter block pass proposes what the eager torch path proposes: same steps
+    eager = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=1024,
+                                     speculative_draft_model_path=drafter,
+                                     speculative_num_draft_tokens=4)).generate(prompts(), GREEDY)
+    assert [o.meta["spec_verify_ct"] for o in outs] == [o.meta["spec_verify_ct"] for o in eager]
 
 
 def test_backend_flag_checks(setup):
