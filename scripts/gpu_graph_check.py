@@ -11,7 +11,8 @@
    speedup over `ar`.
 
     python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--batch 1,4,8,16,32]
-        [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--out result.json]
+        [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--draft-graph]
+        [--out result.json]
 
 Hybrid (Gated DeltaNet) targets are not graphed yet; give them with --no-graph to time eager.
 """
@@ -41,7 +42,7 @@ from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
 
 
-def exactness() -> bool:
+def exactness(draft_graph: bool = False) -> bool:
     from tests.e2e.tiny_drafters import make_drafter
     from tests.e2e.tiny_models import make_tiny
 
@@ -52,7 +53,7 @@ def exactness() -> bool:
     ps = [[rng.randrange(3, 250) for _ in range(n)] for n in (1, 7, 19, 33, 50)]
     sp = SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)
     common = dict(model_path=target, device="cuda", dtype="float32", max_total_tokens=4096,
-                  cuda_graph_max_bs=8)
+                  cuda_graph_max_bs=8, enable_draft_cuda_graph=draft_graph)
     ref = [o.output_ids for o in OfflineEngine(ServerArgs(**common, attention_backend="torch"))
            .generate(ps, sp)]
     ok = True
@@ -102,7 +103,8 @@ def speed(a, bw: float) -> dict:
                 load_format="dummy", context_length=a.long + 1024, max_total_tokens=
                 max(a.long + 2048, max(a.batch) * (a.prompt_len + a.new + 64)),
                 max_running_requests=max(a.batch), skip_tokenizer_init=True,
-                cuda_graph_max_bs=max(a.batch), disable_cuda_graph=a.no_graph)
+                cuda_graph_max_bs=max(a.batch), disable_cuda_graph=a.no_graph,
+                enable_draft_cuda_graph=a.draft_graph)
     t0 = time.perf_counter()
     eng = OfflineEngine(ServerArgs(**base, speculative_draft_load_format="dummy",
                                    speculative_draft_model_path=os.path.join(
@@ -158,12 +160,14 @@ def main() -> int:
     ap.add_argument("--prompt-len", type=int, default=256)
     ap.add_argument("--long", type=int, default=8192)
     ap.add_argument("--no-graph", action="store_true")
+    ap.add_argument("--draft-graph", action="store_true",
+                    help="also graph the drafter's block pass (--enable-draft-cuda-graph)")
     ap.add_argument("--skip-exactness", action="store_true")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(x) for x in a.batch.split(",")]
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
-    ok = True if a.skip_exactness else exactness()
+    ok = True if a.skip_exactness else exactness(a.draft_graph)
     bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     res = speed(a, bw)

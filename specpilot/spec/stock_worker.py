@@ -76,15 +76,17 @@ class StockSpecWorker:
                  dc.algorithm, dc.architecture, self.num_draft_tokens, c.num_hidden_layers,
                  list(self.capture))
 
-    def enable_cuda_graphs(self, max_bs: int, capture: bool = True) -> None:
-        """Capture the target's VERIFY forward (B rows per request, features captured) and the
-        drafter's block pass for batch buckets up to max_bs; proposal, accept and the drafter's
-        context store stay eager."""
+    def enable_cuda_graphs(self, max_bs: int, capture: bool = True, draft: bool = True) -> None:
+        """Capture the target's VERIFY forward (B rows per request, features captured) and, with
+        `draft`, the drafter's block pass, for batch buckets up to max_bs; proposal, accept and
+        the drafter's context store stay eager. (The server graphs the block pass only with
+        --enable-draft-cuda-graph until its capture has been run on a GPU.)"""
         from specpilot.engine.cuda_graph import DraftGraphs, TargetGraphs
 
         self.verify_graphs = TargetGraphs(self.runner, self.num_draft_tokens, self.capture,
                                           max_bs=max_bs, capture=capture)
-        self.draft_graphs = DraftGraphs(self, max_bs=max_bs, capture=capture)
+        if draft:
+            self.draft_graphs = DraftGraphs(self, max_bs=max_bs, capture=capture)
 
     @torch.inference_mode()
     def forward(self, wb: WorkerBatch) -> StepOutput:
