@@ -155,17 +155,19 @@ def target_hooks(timer: ComponentTimer, model: nn.Module) -> list:
         kind = "attn" if gdn is None else "gdn"
         if gdn is None:
             a = layer.self_attn
-            for name in ("q_proj", "k_proj", "v_proj", "gate_proj"):
-                if hasattr(a, name):
+            for name in ("qkv_proj", "qkvg_proj", "q_proj", "k_proj", "v_proj", "gate_proj"):
+                if hasattr(a, name):  # fused (layers/fused.py) or not
                     handles += timer.hook(getattr(a, name), "attn.qkv")
             handles += timer.hook(a.o_proj, "attn.o")
         else:
             handles += timer.hook(gdn, "gdn.recurrent")  # exclusive: conv, delta rule, norm
-            for name in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"):
-                handles += timer.hook(getattr(gdn, name), "gdn.in_proj")
+            for name in ("in_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"):
+                if hasattr(gdn, name):
+                    handles += timer.hook(getattr(gdn, name), "gdn.in_proj")
             handles += timer.hook(gdn.out_proj, "gdn.out_proj")
-        handles += timer.hook(layer.mlp.gate_proj, f"{kind}.mlp.gate_up")
-        handles += timer.hook(layer.mlp.up_proj, f"{kind}.mlp.gate_up")
+        for name in ("gate_up_proj", "gate_proj", "up_proj"):
+            if hasattr(layer.mlp, name):
+                handles += timer.hook(getattr(layer.mlp, name), f"{kind}.mlp.gate_up")
         handles += timer.hook(layer.mlp.down_proj, f"{kind}.mlp.down")
     return handles
 

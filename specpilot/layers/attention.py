@@ -8,11 +8,14 @@ k/v in the KV cache and attends over each request's cached context plus its new 
 import torch
 from torch import nn
 
+from specpilot.layers.fused import project
 from specpilot.layers.norm import RMSNorm
 from specpilot.layers.rotary import RotaryEmbedding
 
 
 class SelfAttention(nn.Module):
+    FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj")}
+
     def __init__(self, hf_config, layer_id: int, rotary: RotaryEmbedding, qk_norm: bool):
         super().__init__()
         c = hf_config
@@ -38,9 +41,10 @@ class SelfAttention(nn.Module):
     def forward(self, positions: torch.Tensor, x: torch.Tensor, backend) -> torch.Tensor:
         """positions [T]; x [T, hidden] -> [T, hidden]."""
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.num_heads, self.head_dim)
-        k = self.k_proj(x).view(t, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        q, k, v = project(self, "qkv_proj", x)
+        q = q.view(t, self.num_heads, self.head_dim)
+        k = k.view(t, self.num_kv_heads, self.head_dim)
+        v = v.view(t, self.num_kv_heads, self.head_dim)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = self.rotary[0](positions, q, k)

@@ -1,6 +1,7 @@
 """LlamaForCausalLM and Qwen3ForCausalLM (Llama plus per-head q/k RMSNorm).
 
-Parameter names equal the Hugging Face checkpoint's (`model.layers.N.self_attn.q_proj.weight`).
+Parameter names equal the Hugging Face checkpoint's (`model.layers.N.self_attn.q_proj.weight`)
+when loading; after loading, q/k/v and gate/up are fused into one GEMM each (layers/fused.py).
 forward(input_ids [T], positions [T], backend, capture) -> (hidden [T, H], aux features or None);
 the runner picks the rows that need logits and calls compute_logits(hidden [N, H]) -> [N, V] fp32.
 """
@@ -9,12 +10,15 @@ import torch
 from torch import nn
 
 from specpilot.layers.attention import SelfAttention
+from specpilot.layers.fused import project
 from specpilot.layers.norm import RMSNorm
 from specpilot.layers.rotary import RotaryEmbedding
 from specpilot.models.registry import register
 
 
 class GatedMLP(nn.Module):
+    FUSED = {"gate_up_proj": ("gate_proj", "up_proj")}
+
     def __init__(self, hidden: int, intermediate: int, act: str, bias: bool):
         super().__init__()
         if act != "silu":
@@ -24,7 +28,8 @@ class GatedMLP(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = project(self, "gate_up_proj", x)
+        return self.down_proj(nn.functional.silu(gate) * up)
 
 
 class DecoderLayer(nn.Module):

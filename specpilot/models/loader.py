@@ -15,6 +15,7 @@ import torch
 from safetensors import safe_open
 from transformers import AutoConfig
 
+from specpilot.layers.fused import fuse_projections
 from specpilot.models.registry import resolve
 
 log = logging.getLogger(__name__)
@@ -114,4 +115,5 @@ def build_model(model_path: str, dtype: torch.dtype, device: torch.device, max_p
     else:
         load_weights(model, model_path)
         log.info("loaded %s (%s) from %s", cls.__name__, dtype, model_path)
+    fuse_projections(model)  # q/k/v(/gate), gate/up, GDN in_proj: one GEMM each
     return model.eval(), hf_config

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specpilot.layers.fused import project
 from specpilot.layers.norm import ZeroCenteredRMSNorm
 from specpilot.layers.rotary import RotaryEmbedding
 from specpilot.models.llama import GatedMLP, run_layers
@@ -55,6 +56,8 @@ class MuseRMSNorm(nn.Module):
 
 
 class MuseAttention(nn.Module):
+    FUSED = {"qkvg_proj": ("q_proj", "k_proj", "v_proj", "gate_proj")}
+
     def __init__(self, c, layer_id: int, rotary: RotaryEmbedding | None, window: int | None):
         super().__init__()
         self.layer_id = layer_id
@@ -78,14 +81,15 @@ class MuseAttention(nn.Module):
     def forward(self, positions: torch.Tensor, x: torch.Tensor, backend) -> torch.Tensor:
         """positions [T]; x [T, hidden] (the normed layer input) -> [T, hidden]."""
         t = x.shape[0]
-        q = self.qk_norm(self.q_proj(x).view(t, self.num_heads, self.head_dim))
+        q, k, v, gate = project(self, "qkvg_proj", x)
+        q = self.qk_norm(q.view(t, self.num_heads, self.head_dim))
         q = q * self.qk_scale_factor  # after the norm, before RoPE, in the model dtype (as HF)
-        k = self.qk_norm(self.k_proj(x).view(t, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        k = self.qk_norm(k.view(t, self.num_kv_heads, self.head_dim))
+        v = v.view(t, self.num_kv_heads, self.head_dim)
         if self.rotary is not None:
             q, k = self.rotary[0](positions, q, k)
         o = backend.forward(q, k, v, self.layer_id, self.scaling, self.window)  # [T, Hq, D]
-        o = o.reshape(t, self.num_heads * self.head_dim) * torch.sigmoid(self.gate_proj(x))
+        o = o.reshape(t, self.num_heads * self.head_dim) * torch.sigmoid(gate)
         return self.o_proj(o)
 
 

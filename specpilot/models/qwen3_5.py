@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specpilot.layers.fused import project
 from specpilot.layers.gdn import causal_conv, delta_rule, l2norm
 from specpilot.layers.norm import GatedRMSNorm, ZeroCenteredRMSNorm
 from specpilot.layers.rotary import RotaryEmbedding
@@ -28,6 +29,8 @@ from specpilot.models.registry import register
 
 
 class GatedDeltaNet(nn.Module):
+    FUSED = {"in_proj": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")}
+
     def __init__(self, c, state_index: int):
         super().__init__()
         self.state_index = state_index
@@ -49,10 +52,10 @@ class GatedDeltaNet(nn.Module):
 
     def forward(self, positions, x, backend):  # x [T, hidden]
         st = backend.recurrent
-        mixed = self.in_proj_qkv(x)  # [T, C]
-        z = self.in_proj_z(x).view(-1, self.hv, self.dv)
-        beta = self.in_proj_b(x).sigmoid().float()  # [T, Hv]
-        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias)
+        mixed, z, b, a = project(self, "in_proj", x)  # mixed [T, C]
+        z = z.reshape(-1, self.hv, self.dv)
+        beta = b.sigmoid().float()  # [T, Hv]
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
         weight = self.conv1d.weight[:, 0, :]  # [C, K]
         out = torch.empty(x.shape[0], self.hv, self.dv, dtype=x.dtype, device=x.device)
         rep = self.hv // self.hk
@@ -73,6 +76,8 @@ class GatedDeltaNet(nn.Module):
 
 
 class GatedAttention(nn.Module):
+    FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj")}
+
     def __init__(self, c, kv_index: int, rotary: RotaryEmbedding):
         super().__init__()
         self.kv_index = kv_index
@@ -89,10 +94,11 @@ class GatedAttention(nn.Module):
 
     def forward(self, positions, x, backend):
         t, d = x.shape[0], self.head_dim
-        q, gate = self.q_proj(x).view(t, self.num_heads, 2 * d).chunk(2, dim=-1)
+        q, k, v = project(self, "qkv_proj", x)
+        q, gate = q.reshape(t, self.num_heads, 2 * d).chunk(2, dim=-1)
         q = self.q_norm(q)
-        k = self.k_norm(self.k_proj(x).view(t, self.num_kv_heads, d))
-        v = self.v_proj(x).view(t, self.num_kv_heads, d)
+        k = self.k_norm(k.reshape(t, self.num_kv_heads, d))
+        v = v.reshape(t, self.num_kv_heads, d)
         q, k = self.rotary[0](positions, q, k)
         o = backend.forward(q, k, v, self.kv_index, d ** -0.5).reshape(t, -1)
         return self.o_proj(o * torch.sigmoid(gate.reshape(t, -1)))

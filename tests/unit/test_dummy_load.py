@@ -25,7 +25,7 @@ def test_dummy_target_and_drafter(tmp_path):
                                    max_total_tokens=256, speculative_draft_model_path=draft,
                                    speculative_draft_load_format="dummy",
                                    speculative_num_draft_tokens=4, skip_tokenizer_init=True))
-    w = eng.runner.model.text.layers[0].linear_attn.in_proj_qkv.weight
+    w = eng.runner.model.text.layers[0].linear_attn.in_proj.weight  # fused in_proj_{qkv,z,b,a}
     assert w.abs().sum() > 0 and abs(w.std().item() - 0.02) < 0.005
     assert eng.worker.drafter.fc.weight.abs().sum() > 0
     out = eng.generate([[3, 4, 5]], SamplingParams(temperature=0, max_new_tokens=6,

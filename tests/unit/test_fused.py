@@ -1,0 +1,45 @@
+"""layers/fused.py: fused projections equal their parts, and fusing happens at load time."""
+
+import torch
+from torch import nn
+
+from specpilot.layers.fused import FusedLinear, fuse_projections, project
+
+
+class Two(nn.Module):
+    FUSED = {"ab": ("a", "b")}
+
+    def __init__(self, bias: bool):
+        super().__init__()
+        self.a = nn.Linear(8, 5, bias=bias)
+        self.b = nn.Linear(8, 3, bias=bias)
+
+
+def test_fused_equals_parts():
+    torch.manual_seed(0)
+    for bias in (False, True):
+        m = Two(bias)
+        x = torch.randn(4, 8)
+        ref = (m.a(x), m.b(x))
+        assert fuse_projections(m) == 1 and fuse_projections(m) == 0  # idempotent
+        assert isinstance(m.ab, FusedLinear) and not hasattr(m, "a") and m.ab.sizes == [5, 3]
+        out = project(m, "ab", x)
+        assert len(out) == 2 and all(torch.allclose(o, r, atol=1e-6) for o, r in zip(out, ref))
+
+
+def test_unfused_module_still_works():
+    m = Two(False)
+    x = torch.randn(2, 8)
+    a, b = project(m, "ab", x)
+    assert torch.equal(a, m.a(x)) and torch.equal(b, m.b(x))
+
+
+def test_models_are_fused_at_load(tmp_path):
+    from specpilot.models.loader import build_model
+    from tests.e2e.tiny_models import make_tiny
+
+    model, _ = build_model(make_tiny("llama", tmp_path / "t"), torch.float32, torch.device("cpu"),
+                           64)
+    layer = model.model.layers[0]
+    assert isinstance(layer.self_attn.qkv_proj, FusedLinear) and not hasattr(layer.self_attn, "q_proj")
+    assert isinstance(layer.mlp.gate_up_proj, FusedLinear)
