@@ -165,20 +165,21 @@ class StockSpecWorker:
             accepted, nxt = rejection_accept(prop.tokens, q, p, *self._randomness(wb, r, b, p))
         if self.simulate is not None:
             accepted, nxt = self.simulate.override(prop.tokens, logits.view(r, b, -1), b)
-        acc = accepted.tolist()
+        # the step's one device-to-host copy: accepted counts, bonus tokens and drafts together
+        host = torch.cat([accepted[:, None], nxt[:, None], prop.tokens], dim=1).tolist()
+        acc = [row[0] for row in host]
+        tokens = [row[2:2 + row[0]] + [row[1]] for row in host]
         self._commit(aux, starts, loc, acc)
-        nxt_l, drafts = nxt.tolist(), prop.tokens.tolist()
-        tokens = [drafts[i][:acc[i]] + [nxt_l[i]] for i in range(r)]
         return StepOutput(tokens, num_accepted=acc, num_proposed=b - 1)
 
     def _commit(self, aux, starts, loc, accepted: list[int]) -> None:
         """Rows 0..accepted[i] of request i become committed: the target's recurrent state (if
-        any) and the drafter's context K/V at their positions. aux/loc [R*B], starts [R]."""
-        rn = self.runner
+        any) and the drafter's context K/V at their positions. aux/loc [R*B], starts [R].
+        The kept rows are indexed from the host-side counts, so no device sync is needed."""
+        rn, b = self.runner, self.num_draft_tokens
         rn.commit_verify(accepted)
-        offs = torch.arange(self.num_draft_tokens, device=rn.device)
-        keep = (offs[None, :] <= rn.tensor(accepted)[:, None]).reshape(-1)  # [R*B]
-        positions = (starts[:, None] + offs[None, :]).reshape(-1)
+        keep = rn.tensor([i * b + j for i, a in enumerate(accepted) for j in range(a + 1)])
+        positions = (starts[:, None] + torch.arange(b, device=rn.device)[None, :]).reshape(-1)
         self._store_context(aux[keep], positions[keep], loc[keep])
 
     def _randomness(self, wb: WorkerBatch, r: int, b: int, p: torch.Tensor):
