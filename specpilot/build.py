@@ -23,9 +23,8 @@ def build_worker(args: ServerArgs):
     why_not = "disabled by --disable-cuda-graph" if args.disable_cuda_graph \
         else runner.graph_support()
     max_bs = args.cuda_graph_max_bs or min(args.max_running_requests, 32)
-    if why_not is not None:
-        if runner.device.type == "cuda":
-            log.info("CUDA graphs off: %s", why_not)
+    if why_not is not None and runner.device.type == "cuda":
+        log.info("CUDA graphs off: %s", why_not)
     if args.speculative_draft_model_path is None:
         if why_not is None:
             runner.enable_cuda_graphs(max_bs)

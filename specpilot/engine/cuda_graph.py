@@ -7,8 +7,9 @@ inputs go through preallocated buffers whose addresses the graph recorded: token
 KV slots and the attention metadata (a TritonBackend of its own, so eager EXTEND batches on the
 runner's backend never touch them). The bucket's R..bucket-1 padding requests are real, harmless
 requests: prefix 0 (so they read no table entry; the last table row is named), their KV written
-to the scratch slot 0, their outputs dropped. Inside the graph: embedding, every layer, the final norm and the logits of every row;
-outside: writing the new rows' slots into req_to_token (as the eager path does) and sampling.
+to the scratch slot 0, their outputs dropped. Inside a target graph: embedding, every layer, the
+final norm and the logits of every row; outside: writing the new rows' slots into req_to_token
+(as the eager path does) and sampling.
 
 `capture=False` runs exactly the same padded, buffer-based code eagerly: that is how the CPU tests
 (Triton interpreter) check the padding logic, and how a GPU run can compare a graph against its
@@ -37,37 +38,21 @@ def default_buckets(max_bs: int) -> list[int]:
     return out + [max_bs]
 
 
-class TargetGraphs:
-    def __init__(self, runner, rows: int, capture_layers: tuple[int, ...] = (),
-                 max_bs: int = 32, buckets: list[int] | None = None, capture: bool = True):
-        if runner.states is not None:
-            raise ValueError("CUDA graphs do not cover recurrent (hybrid) targets yet")
-        self.runner, self.rows, self.layers = runner, rows, tuple(capture_layers)
+class _BucketGraphs:
+    """Buckets, capture and replay shared by TargetGraphs and DraftGraphs. A subclass sets
+    `rows` (per request) and implements _prepare(bs, rows_l, lens) (attention metadata for the
+    real requests, then padding ones) and _forward(bs) (the computation over the static
+    buffers, returning the outputs to keep)."""
+
+    what = "step"
+
+    def __init__(self, runner, max_bs: int, buckets: list[int] | None):
         self.buckets = sorted(set(buckets or default_buckets(max_bs)))
         self.max_bs = self.buckets[-1]
         self.spare_row = runner.req_to_token.table.shape[0] - 1
-        dev = runner.device
-        n = self.max_bs * rows
-        self.ids = torch.zeros(n, dtype=torch.int64, device=dev)
-        self.positions = torch.zeros(n, dtype=torch.int64, device=dev)
-        self.loc = torch.zeros(n, dtype=torch.int64, device=dev)  # padding rows: scratch slot 0
-        self.backend = TritonBackend(runner.kv, runner.req_to_token)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.outputs: dict[int, tuple] = {}
-        self.captured = capture
-        if capture:
-            self._capture_all()
-
-    def _prepare(self, bs: int, rows_l: list[int], prefix_lens: list[int]) -> None:
-        """Attention metadata for `bs` requests: the real ones, then padding ones."""
-        pad = bs - len(rows_l)
-        self.backend.prepare(list(rows_l) + [self.spare_row] * pad, list(prefix_lens) + [0] * pad,
-                             [self.rows] * bs, self.loc[:bs * self.rows], graph=True)
-
-    def _forward(self, bs: int):
-        n = bs * self.rows
-        hidden, aux = self.runner.model(self.ids[:n], self.positions[:n], self.backend, self.layers)
-        return self.runner.model.compute_logits(hidden), aux
+        self.outputs: dict[int, object] = {}
+        self.captured = False
 
     @torch.inference_mode()
     def _capture_all(self) -> None:
@@ -85,11 +70,54 @@ class TargetGraphs:
                 self.outputs[bs] = self._forward(bs)
             self.graphs[bs] = graph
         torch.cuda.synchronize()
-        log.info("CUDA graphs captured: %d rows per request, batch sizes %s", self.rows,
-                 self.buckets)
+        self.captured = True
+        log.info("CUDA graphs captured: %s, %d rows per request, batch sizes %s", self.what,
+                 self.rows, self.buckets)
 
     def bucket(self, batch: int) -> int | None:
         return next((b for b in self.buckets if b >= batch), None)
+
+    def _bucket_for(self, batch: int) -> int:
+        bs = self.bucket(batch)
+        if bs is None:
+            raise ValueError(f"{batch} requests exceed the largest CUDA-graph batch {self.max_bs}")
+        return bs
+
+    def _launch(self, bs: int):
+        """Replay bucket bs's graph (or run its eager twin) over the filled buffers."""
+        if self.captured:
+            self.graphs[bs].replay()
+            return self.outputs[bs]
+        return self._forward(bs)
+
+
+class TargetGraphs(_BucketGraphs):
+    what = "target"
+
+    def __init__(self, runner, rows: int, capture_layers: tuple[int, ...] = (),
+                 max_bs: int = 32, buckets: list[int] | None = None, capture: bool = True):
+        if runner.states is not None:
+            raise ValueError("CUDA graphs do not cover recurrent (hybrid) targets yet")
+        super().__init__(runner, max_bs, buckets)
+        self.runner, self.rows, self.layers = runner, rows, tuple(capture_layers)
+        dev = runner.device
+        n = self.max_bs * rows
+        self.ids = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.positions = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.loc = torch.zeros(n, dtype=torch.int64, device=dev)  # padding rows: scratch slot 0
+        self.backend = TritonBackend(runner.kv, runner.req_to_token)
+        if capture:
+            self._capture_all()
+
+    def _prepare(self, bs: int, rows_l: list[int], prefix_lens: list[int]) -> None:
+        pad = bs - len(rows_l)
+        self.backend.prepare(list(rows_l) + [self.spare_row] * pad, list(prefix_lens) + [0] * pad,
+                             [self.rows] * bs, self.loc[:bs * self.rows], graph=True)
+
+    def _forward(self, bs: int):
+        n = bs * self.rows
+        hidden, aux = self.runner.model(self.ids[:n], self.positions[:n], self.backend, self.layers)
+        return self.runner.model.compute_logits(hidden), aux
 
     @torch.inference_mode()
     def run(self, rows_l: list[int], prefix_lens: list[int], input_ids: torch.Tensor,
@@ -99,9 +127,7 @@ class TargetGraphs:
         fp32, aux [R*rows, n*H] or None); they are views into graph outputs, valid until the
         next run."""
         r, k = len(rows_l), self.rows
-        bs = self.bucket(r)
-        if bs is None:
-            raise ValueError(f"{r} requests exceed the largest CUDA-graph batch {self.max_bs}")
+        bs = self._bucket_for(r)
         n, dev = r * k, self.runner.device
         offs = torch.arange(k, device=dev)
         pos = (torch.tensor(prefix_lens, dtype=torch.int64, device=dev)[:, None] + offs).reshape(-1)
@@ -116,36 +142,29 @@ class TargetGraphs:
             self.positions[n:m].copy_(offs.repeat(bs - r))
             self.loc[n:m].zero_()
         self._prepare(bs, rows_l, prefix_lens)
-        if self.captured:
-            self.graphs[bs].replay()
-            logits, aux = self.outputs[bs]
-        else:
-            logits, aux = self._forward(bs)
+        logits, aux = self._launch(bs)
         return logits[:n], (None if aux is None else aux[:n])
 
 
-class DraftGraphs:
+class DraftGraphs(_BucketGraphs):
     """The drafter's block pass, block_ids [R, Bd] at positions anchor.. -> hidden [R, Bd, H],
-    graphed per batch bucket like TargetGraphs (padding requests: context 0, anchor 0). Its own
+    graphed per batch bucket like TargetGraphs (padding requests: context 0). Its own
     TritonDraftAttentionBackend shares the worker's draft KV cache (context rows are stored
     eagerly by the worker, outside the graph)."""
+
+    what = "drafter block"
 
     def __init__(self, worker, max_bs: int = 32, buckets: list[int] | None = None,
                  capture: bool = True):
         rn, self.worker = worker.runner, worker
+        super().__init__(rn, max_bs, buckets)
         self.rows = worker.block_rows
-        self.buckets = sorted(set(buckets or default_buckets(max_bs)))
-        self.max_bs = self.buckets[-1]
-        self.spare_row = rn.req_to_token.table.shape[0] - 1
         self.mask_id = worker.drafter.dc.mask_token_id
         self.block = torch.full((self.max_bs, self.rows), self.mask_id, dtype=torch.int64,
                                 device=rn.device)
         self.positions = torch.zeros((self.max_bs, self.rows), dtype=torch.int64, device=rn.device)
         self.offs = torch.arange(self.rows, device=rn.device)
         self.backend = TritonDraftAttentionBackend(worker.draft_kv, rn.req_to_token)
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.outputs: dict[int, torch.Tensor] = {}
-        self.captured = capture
         if capture:
             self._capture_all()
 
@@ -158,35 +177,11 @@ class DraftGraphs:
         return self.worker.drafter(self.block[:bs], self.positions[:bs], self.backend)
 
     @torch.inference_mode()
-    def _capture_all(self) -> None:
-        pool = torch.cuda.graph_pool_handle()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        for bs in sorted(self.buckets, reverse=True):
-            self._prepare(bs, [], [])
-            with torch.cuda.stream(stream):
-                for _ in range(2):
-                    self._forward(bs)
-            torch.cuda.current_stream().wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool, stream=stream):
-                self.outputs[bs] = self._forward(bs)
-            self.graphs[bs] = graph
-        torch.cuda.synchronize()
-        log.info("CUDA graphs captured: drafter block of %d rows, batch sizes %s", self.rows,
-                 self.buckets)
-
-    def bucket(self, batch: int) -> int | None:
-        return next((b for b in self.buckets if b >= batch), None)
-
-    @torch.inference_mode()
     def run(self, rows_l: list[int], anchor_pos: list[int], anchors: torch.Tensor) -> torch.Tensor:
         """Block pass for len(rows_l) requests: anchors [R] at positions anchor_pos (= context
         lengths). Returns hidden [R, Bd, H], a view valid until the next run."""
         r = len(rows_l)
-        bs = self.bucket(r)
-        if bs is None:
-            raise ValueError(f"{r} requests exceed the largest CUDA-graph batch {self.max_bs}")
+        bs = self._bucket_for(r)
         starts = torch.tensor(anchor_pos, dtype=torch.int64, device=self.block.device)
         self.block[:r, 0].copy_(anchors)
         self.positions[:r].copy_(starts[:, None] + self.offs)
@@ -194,7 +189,4 @@ class DraftGraphs:
             self.block[r:bs, 0] = self.mask_id  # any id: padding outputs are dropped
             self.positions[r:bs].copy_(self.offs.expand(bs - r, -1))
         self._prepare(bs, rows_l, anchor_pos)
-        if self.captured:
-            self.graphs[bs].replay()
-            return self.outputs[bs][:r]
-        return self._forward(bs)[:r]
+        return self._launch(bs)[:r]

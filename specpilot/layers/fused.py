@@ -15,42 +15,42 @@ import torch
 from torch import nn
 
 
-class FusedLinear(nn.Linear):
-    """nn.Linear over the row-concatenation of several weights; `sizes` are the parts' widths."""
-
-    def __init__(self, parts: list[nn.Linear]):
-        ref = parts[0]
-        if any(p.in_features != ref.in_features or p.weight.dtype != ref.weight.dtype
-               or (p.bias is None) != (ref.bias is None) for p in parts):
-            raise ValueError("fused projections need one input width, dtype and bias setting")
-        out = sum(p.out_features for p in parts)
-        super().__init__(ref.in_features, out, bias=ref.bias is not None,
-                         device=ref.weight.device, dtype=ref.weight.dtype)
-        with torch.no_grad():
-            self.weight.copy_(torch.cat([p.weight for p in parts], dim=0))
-            if self.bias is not None:
-                self.bias.copy_(torch.cat([p.bias for p in parts], dim=0))
-        self.sizes = [p.out_features for p in parts]
+def fused_linear(parts: list[nn.Linear]) -> nn.Linear:
+    """One nn.Linear over the row-concatenation of the parts' weights (and biases)."""
+    ref = parts[0]
+    if any(p.in_features != ref.in_features or p.weight.dtype != ref.weight.dtype
+           or (p.bias is None) != (ref.bias is None) for p in parts):
+        raise ValueError("fused projections need one input width, dtype and bias setting")
+    out = nn.Linear(ref.in_features, sum(p.out_features for p in parts),
+                    bias=ref.bias is not None, device=ref.weight.device, dtype=ref.weight.dtype)
+    with torch.no_grad():
+        out.weight.copy_(torch.cat([p.weight for p in parts], dim=0))
+        if out.bias is not None:
+            out.bias.copy_(torch.cat([p.bias for p in parts], dim=0))
+    return out
 
 
 def project(module: nn.Module, group: str, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The outputs of module.FUSED[group]'s projections for input x, in their declared order."""
-    fused = module._modules.get(group)
-    if fused is not None:
-        return fused(x).split(fused.sizes, dim=-1)
+    sizes = getattr(module, "fused_sizes", {}).get(group)
+    if sizes is not None:
+        return module._modules[group](x).split(sizes, dim=-1)
     return tuple(getattr(module, name)(x) for name in module.FUSED[group])
 
 
 def fuse_projections(model: nn.Module) -> int:
     """Fuse every group declared by a module's FUSED mapping, in place. Returns the number of
-    groups fused. Parts that are not plain nn.Linear (already fused or converted) are skipped."""
+    groups fused. The split widths live on the owning module (`fused_sizes`), so the fused
+    layer may later be replaced by any linear of the same shape (e.g. a W12Linear)."""
     n = 0
     for module in list(model.modules()):
         for group, names in getattr(module, "FUSED", {}).items():
             parts = [module._modules.get(name) for name in names]
             if group in module._modules or not all(type(p) is nn.Linear for p in parts):
                 continue
-            setattr(module, group, FusedLinear(parts))
+            setattr(module, group, fused_linear(parts))
+            module.fused_sizes = {**getattr(module, "fused_sizes", {}),
+                                  group: [p.out_features for p in parts]}
             for name in names:
                 delattr(module, name)
             n += 1

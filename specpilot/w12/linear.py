@@ -118,8 +118,6 @@ def convert_model_linears(model: nn.Module, threshold: float = ESC_THRESHOLD,
         if new is None:
             layers[name] = "kept: escape rate above threshold"
             continue
-        if hasattr(child, "sizes"):  # a fused projection (layers/fused.py) keeps its split
-            new.sizes = child.sizes
         setattr(module, cname, new)
         layers[name] = "w12-row" if new.per_row else "w12-tensor"
     n_conv = sum(1 for v in layers.values() if v.startswith("w12"))
