@@ -13,8 +13,10 @@ final norm and the logits of every row; outside: writing the new rows' slots int
 
 `capture=False` runs exactly the same padded, buffer-based code eagerly: that is how the CPU tests
 (Triton interpreter) check the padding logic, and how a GPU run can compare a graph against its
-own eager twin. Targets with recurrent layers are not graphed yet (their state commit is a
-per-request Python path).
+own eager twin. Hybrid targets (recurrent layers) get a TensorRecurrentBatch of their own with
+static metadata and, for VERIFY, a static stash sized for the largest bucket; the commit after
+acceptance runs eagerly (ModelRunner.commit_verify). Padding requests are fresh (prefix 0), so
+their recurrence starts from zeros; their state and conv window land in the spare table row.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import logging
 
 import torch
 
+from specpilot.engine.state_pool import TensorRecurrentBatch
 from specpilot.engine.triton_backend import TritonBackend, TritonDraftAttentionBackend
 
 log = logging.getLogger(__name__)
@@ -96,8 +99,6 @@ class TargetGraphs(_BucketGraphs):
 
     def __init__(self, runner, rows: int, capture_layers: tuple[int, ...] = (),
                  max_bs: int = 32, buckets: list[int] | None = None, capture: bool = True):
-        if runner.states is not None:
-            raise ValueError("CUDA graphs do not cover recurrent (hybrid) targets yet")
         super().__init__(runner, max_bs, buckets)
         self.runner, self.rows, self.layers = runner, rows, tuple(capture_layers)
         dev = runner.device
@@ -106,13 +107,20 @@ class TargetGraphs(_BucketGraphs):
         self.positions = torch.zeros(n, dtype=torch.int64, device=dev)
         self.loc = torch.zeros(n, dtype=torch.int64, device=dev)  # padding rows: scratch slot 0
         self.backend = TritonBackend(runner.kv, runner.req_to_token)
+        self.verify = rows > 1  # DECODE graphs advance recurrent state, VERIFY graphs stash
+        if runner.states is not None:
+            self.backend.recurrent = TensorRecurrentBatch(
+                runner.states, runner.dtype, self.max_bs, n if self.verify else None)
         if capture:
             self._capture_all()
 
     def _prepare(self, bs: int, rows_l: list[int], prefix_lens: list[int]) -> None:
         pad = bs - len(rows_l)
-        self.backend.prepare(list(rows_l) + [self.spare_row] * pad, list(prefix_lens) + [0] * pad,
-                             [self.rows] * bs, self.loc[:bs * self.rows], graph=True)
+        rows_l, prefix_lens = list(rows_l) + [self.spare_row] * pad, list(prefix_lens) + [0] * pad
+        self.backend.prepare(rows_l, prefix_lens, [self.rows] * bs, self.loc[:bs * self.rows],
+                             graph=True)
+        if self.backend.recurrent is not None:
+            self.backend.recurrent.prepare(rows_l, prefix_lens, [self.rows] * bs, self.verify)
 
     def _forward(self, bs: int):
         n = bs * self.rows
@@ -143,6 +151,8 @@ class TargetGraphs(_BucketGraphs):
             self.loc[n:m].zero_()
         self._prepare(bs, rows_l, prefix_lens)
         logits, aux = self._launch(bs)
+        if self.verify and self.backend.recurrent is not None:
+            self.runner.last_recurrent = self.backend.recurrent  # commit_verify replays from it
         return logits[:n], (None if aux is None else aux[:n])
 
 

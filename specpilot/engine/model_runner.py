@@ -17,7 +17,7 @@ from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.attention_backend import TorchNativeBackend
 from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
 from specpilot.engine.sampler import SamplingBatch, sample
-from specpilot.engine.state_pool import RecurrentBatch, RecurrentStatePool
+from specpilot.engine.state_pool import RecurrentBatch, RecurrentStatePool, TensorRecurrentBatch
 from specpilot.models.loader import build_model, load_hf_config
 
 log = logging.getLogger(__name__)
@@ -161,6 +161,10 @@ class ModelRunner:
         else:
             self.backend = TorchNativeBackend(self.kv, self.req_to_token)
         self.graphs = None  # TargetGraphs of DECODE (1 row per request), see enable_cuda_graphs
+        self._recurrent = None  # the tensorised recurrent batch of eager steps (Triton path)
+        if self.states is not None and self.attention_backend == "triton":
+            self._recurrent = TensorRecurrentBatch(self.states, self.dtype, num_rows)
+        self.last_recurrent = None  # the recurrent batch of the last verify, for commit_verify
         self.info = RunnerInfo(
             device=str(self.device), dtype=str(self.dtype).replace("torch.", ""),
             context_length=ctx, vocab_size=self.model.config.vocab_size, num_kv_slots=num_slots,
@@ -176,8 +180,6 @@ class ModelRunner:
             return "not on CUDA"
         if self.attention_backend != "triton":
             return "the torch attention backend loops over requests on the host"
-        if self.states is not None:
-            return "recurrent (hybrid) targets are not graphed yet"
         return None
 
     def enable_cuda_graphs(self, max_bs: int, capture: bool = True) -> None:
@@ -211,15 +213,20 @@ class ModelRunner:
         positions = torch.tensor(positions_l, dtype=torch.int64, device=dev)
         self.req_to_token.write(torch.tensor(rows_l, dtype=torch.int64, device=dev), positions, loc)
         backend = self.backend.prepare(rows, prefix_lens, extend_lens, loc)
-        if self.states is not None:
+        if self._recurrent is not None:
+            backend.recurrent = self._recurrent.prepare(rows, prefix_lens, extend_lens, verify)
+        elif self.states is not None:
             backend.recurrent = RecurrentBatch(self.states, rows, prefix_lens, verify)
+        if verify:
+            self.last_recurrent = backend.recurrent
         return self.model(input_ids, positions, backend, capture)
 
     def commit_verify(self, accepted: list[int]) -> None:
-        """After a verify forward: recurrent state = state after rows 0..accepted[i] (KV rows
-        beyond are rolled back by length by the scheduler)."""
+        """After a verify forward (eager or graphed): recurrent state = state after rows
+        0..accepted[i] (KV rows beyond are rolled back by length by the scheduler)."""
         if self.states is not None:
-            self.backend.recurrent.commit(accepted)
+            self.last_recurrent.commit(accepted)
+            self.last_recurrent = None
 
     def sampling_batch(self, wb: WorkerBatch) -> SamplingBatch:
         return SamplingBatch.from_params(wb.sampling, wb.steps, wb.histories, self.info.vocab_size,

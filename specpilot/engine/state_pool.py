@@ -11,18 +11,28 @@ Per forward the runner hands the model a RecurrentBatch (through the attention b
       (conv inputs [B, C]; k, v, g, beta of the delta rule). After acceptance, commit(accepted)
       replays rows 0..a of each request from the committed state (replay, not a per-row state
       snapshot: B x (C + H(Dk + Dv + 2)) floats stashed per layer instead of B x H Dk Dv).
+
+RecurrentBatch is the torch reference: a Python loop over requests (and, in delta_rule, rows).
+TensorRecurrentBatch computes the same with batched tensor ops and the Triton kernel of
+kernels/gdn.py, its metadata in fixed device buffers, so a step has no host loop and no host sync
+and can be captured in a CUDA graph (engine/cuda_graph.py); the runner uses it with the Triton
+attention backend. Its commit replays all layers in one kernel launch.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from specpilot.layers.gdn import delta_rule
+from specpilot.layers.gdn import causal_conv, delta_rule
 
 
 class RecurrentStatePool:
     def __init__(self, num_layers: int, num_rows: int, conv_dim: int, conv_kernel: int,
                  heads: int, dk: int, dv: int, device: torch.device):
+        self.num_layers, self.conv_dim, self.kernel = num_layers, conv_dim, conv_kernel
+        self.heads, self.dk, self.dv = heads, dk, dv
+        self.key_dim = (conv_dim - heads * dv) // 2  # conv channels: q, k (key_dim each), v
         self.conv = torch.zeros(num_layers, num_rows, conv_dim, conv_kernel - 1,
                                 dtype=torch.float32, device=device)
         self.rec = torch.zeros(num_layers, num_rows, heads, dk, dv, dtype=torch.float32,
@@ -69,3 +79,124 @@ class RecurrentBatch:
             q0 = torch.zeros_like(k[:n])
             self.pool.rec[layer, r] = delta_rule(q0, k[:n], v[:n], g[:n], beta[:n], state)[1]
         self.stash.clear()
+
+
+class TensorRecurrentBatch:
+    """RecurrentBatch's job for the Triton path and CUDA graphs (see the module docstring).
+
+    Holds int32 [4, capacity] device metadata (state row, fresh flag, first flat row, number of
+    rows per request) and, for VERIFY, a stash of every layer's per-row inputs: the conv inputs
+    x [L, cap, C], the conv outputs k|v [L, cap, 2 Dk Hk.. ] in the model dtype, and g, beta
+    [L, cap, Hv] fp32. With `capacity_rows` the stash is allocated once (a CUDA graph records its
+    address); without, each verify step allocates one of its size.
+    """
+
+    tensorized = True
+
+    def __init__(self, pool: RecurrentStatePool, dtype: torch.dtype, capacity_requests: int,
+                 capacity_rows: int | None = None):
+        self.pool, self.dtype = pool, dtype
+        dev = pool.rec.device
+        self.meta = torch.zeros(4, capacity_requests, dtype=torch.int32, device=dev)
+        self.rows64 = torch.zeros(capacity_requests, dtype=torch.int64, device=dev)
+        self.stash = self._stash(capacity_rows) if capacity_rows else None
+        self.fixed = capacity_rows is not None
+        self.n, self.uniform, self.verify, self.segments = 0, None, False, []
+        self.key_heads = pool.key_dim // pool.dk
+
+    def _stash(self, rows: int) -> dict:
+        p, dev = self.pool, self.pool.rec.device
+        shape = (p.num_layers, rows)
+        return dict(x=torch.zeros(*shape, p.conv_dim, dtype=self.dtype, device=dev),
+                    kv=torch.zeros(*shape, p.conv_dim - p.key_dim, dtype=self.dtype, device=dev),
+                    g=torch.zeros(*shape, p.heads, dtype=torch.float32, device=dev),
+                    beta=torch.zeros(*shape, p.heads, dtype=torch.float32, device=dev))
+
+    def prepare(self, rows: list[int], prefix_lens: list[int], extend_lens: list[int],
+                verify: bool) -> "TensorRecurrentBatch":
+        n, total = len(rows), sum(extend_lens)
+        starts = [0] * n
+        for i in range(1, n):
+            starts[i] = starts[i - 1] + extend_lens[i - 1]
+        host = torch.tensor([rows, [int(p == 0) for p in prefix_lens], starts, extend_lens],
+                            dtype=torch.int32)
+        self.meta[:, :n].copy_(host.view(4, n), non_blocking=True)
+        self.rows64[:n].copy_(self.meta[0, :n])
+        self.n, self.verify, self.total = n, verify, total
+        self.segments, self.host_rows = list(zip(starts, extend_lens)), list(rows)
+        self.uniform = extend_lens[0] if n and len(set(extend_lens)) == 1 else None
+        if verify:
+            if self.uniform is None:
+                raise ValueError("a verify batch has the same number of rows for every request")
+            if self.fixed:
+                if total > self.stash["x"].shape[1]:
+                    raise ValueError(f"{total} verify rows exceed the stash of "
+                                     f"{self.stash['x'].shape[1]}")
+            else:
+                self.stash = self._stash(total)
+        return self
+
+    def conv(self, layer: int, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """x [T, C] conv inputs -> silu(causal conv) [T, C]; writes each request's new window,
+        or under VERIFY stashes x instead."""
+        p = self.pool
+        rows, fresh = self.rows64[:self.n], self.meta[1, :self.n]
+        window = p.conv[layer].index_select(0, rows)  # [N, C, K-1]
+        window = window * (fresh == 0).to(window.dtype)[:, None, None]
+        if self.uniform is None:  # EXTEND with ragged lengths: per request (eager only)
+            y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            for i, (start, ext) in enumerate(self.segments):
+                y[start:start + ext], new = causal_conv(window[i], x[start:start + ext], weight)
+                p.conv[layer, self.host_rows[i]] = new
+            return y
+        t = self.uniform
+        seq = torch.cat([window.to(x.dtype), x.reshape(self.n, t, -1).transpose(1, 2)], dim=2)
+        y = F.silu(F.conv1d(seq, weight[:, None, :], groups=weight.shape[0]))  # [N, C, T]
+        if self.verify:
+            self.stash["x"][layer, :self.total].copy_(x)
+        else:
+            p.conv[layer].index_copy_(0, rows, seq[:, :, t:].float())
+        return y.transpose(1, 2).reshape(self.total, -1).contiguous()
+
+    def delta(self, layer: int, q, k, v, g, beta, scale: float) -> torch.Tensor:
+        """One layer's recurrence over the batch -> out [T, Hv, Dv] fp32 (kernels/gdn.py)."""
+        from specpilot.kernels.gdn import gated_delta_rule
+
+        if self.verify:
+            kd = self.pool.key_dim
+            st = self.stash
+            st["kv"][layer, :self.total, :kd].copy_(k)
+            st["kv"][layer, :self.total, kd:].copy_(v)
+            st["g"][layer, :self.total].copy_(g)
+            st["beta"][layer, :self.total].copy_(beta)
+        rows, fresh, starts, lens = self.meta[:, :self.n]
+        return gated_delta_rule(q, k, v, g, beta, self.pool.rec[layer], rows, fresh, starts, lens,
+                                key_heads=self.key_heads, scale=scale,
+                                write_state=not self.verify)
+
+    def commit(self, accepted: list[int]) -> None:
+        """VERIFY only: every layer's state and conv window move to after rows 0..accepted[i]
+        (one kernel launch for all layers' delta-rule states, one gather for the windows).
+        A graph's batch may hold padding requests after the len(accepted) real ones."""
+        from specpilot.kernels.gdn import gated_delta_rule
+
+        assert self.verify and len(accepted) <= self.n
+        p, n, t, k1 = self.pool, len(accepted), self.uniform, self.pool.kernel - 1
+        dev = p.rec.device
+        keep = torch.tensor([a + 1 for a in accepted], dtype=torch.int32)
+        self.meta[3, :n].copy_(keep, non_blocking=True)
+        rows, fresh, starts, lens = self.meta[:, :n]
+        st, kd, total = self.stash, p.key_dim, self.total
+        kv = st["kv"][:, :total]
+        gated_delta_rule(None, kv[..., :kd], kv[..., kd:], st["g"][:, :total],
+                         st["beta"][:, :total], p.rec, rows, fresh, starts, lens,
+                         key_heads=self.key_heads, write_state=True)
+        rows64 = self.rows64[:n]
+        window = p.conv[:, rows64]  # [L, N, C, K-1]
+        window = window * (fresh == 0).float()[None, :, None, None]
+        x = st["x"][:, :n * t].view(p.num_layers, n, t, -1).transpose(2, 3).float()
+        seq = torch.cat([window, x], dim=3)  # [L, N, C, K-1+T]
+        idx = lens.long()[:, None] + torch.arange(k1, device=dev)  # window after row a: a+1..
+        idx = idx[None, :, None, :].expand(p.num_layers, n, seq.shape[2], k1)
+        p.conv[:, rows64] = seq.gather(3, idx)
+        self.verify = False

@@ -2,6 +2,9 @@
 
 - attention.py: attention over the paged KV cache (decode, extend/verify, tree bitmask, drafter
   block), split-KV with a merge kernel; metadata read on device so launches are graph-safe.
+- gdn.py: the gated delta rule (Gated DeltaNet) over the state pool in place: decode, verify
+  (no state write), extend, and the verify commit of every layer in one launch.
+- norm.py: RMSNorm (plain, zero-centred, optional fused residual add), gated RMSNorm, SiLU-mul.
 
 Kernels compile for the GPU; on a CPU-only machine they run only under TRITON_INTERPRET=1, which
 triton reads when a kernel is *decorated* (module import), not when it is launched.

@@ -1,7 +1,29 @@
-"""RMSNorm with the Hugging Face Llama/Qwen3 numerics (normalise in fp32, scale in the input dtype)."""
+"""RMSNorm with the Hugging Face Llama/Qwen3 numerics (normalise in fp32, scale in the input dtype).
+
+On CUDA tensors the modules run the Triton kernels of kernels/norm.py (same numerics up to the
+reduction order, one launch instead of several); elsewhere, or with USE_TRITON = False (a switch
+for tests and benchmarks), the torch code below. GatedMLP's silu_mul (models/llama.py)
+follows the same switch through triton_kernels().
+"""
+
+import functools
 
 import torch
 from torch import nn
+
+USE_TRITON = True  # CUDA tensors take the Triton kernels (kernels/norm.py); False: always torch
+
+
+@functools.lru_cache(maxsize=None)
+def _triton_kernels():
+    from specpilot.kernels import norm  # triton is a GPU requirement: no quiet fallback
+
+    return norm
+
+
+def triton_kernels(x: torch.Tensor):
+    """kernels/norm.py when x should take the Triton path (CUDA and USE_TRITON), else None."""
+    return _triton_kernels() if USE_TRITON and x.is_cuda else None
 
 
 class RMSNorm(nn.Module):
@@ -11,6 +33,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., dim] -> [..., dim]
+        kernels = triton_kernels(x)
+        if kernels is not None:
+            return kernels.rms_norm(x, self.weight, self.eps)
         dtype = x.dtype
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -26,6 +51,9 @@ class ZeroCenteredRMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        kernels = triton_kernels(x)
+        if kernels is not None:
+            return kernels.rms_norm(x, self.weight, self.eps, zero_centred=True)
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return (x32 * (1.0 + self.weight.float())).type_as(x)
@@ -40,6 +68,9 @@ class GatedRMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        kernels = triton_kernels(x)
+        if kernels is not None:
+            return kernels.gated_rms_norm(x, gate, self.weight, self.eps)
         dtype = x.dtype
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)

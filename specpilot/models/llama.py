@@ -11,7 +11,7 @@ from torch import nn
 
 from specpilot.layers.attention import SelfAttention
 from specpilot.layers.fused import project
-from specpilot.layers.norm import RMSNorm
+from specpilot.layers.norm import RMSNorm, triton_kernels
 from specpilot.layers.rotary import RotaryEmbedding
 from specpilot.models.registry import register
 
@@ -29,6 +29,9 @@ class GatedMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = project(self, "gate_up_proj", x)
+        kernels = triton_kernels(gate)
+        if kernels is not None:
+            return self.down_proj(kernels.silu_mul(gate, up))
         return self.down_proj(nn.functional.silu(gate) * up)
 
 

@@ -8,7 +8,8 @@ before o_proj). Norms are (1 + w) RMSNorms. Text-only M-RoPE positions are equal
 sections, which reduces to plain (partial) RoPE.
 
 Recurrent state lives in the engine's RecurrentStatePool; the layer reaches it through
-`backend.recurrent` (a RecurrentBatch). Attention layers use KV-cache indices 0..n_attn-1.
+`backend.recurrent`: a RecurrentBatch (torch reference, a loop over requests) or a
+TensorRecurrentBatch (batched conv and the Triton recurrence, CUDA-graph safe). Attention layers use KV-cache indices 0..n_attn-1.
 Names equal Qwen3_5ForCausalLM's (`model.layers.N.linear_attn.A_log`) or, for the
 multimodal Qwen3_5ForConditionalGeneration, `model.language_model.*` (vision tower and MTP
 tensors are skipped by name).
@@ -57,6 +58,12 @@ class GatedDeltaNet(nn.Module):
         beta = b.sigmoid().float()  # [T, Hv]
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
         weight = self.conv1d.weight[:, 0, :]  # [C, K]
+        if getattr(st, "tensorized", False):  # batched ops + the Triton recurrence
+            y = st.conv(self.state_index, mixed, weight)
+            q, k, v = y.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
+            out = st.delta(self.state_index, q, k, v, g, beta, self.dk ** -0.5).to(x.dtype)
+            o = self.norm(out.reshape(-1, self.dv), z.reshape(-1, self.dv))
+            return self.out_proj(o.view(x.shape[0], self.value_dim))
         out = torch.empty(x.shape[0], self.hv, self.dv, dtype=x.dtype, device=x.device)
         rep = self.hv // self.hk
         for i, (start, ext) in enumerate(backend.row_segments()):

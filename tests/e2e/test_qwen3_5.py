@@ -35,6 +35,19 @@ def test_matches_transformers(target, chunk):
     assert [o.output_ids for o in eng.generate(prompts(), GREEDY, arrivals=[0, 2, 5, 9])] == ref
 
 
+# The tensorised path (batched conv + the Triton recurrence, TensorRecurrentBatch) runs on the
+# Triton interpreter here, which is slow: fewer new tokens, compared with the same reference.
+SHORT = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
+
+
+def test_tensorised_matches_transformers(target):
+    path, ref = target
+    eng = OfflineEngine(ServerArgs(model_path=path, device="cpu", max_total_tokens=2048,
+                                   chunked_prefill_size=7, attention_backend="triton"))
+    got = [o.output_ids for o in eng.generate(prompts(), SHORT, arrivals=[0, 2, 5, 9])]
+    assert got == [r[:16] for r in ref]
+
+
 @pytest.mark.parametrize("kind", ["dflash", "dflash2", "dspark", "muse"])
 def test_stock_equals_ar(target, kind, tmp_path):
     path, ref = target
@@ -46,11 +59,43 @@ def test_stock_equals_ar(target, kind, tmp_path):
         assert [o.output_ids for o in eng.generate(prompts(), GREEDY)] == ref, (kind, b)
 
 
-def test_state_commit_equals_running_accepted_rows(target):
+def test_stock_equals_ar_tensorised(target, tmp_path):
+    """The tensorised recurrent path under VERIFY (stash, one-launch commit): block 16 eager,
+    block 3 through the CUDA-graph twin (padding requests in the bucket). Block sizes 2-16 on
+    this target are covered by the reference path above."""
+    path, ref = target
+    draft = make_drafter("dflash", tmp_path, target_layers=(1, 5), num_target_layers=8)
+    for b, graphs in ((3, True), (16, False)):
+        eng = OfflineEngine(ServerArgs(model_path=path, device="cpu", max_total_tokens=2048,
+                                       speculative_draft_model_path=draft,
+                                       speculative_num_draft_tokens=b, chunked_prefill_size=9,
+                                       attention_backend="triton"))
+        if graphs:  # 3 requests run in bucket 4: one padding request
+            eng.worker.enable_cuda_graphs(max_bs=4, capture=False, draft=False)
+        got = [o.output_ids for o in eng.generate(prompts()[1:], SHORT)]
+        assert got == [r[:16] for r in ref[1:]], (b, graphs)
+        assert eng.scheduler.alloc.used_tokens == 0
+
+
+def test_ar_decode_graph_twin(target):
+    path, ref = target
+    eng = OfflineEngine(ServerArgs(model_path=path, device="cpu", max_total_tokens=2048,
+                                   attention_backend="triton"))
+    eng.runner.enable_cuda_graphs(max_bs=4, capture=False)  # 3 requests: bucket 4, 1 padding
+    calls = []
+    run = eng.runner.graphs.run
+    eng.runner.graphs.run = lambda *a: calls.append(len(a[0])) or run(*a)
+    got = [o.output_ids for o in eng.generate(prompts()[:3], SHORT)]
+    assert got == [r[:16] for r in ref[:3]] and 3 in calls
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_state_commit_equals_running_accepted_rows(target, backend):
     """A verify over B rows that is rejected at position a leaves the recurrent state equal to
     running only the a+1 accepted rows, for every a."""
     path, _ = target
-    eng = OfflineEngine(ServerArgs(model_path=path, device="cpu", max_total_tokens=512))
+    eng = OfflineEngine(ServerArgs(model_path=path, device="cpu", max_total_tokens=512,
+                                   attention_backend=backend))
     rn = eng.runner
     prompt, block = [5, 9, 13, 17, 21], [30, 31, 32, 33, 34, 35]
     b = len(block)

@@ -1,0 +1,218 @@
+"""Gated DeltaNet recurrence on the GPU (a script): our Triton kernel (kernels/gdn.py) checked
+against the torch reference, then timed inside CUDA graphs at the Qwen3.8-27B head shape
+(16 key heads, 48 value heads, 128 x 128 fp32 state per head, 48 recurrent layers), next to
+fla-core's kernels when fla-core is installed, and the verify state traffic of our replay scheme
+against per-position snapshots.
+
+    python scripts/gpu_gdn_bench.py [--out result.json]
+
+Rows timed (one layer unless noted; median of graph replays of 20 launches each):
+  decode    T=1 per request, state read + written in the pool
+  verify    T=B rows, state read only (the replay scheme's verify)
+  commit    all 48 layers in one launch, replaying a+1 = B/2 rows, state read + written
+  snapshot  the alternative's extra traffic: writing B states per request per layer (a copy)
+  fla-rec   fla fused_recurrent_gated_delta_rule, same rows, states gathered/scattered by us
+  fla-chunk fla chunk_gated_delta_rule (prefill)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import torch  # noqa: E402
+
+from specpilot.kernels.gdn import gated_delta_rule  # noqa: E402
+from specpilot.layers.gdn import delta_rule, l2norm  # noqa: E402
+
+HK, HV, DK, DV, LAYERS = 16, 48, 128, 128, 48
+
+
+def inputs(n: int, t: int, dtype=torch.bfloat16, layers: int = 0):
+    lead = (layers,) if layers else ()
+    dev = "cuda"
+    y = torch.randn(*lead, n * t, 2 * HK * DK + HV * DV, device=dev, dtype=dtype)
+    q, k, v = y.split([HK * DK, HK * DK, HV * DV], dim=-1)
+    g = -torch.rand(*lead, n * t, HV, device=dev) * 0.5
+    beta = torch.rand(*lead, n * t, HV, device=dev)
+    return q, k, v, g, beta
+
+
+def meta(n: int, t: int, rows: list[int] | None = None, lens: int | None = None):
+    rows = rows or list(range(n))
+    m = torch.tensor([rows, [0] * n, [i * t for i in range(n)], [lens or t] * n],
+                     dtype=torch.int32, device="cuda")
+    return m[0], m[1], m[2], m[3]
+
+
+def check() -> float:
+    """fp32: kernel == torch reference (outputs and final states), several batch shapes, and the
+    all-layer commit == per-layer runs. Returns the worst max abs difference."""
+    torch.manual_seed(0)
+    worst = 0.0
+    for n, t in ((1, 1), (3, 1), (2, 8), (4, 16), (1, 64)):
+        q, k, v, g, beta = inputs(n, t, torch.float32)
+        pool = torch.randn(n + 2, HV, DK, DV, device="cuda") * 0.1
+        ref_pool = pool.clone()
+        rows = list(range(2, n + 2))
+        out = gated_delta_rule(q, k, v, g, beta, pool, *meta(n, t, rows), key_heads=HK,
+                               scale=DK ** -0.5)
+        rep = HV // HK
+        for i in range(n):
+            s = slice(i * t, (i + 1) * t)
+            qq = l2norm(q[s].reshape(t, HK, DK)).repeat_interleave(rep, 1) * DK ** -0.5
+            kk = l2norm(k[s].reshape(t, HK, DK)).repeat_interleave(rep, 1)
+            o, st = delta_rule(qq, kk, v[s].reshape(t, HV, DV), g[s], beta[s], ref_pool[rows[i]])
+            worst = max(worst, (o - out[s]).abs().max().item(),
+                        (st - pool[rows[i]]).abs().max().item())
+    # layered commit (3 layers, lengths 5 of 8) vs one layer at a time
+    n, t, layers = 2, 8, 3
+    q, k, v, g, beta = inputs(n, t, torch.float32, layers)
+    pool = torch.randn(layers, n, HV, DK, DV, device="cuda") * 0.1
+    per_layer = pool.clone()
+    gated_delta_rule(None, k, v, g, beta, pool, *meta(n, t, lens=5), key_heads=HK)
+    for lyr in range(layers):
+        gated_delta_rule(None, k[lyr], v[lyr], g[lyr], beta[lyr], per_layer[lyr],
+                         *meta(n, t, lens=5), key_heads=HK)
+    worst = max(worst, (pool - per_layer).abs().max().item())
+    print(f"check fp32 kernel vs torch reference: max abs diff {worst:.2e}", flush=True)
+    return worst
+
+
+def graph_ms(fn, launches: int = 20, reps: int = 15) -> float:
+    """Median ms of one fn() call, from CUDA-graph replays of `launches` calls."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b) / launches)
+    return sorted(times)[len(times) // 2]
+
+
+def fla_funcs():
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule, \
+            fused_recurrent_gated_delta_rule
+    except ImportError as e:
+        print(f"fla-core not importable ({e}); its rows are skipped", flush=True)
+        return None
+    return fused_recurrent_gated_delta_rule, chunk_gated_delta_rule
+
+
+def bench(bw: float) -> list[dict]:
+    state_bytes = HV * DK * DV * 4
+    fla = fla_funcs()
+    rows = []
+    for n, t in ((1, 1), (8, 1), (32, 1), (1, 8), (1, 16), (8, 16), (32, 16)):
+        q, k, v, g, beta = inputs(n, t)
+        pool = torch.zeros(n + 1, HV, DK, DV, device="cuda")
+        m = meta(n, t)
+        mode = "decode" if t == 1 else "verify"
+        ms = graph_ms(lambda: gated_delta_rule(q, k, v, g, beta, pool, *m, key_heads=HK,
+                                               scale=DK ** -0.5, write_state=t == 1))
+        moved = n * state_bytes * (2 if t == 1 else 1)
+        row = dict(op=mode, requests=n, rows=t, ours_us=1000 * ms,
+                   floor_us=1e6 * moved / bw, state_mib=moved / 2**20)
+        if t > 1:  # the snapshot alternative writes t states per request on top of the read
+            snap = torch.empty(n * t, HV, DK, DV, device="cuda")
+            src = pool[:1].expand(n * t, -1, -1, -1)
+            row["snapshot_extra_us"] = 1000 * graph_ms(lambda: snap.copy_(src))
+            row["snapshot_mib"] = (moved + n * t * state_bytes) / 2**20
+        if fla is not None:
+            rec = fla[0]
+            idx = torch.arange(n, device="cuda")
+            shp = lambda x, h: x.reshape(n, t, h, -1)  # noqa: E731
+
+            def run_fla():
+                init = pool.index_select(0, idx)
+                o, fin = rec(shp(q, HK), shp(k, HK), shp(v, HV), g.view(n, t, HV),
+                             beta=beta.view(n, t, HV), scale=DK ** -0.5, initial_state=init,
+                             output_final_state=t == 1, use_qk_l2norm_in_kernel=True)
+                if fin is not None:
+                    pool.index_copy_(0, idx, fin)
+            row["fla_rec_us"] = 1000 * graph_ms(run_fla)
+        rows.append(row)
+        print(row, flush=True)
+    # commit: all layers in one launch, a+1 = B/2 rows replayed
+    for n, t in ((1, 16), (8, 16), (32, 16)):
+        q, k, v, g, beta = inputs(n, t, layers=LAYERS)
+        pool = torch.zeros(LAYERS, n + 1, HV, DK, DV, device="cuda")
+        m = meta(n, t, lens=t // 2)
+        ms = graph_ms(lambda: gated_delta_rule(None, k, v, g, beta, pool, *m, key_heads=HK),
+                      launches=3, reps=9)
+        moved = LAYERS * n * state_bytes * 2
+        rows.append(dict(op="commit (48 layers)", requests=n, rows=t // 2, ours_us=1000 * ms,
+                         floor_us=1e6 * moved / bw, state_mib=moved / 2**20))
+        print(rows[-1], flush=True)
+        del pool, q, k, v, g, beta
+    # prefill: ours (sequential over rows) vs fla's chunked kernel
+    for n, t in ((1, 512), (4, 512), (1, 4096)):
+        q, k, v, g, beta = inputs(n, t)
+        pool = torch.zeros(n + 1, HV, DK, DV, device="cuda")
+        m = meta(n, t)
+        row = dict(op="prefill", requests=n, rows=t, ours_us=1000 * graph_ms(
+            lambda: gated_delta_rule(q, k, v, g, beta, pool, *m, key_heads=HK,
+                                     scale=DK ** -0.5), launches=2, reps=5))
+        if fla is not None:
+            chunk = fla[1]
+            cu = torch.arange(0, n * t + 1, t, device="cuda", dtype=torch.long)
+            init = pool[:n].clone()
+            row["fla_chunk_us"] = 1000 * graph_ms(lambda: chunk(
+                q.reshape(1, n * t, HK, DK), k.reshape(1, n * t, HK, DK),
+                v.reshape(1, n * t, HV, DV), g[None], beta[None], scale=DK ** -0.5,
+                initial_state=init, output_final_state=True, use_qk_l2norm_in_kernel=True,
+                cu_seqlens=cu, cu_seqlens_cpu=cu.cpu()), launches=2, reps=5)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def copy_bandwidth() -> float:
+    """Bytes/s of a 1 GiB device-to-device copy (read + write counted)."""
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    return 2 * x.numel() / (graph_ms(lambda: y.copy_(x), launches=5, reps=5) / 1000)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    worst = check()
+    bw = copy_bandwidth()
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
+    rows = bench(bw)
+    print(f"\n{'op':20} {'req':>4} {'rows':>5} {'ours us':>9} {'floor us':>9} {'fla us':>8} "
+          f"{'snap extra us':>14}")
+    for r in rows:
+        fla = r.get("fla_rec_us", r.get("fla_chunk_us"))
+        print(f"{r['op']:20} {r['requests']:4} {r['rows']:5} {r['ours_us']:9.1f} "
+              f"{r.get('floor_us', float('nan')):9.1f} "
+              f"{fla if fla is not None else float('nan'):8.1f} "
+              f"{r.get('snapshot_extra_us', float('nan')):14.1f}")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(dict(check_max_abs_diff=worst, copy_bw=bw, rows=rows), f, indent=2)
+    return 0 if worst < 1e-3 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

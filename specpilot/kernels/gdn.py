@@ -1,0 +1,133 @@
+"""Gated delta rule (Gated DeltaNet's recurrence) in Triton, reading and writing the engine's
+state pool in place: decode, chain verify, extend, and the verify commit over all layers at once.
+
+Per request b and value head h the state S [Dk, Dv] (fp32) runs over the request's rows t:
+    S <- S * exp(g_t);  S <- S + k_t (beta_t (v_t - k_t S));  o_t = q_t S
+with q_t, k_t L2-normalised in the kernel (x * rsqrt(sum x^2 + eps), as layers/gdn.l2norm) and q_t
+scaled by `scale`. Value head h reads key head h // (Hv / Hk) (GQA, no repeated copy of q/k).
+
+Layout. q, k [.., T, Hk*Dk], v [.., T, Hv*Dv] (row-strided views: they are column slices of the
+conv output), g, beta [.., T, Hv] fp32, out [T, Hv, Dv] fp32. state [L, R, Hv, Dk, Dv] (a layer's
+view [R, ...] is L = 1). Request b owns rows starts[b] .. starts[b] + lens[b] - 1, starts from
+state row rows[b] (or from zeros when fresh[b] != 0) and, with WRITE_STATE, stores its final state
+back there. With several layers (the commit) the leading dimension of k, v, g, beta and state is
+the layer; program axis 1 is layer * Hv + h.
+
+One program holds a [Dk, BV] slice of one state in registers for all of the request's rows, so a
+verify step reads each state once and writes nothing (WRITE_STATE off), and the commit replays the
+accepted rows from the same committed state (engine/state_pool.py). Lengths are read on device:
+the launch grid depends only on (requests, layers x heads, Dv / BV), which is what CUDA graphs
+need.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gated_delta_kernel(
+        q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, out_ptr, state_ptr,
+        rows_ptr, fresh_ptr, starts_ptr, lens_ptr,
+        stride_qt, stride_kl, stride_kt, stride_vl, stride_vt, stride_gl, stride_gt,
+        stride_sl, stride_sr, scale, eps,
+        HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
+        BK: tl.constexpr, BV: tl.constexpr,
+        WRITE_OUT: tl.constexpr, WRITE_STATE: tl.constexpr):
+    b = tl.program_id(0)
+    lh = tl.program_id(1)
+    vb = tl.program_id(2)
+    layer = (lh // HV).to(tl.int64)
+    h = lh % HV
+    hk = h // (HV // HK)
+    row = tl.load(rows_ptr + b).to(tl.int64)
+    fresh = tl.load(fresh_ptr + b)
+    start = tl.load(starts_ptr + b).to(tl.int64)
+    n = tl.load(lens_ptr + b)
+
+    offs_k = tl.arange(0, BK)
+    offs_v = vb * BV + tl.arange(0, BV)
+    mask_k = offs_k < DK
+    mask_v = offs_v < DV
+    s_ptrs = (state_ptr + layer * stride_sl + row * stride_sr + h * DK * DV
+              + offs_k[:, None] * DV + offs_v[None, :])
+    s_mask = mask_k[:, None] & mask_v[None, :]
+    s = tl.load(s_ptrs, mask=s_mask, other=0.0)
+    s = tl.where(fresh == 0, s, 0.0)  # a fresh request starts from zeros, whatever its row holds
+
+    k_base = k_ptr + layer * stride_kl + hk * DK
+    v_base = v_ptr + layer * stride_vl + h * DV
+    g_base = g_ptr + layer * stride_gl + h
+    b_base = beta_ptr + layer * stride_gl + h
+    for t in range(n):
+        r = start + t
+        kt = tl.load(k_base + r * stride_kt + offs_k, mask=mask_k, other=0.0).to(tl.float32)
+        kt = kt * (1.0 / tl.sqrt(tl.sum(kt * kt, axis=0) + eps))
+        vt = tl.load(v_base + r * stride_vt + offs_v, mask=mask_v, other=0.0).to(tl.float32)
+        gt = tl.load(g_base + r * stride_gt)
+        bt = tl.load(b_base + r * stride_gt)
+        s = s * tl.exp(gt)
+        kv = tl.sum(s * kt[:, None], axis=0)
+        s = s + kt[:, None] * ((vt - kv) * bt)[None, :]
+        if WRITE_OUT:
+            qt = tl.load(q_ptr + r * stride_qt + hk * DK + offs_k, mask=mask_k,
+                         other=0.0).to(tl.float32)
+            qt = qt * (1.0 / tl.sqrt(tl.sum(qt * qt, axis=0) + eps)) * scale
+            o = tl.sum(s * qt[:, None], axis=0)
+            tl.store(out_ptr + r * (HV * DV) + h * DV + offs_v, o, mask=mask_v)
+    if WRITE_STATE:
+        tl.store(s_ptrs, s, mask=s_mask)
+
+
+def _row_strides(x: torch.Tensor, layered: bool) -> tuple[int, int]:
+    """(layer stride, row stride) of a [L, T, W] or [T, W] tensor whose last dim is contiguous."""
+    if x.stride(-1) != 1:
+        raise ValueError("gated_delta_rule: the head dimension must be contiguous")
+    return (x.stride(0) if layered else 0), x.stride(-2)
+
+
+def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
+                     beta: torch.Tensor, state: torch.Tensor, rows: torch.Tensor,
+                     fresh: torch.Tensor, starts: torch.Tensor, lens: torch.Tensor, *,
+                     key_heads: int, scale: float = 1.0, eps: float = 1e-6,
+                     write_state: bool = True) -> torch.Tensor | None:
+    """Run the recurrence for len(rows) requests (see the module docstring for layouts).
+
+    q None: no output (the commit); else returns out [T, Hv, Dv] fp32 for the T rows of q.
+    state [R, Hv, Dk, Dv] (one layer) or [L, R, Hv, Dk, Dv] with k, v, g, beta [L, T, ..].
+    rows, fresh, starts, lens: int32 [N] device tensors.
+    """
+    layered = state.dim() == 5
+    num_layers = state.shape[0] if layered else 1
+    hv, dk, dv = state.shape[-3:]
+    if state.dtype != torch.float32 or not state.is_contiguous():
+        raise ValueError("gated_delta_rule: state must be contiguous fp32")
+    if hv % key_heads:
+        raise ValueError(f"{hv} value heads are not a multiple of {key_heads} key heads")
+    if g.dtype != torch.float32 or beta.dtype != torch.float32 or g.stride() != beta.stride():
+        raise ValueError("gated_delta_rule: g and beta must be fp32 with the same layout")
+    kl, kt = _row_strides(k, layered)
+    vl, vt = _row_strides(v, layered)
+    gl, gt = _row_strides(g, layered)
+    n = rows.shape[0]
+    out = None
+    if q is not None:
+        _row_strides(q, False)
+        if layered:
+            raise ValueError("gated_delta_rule: outputs are for one layer at a time")
+        out = torch.empty(q.shape[0], hv, dv, dtype=torch.float32, device=q.device)
+    if n == 0:
+        return out
+    bk = max(triton.next_power_of_2(dk), 16)
+    bv = min(max(triton.next_power_of_2(dv), 16), 32)
+    grid = (n, num_layers * hv, triton.cdiv(dv, bv))
+    _gated_delta_kernel[grid](
+        q if q is not None else k, k, v, g, beta, out if out is not None else g, state,
+        rows, fresh, starts, lens,
+        q.stride(0) if q is not None else 0, kl, kt, vl, vt, gl, gt,
+        state.stride(0) if layered else 0, state.stride(-4), scale, eps,
+        HK=key_heads, HV=hv, DK=dk, DV=dv, BK=bk, BV=bv,
+        WRITE_OUT=q is not None, WRITE_STATE=write_state, num_warps=4)
+    return out

@@ -1,0 +1,151 @@
+"""Element-wise kernels of a decoder step in Triton: RMSNorm (plain, zero-centred, gated), with an
+optional fused residual add, and the MLP's silu(gate) * up.
+
+Numerics follow the torch modules of layers/norm.py step by step, rounding where they round:
+the row is normalised in fp32 (x * rsqrt(mean(x^2) + eps)), then
+  plain:         weight * normed.to(x.dtype)                        (output: promote(w, x) dtype)
+  zero-centred:  (normed * (1 + weight.float())).to(x.dtype)
+  gated:         ((weight * normed.to(x.dtype)) * silu(gate.float())).to(x.dtype)
+with residual: h = (x + residual) rounded to x's dtype is what gets normalised, and returned too.
+Only the sum of squares differs from torch (its reduction order), so fp32 results agree to a few
+ulp and 16-bit ones to within one ulp, equal in nearly every element.
+
+One program normalises one row (BLOCK = next_power_of_2(D), D up to 8192). Rows are addressed as
+(outer, inner) pairs with their own strides, so views such as the q / k heads [T, H, D] split
+from a fused qkv GEMM are read in place; outputs are new contiguous tensors. silu_mul reads gate
+and up through row strides (halves of one fused gate_up output) and tiles each row.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_NORM_DIM = 8192  # one row is held in registers by one program
+_PLAIN, _ZERO_CENTRED, _GATED = 0, 1, 2
+_SILU_BLOCK = 1024  # elements of a row one silu_mul program handles
+
+_TL_DTYPE = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+
+
+@triton.jit
+def _silu(g):
+    """silu in fp32 as torch computes it: g / (1 + exp(-g)), IEEE division."""
+    return tl.div_rn(g, 1.0 + tl.exp(-g))
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, out_ptr, h_ptr,
+                     stride_xo, stride_xi, stride_ro, stride_ri, stride_go, stride_gi,
+                     inner, D, inv_d, eps,
+                     STYLE: tl.constexpr, HAS_RES: tl.constexpr, MID: tl.constexpr,
+                     BLOCK: tl.constexpr):
+    """Grid (rows,). Row r sits at (r // inner) * stride_*o + (r % inner) * stride_*i; outputs
+    (out, h) are contiguous [rows, D]. MID: the dtype of weight * normed (plain / gated)."""
+    row = tl.program_id(0)
+    o = (row // inner).to(tl.int64)
+    i = (row % inner).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    ok = offs < D
+    x = tl.load(x_ptr + o * stride_xo + i * stride_xi + offs, mask=ok, other=0.0)
+    if HAS_RES:
+        r = tl.load(res_ptr + o * stride_ro + i * stride_ri + offs, mask=ok, other=0.0)
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(x_ptr.dtype.element_ty)
+        tl.store(h_ptr + row.to(tl.int64) * D + offs, x, mask=ok)
+    x32 = x.to(tl.float32)
+    normed = x32 * tl.rsqrt(tl.sum(x32 * x32, axis=0) * inv_d + eps)
+    w = tl.load(w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    if STYLE == 1:
+        y = normed * (1.0 + w)
+    else:
+        y = (normed.to(x_ptr.dtype.element_ty).to(tl.float32) * w).to(MID).to(tl.float32)
+        if STYLE == 2:
+            g = tl.load(gate_ptr + o * stride_go + i * stride_gi + offs, mask=ok, other=0.0)
+            y = y * _silu(g.to(tl.float32))
+    tl.store(out_ptr + row.to(tl.int64) * D + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _silu_mul_kernel(gate_ptr, up_ptr, out_ptr, stride_g, stride_u, N, BLOCK: tl.constexpr):
+    """Grid (rows, cdiv(N, BLOCK)): out[r] = silu(gate[r]) * up[r], each rounded to out's dtype."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < N
+    g = tl.load(gate_ptr + row * stride_g + offs, mask=ok, other=0.0)
+    u = tl.load(up_ptr + row * stride_u + offs, mask=ok, other=0.0)
+    s = _silu(g.to(tl.float32)).to(out_ptr.dtype.element_ty)
+    y = s.to(tl.float32) * u.to(tl.float32)
+    tl.store(out_ptr + row * N + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def _rows(t: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int]:
+    """t [..., dim] as an (outer, inner, dim) view (a copy only if no such view exists) with its
+    outer and inner strides; inner is t's second-to-last size (1 for a 1-D t)."""
+    inner = t.shape[-2] if t.dim() > 1 else 1
+    t3 = t.reshape(-1, inner, dim)
+    if t3.stride(-1) != 1:
+        t3 = t3.contiguous()
+    return t3, t3.stride(0), t3.stride(1)
+
+
+def _norm(x, weight, eps, style, residual=None, gate=None):
+    dim = x.shape[-1]
+    if dim > MAX_NORM_DIM:
+        raise ValueError(f"norm dim {dim} > {MAX_NORM_DIM}")
+    if weight.shape != (dim,):
+        raise ValueError(f"weight {tuple(weight.shape)} does not match dim {dim}")
+    for name, t in (("residual", residual), ("gate", gate)):
+        if t is not None and t.shape != x.shape:
+            raise ValueError(f"{name} {tuple(t.shape)} does not match x {tuple(x.shape)}")
+    if residual is not None and residual.dtype != x.dtype:
+        raise ValueError("residual must have x's dtype")
+    mid = x.dtype if style == _ZERO_CENTRED else torch.promote_types(weight.dtype, x.dtype)
+    out = torch.empty(x.shape, dtype=x.dtype if style == _GATED else mid, device=x.device)
+    h = torch.empty_like(x, memory_format=torch.contiguous_format) if residual is not None else out
+    if x.numel() == 0:
+        return out, h
+    x3, sxo, sxi = _rows(x, dim)
+    r3, sro, sri = _rows(residual, dim) if residual is not None else (x3, 0, 0)
+    g3, sgo, sgi = _rows(gate, dim) if gate is not None else (x3, 0, 0)
+    block = triton.next_power_of_2(dim)
+    _rms_norm_kernel[(x3.shape[0] * x3.shape[1],)](
+        x3, r3, g3, weight.contiguous(), out, h, sxo, sxi, sro, sri, sgo, sgi,
+        x3.shape[1], dim, 1.0 / dim, eps,
+        STYLE=style, HAS_RES=residual is not None, MID=_TL_DTYPE[mid], BLOCK=block,
+        num_warps=min(max(block // 256, 1), 16))
+    return out, h
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, zero_centred: bool = False,
+             residual: torch.Tensor | None = None):
+    """RMSNorm of x [..., D] (RMSNorm or, zero_centred, ZeroCenteredRMSNorm numerics) -> a new
+    tensor of x's shape. With residual (x's shape and dtype): h = x + residual, returns
+    (rms_norm(h), h), the add and the norm in one pass."""
+    out, h = _norm(x, weight, eps, _ZERO_CENTRED if zero_centred else _PLAIN, residual=residual)
+    return out if residual is None else (out, h)
+
+
+def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor,
+                   eps: float) -> torch.Tensor:
+    """GatedRMSNorm: (weight * rms_norm(x).to(x.dtype)) * silu(gate.float()), in x's dtype."""
+    return _norm(x, weight, eps, _GATED, gate=gate)[0]
+
+
+def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up for gate, up [..., N] of one dtype, as torch rounds it (silu in fp32, then
+    rounded, then the product rounded). Rows may be strided views (halves of a fused GEMM's
+    output); the last dim is read contiguously. Returns a new contiguous tensor."""
+    if gate.shape != up.shape or gate.dtype != up.dtype:
+        raise ValueError("gate and up need one shape and dtype")
+    n = gate.shape[-1]
+    out = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
+    if out.numel() == 0:
+        return out
+    g2, u2 = gate.reshape(-1, n), up.reshape(-1, n)
+    g2 = g2 if g2.stride(-1) == 1 else g2.contiguous()
+    u2 = u2 if u2.stride(-1) == 1 else u2.contiguous()
+    block = min(_SILU_BLOCK, triton.next_power_of_2(n))
+    _silu_mul_kernel[(g2.shape[0], triton.cdiv(n, block))](
+        g2, u2, out, g2.stride(0), u2.stride(0), n, BLOCK=block, num_warps=4)
+    return out
