@@ -131,6 +131,10 @@ def speed(a, bw: float) -> dict:
     decode_ms_per_step(mk(), 2, 32, 4, vocab)  # warm-up: Triton JIT of the eager kernels
     decode_ms_per_step(eng.scheduler, 2, 32, 4, vocab)
     for bs in a.batch:
+        # warm-up at this batch and context: eager Triton kernels specialise (and JIT-compile)
+        # per split count and alignment, which must not land inside the timed steps
+        decode_ms_per_step(mk(), bs, a.prompt_len, 8, vocab)
+        decode_ms_per_step(eng.scheduler, bs, a.prompt_len, 8, vocab)
         ms, tps = decode_ms_per_step(mk(), bs, a.prompt_len, a.new, vocab)
         sms, stps = decode_ms_per_step(eng.scheduler, bs, a.prompt_len, a.new, vocab)
         rows.append(dict(batch=bs, ctx=a.prompt_len, ar_ms=ms, ar_tps=tps, stock_ms=sms,

@@ -16,15 +16,37 @@ RecurrentBatch is the torch reference: a Python loop over requests (and, in delt
 TensorRecurrentBatch computes the same with batched tensor ops and the Triton kernel of
 kernels/gdn.py, its metadata in fixed device buffers, so a step has no host loop and no host sync
 and can be captured in a CUDA graph (engine/cuda_graph.py); the runner uses it with the Triton
-attention backend. Its commit replays all layers in one kernel launch.
+attention backend. Its commit replays all layers in one kernel launch. Prefill (EXTEND rows of
+at least CHUNKED_MIN_ROWS for some request) goes through fla-core's chunked kernel where fla-core
+is installed (the [gpu] extra): our kernel walks a request's rows one after another, which is
+right for decode and verify but slow for long prompts (docs/benchmarks/hybrid.md).
 """
 
 from __future__ import annotations
+
+import functools
+import logging
 
 import torch
 import torch.nn.functional as F
 
 from specpilot.layers.gdn import causal_conv, delta_rule
+
+log = logging.getLogger(__name__)
+CHUNKED_MIN_ROWS = 64  # an EXTEND batch whose longest request has this many rows: fla chunked
+
+
+@functools.lru_cache(maxsize=None)
+def fla_chunked():
+    """fla-core's chunk_gated_delta_rule, or None (logged once) when fla-core is missing."""
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except ImportError as e:
+        log.warning("fla-core not importable (%s): hybrid prefill runs the recurrent Triton kernel "
+                    "row by row (slower for long prompts; pip install fla-core)", e)
+        return None
+    log.info("hybrid prefill: fla-core chunk_gated_delta_rule")
+    return chunk_gated_delta_rule
 
 
 class RecurrentStatePool:
@@ -124,6 +146,13 @@ class TensorRecurrentBatch:
         self.rows64[:n].copy_(self.meta[0, :n])
         self.n, self.verify, self.total = n, verify, total
         self.segments, self.host_rows = list(zip(starts, extend_lens)), list(rows)
+        self.chunked = None
+        if (not verify and not self.fixed and self.pool.rec.is_cuda
+                and max(extend_lens, default=0) >= CHUNKED_MIN_ROWS):
+            self.chunked = fla_chunked()
+            cu = starts + [total]
+            self.cu = (torch.tensor(cu, dtype=torch.long).to(self.pool.rec.device),
+                       torch.tensor(cu, dtype=torch.long))
         self.uniform = extend_lens[0] if n and len(set(extend_lens)) == 1 else None
         if verify:
             if self.uniform is None:
@@ -169,10 +198,27 @@ class TensorRecurrentBatch:
             st["kv"][layer, :self.total, kd:].copy_(v)
             st["g"][layer, :self.total].copy_(g)
             st["beta"][layer, :self.total].copy_(beta)
+        if self.chunked is not None:
+            return self._delta_chunked(layer, q, k, v, g, beta, scale)
         rows, fresh, starts, lens = self.meta[:, :self.n]
         return gated_delta_rule(q, k, v, g, beta, self.pool.rec[layer], rows, fresh, starts, lens,
                                 key_heads=self.key_heads, scale=scale,
                                 write_state=not self.verify)
+
+    def _delta_chunked(self, layer: int, q, k, v, g, beta, scale: float) -> torch.Tensor:
+        """EXTEND through fla-core's chunked kernel: states gathered from the pool (zeros for
+        fresh requests), final states scattered back."""
+        p, t = self.pool, q.shape[0]
+        rows, fresh = self.rows64[:self.n], self.meta[1, :self.n]
+        init = p.rec[layer].index_select(0, rows) * (fresh == 0).float()[:, None, None, None]
+        hk = self.key_heads
+        o, final = self.chunked(
+            q.reshape(1, t, hk, p.dk).contiguous(), k.reshape(1, t, hk, p.dk).contiguous(),
+            v.reshape(1, t, p.heads, p.dv).contiguous(), g[None].contiguous(),
+            beta[None].contiguous(), scale=scale, initial_state=init, output_final_state=True,
+            use_qk_l2norm_in_kernel=True, cu_seqlens=self.cu[0], cu_seqlens_cpu=self.cu[1])
+        p.rec[layer].index_copy_(0, rows, final.float())
+        return o[0].float()
 
     def commit(self, accepted: list[int]) -> None:
         """VERIFY only: every layer's state and conv window move to after rows 0..accepted[i]

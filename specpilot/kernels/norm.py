@@ -6,6 +6,9 @@ the row is normalised in fp32 (x * rsqrt(mean(x^2) + eps)), then
   plain:         weight * normed.to(x.dtype)                        (output: promote(w, x) dtype)
   zero-centred:  (normed * (1 + weight.float())).to(x.dtype)
   gated:         ((weight * normed.to(x.dtype)) * silu(gate.float())).to(x.dtype)
+  fp32 weight:   (normed * weight.float()).to(x.dtype), or normed.to(x.dtype) without a weight
+                 (Muse-Glimmer's MuseRMSNorm, rms_norm_fp32_weight; it takes pow(m, -0.5)
+                 where this takes rsqrt(m): an ulp at most apart in fp32)
 with residual: h = (x + residual) rounded to x's dtype is what gets normalised, and returned too.
 Only the sum of squares differs from torch (its reduction order), so fp32 results agree to a few
 ulp and 16-bit ones to within one ulp, equal in nearly every element.
@@ -23,7 +26,7 @@ import triton
 import triton.language as tl
 
 MAX_NORM_DIM = 8192  # one row is held in registers by one program
-_PLAIN, _ZERO_CENTRED, _GATED = 0, 1, 2
+_PLAIN, _ZERO_CENTRED, _GATED, _FP32_WEIGHT, _NO_WEIGHT = 0, 1, 2, 3, 4
 _SILU_BLOCK = 1024  # elements of a row one silu_mul program handles
 
 _TL_DTYPE = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
@@ -55,14 +58,19 @@ def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, out_ptr, h_ptr,
         tl.store(h_ptr + row.to(tl.int64) * D + offs, x, mask=ok)
     x32 = x.to(tl.float32)
     normed = x32 * tl.rsqrt(tl.sum(x32 * x32, axis=0) * inv_d + eps)
-    w = tl.load(w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-    if STYLE == 1:
-        y = normed * (1.0 + w)
+    if STYLE == 4:
+        y = normed
     else:
-        y = (normed.to(x_ptr.dtype.element_ty).to(tl.float32) * w).to(MID).to(tl.float32)
-        if STYLE == 2:
-            g = tl.load(gate_ptr + o * stride_go + i * stride_gi + offs, mask=ok, other=0.0)
-            y = y * _silu(g.to(tl.float32))
+        w = tl.load(w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+        if STYLE == 1:
+            y = normed * (1.0 + w)
+        elif STYLE == 3:
+            y = normed * w
+        else:
+            y = (normed.to(x_ptr.dtype.element_ty).to(tl.float32) * w).to(MID).to(tl.float32)
+            if STYLE == 2:
+                g = tl.load(gate_ptr + o * stride_go + i * stride_gi + offs, mask=ok, other=0.0)
+                y = y * _silu(g.to(tl.float32))
     tl.store(out_ptr + row.to(tl.int64) * D + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 
@@ -93,14 +101,17 @@ def _norm(x, weight, eps, style, residual=None, gate=None):
     dim = x.shape[-1]
     if dim > MAX_NORM_DIM:
         raise ValueError(f"norm dim {dim} > {MAX_NORM_DIM}")
-    if weight.shape != (dim,):
+    if style != _NO_WEIGHT and weight.shape != (dim,):
         raise ValueError(f"weight {tuple(weight.shape)} does not match dim {dim}")
     for name, t in (("residual", residual), ("gate", gate)):
         if t is not None and t.shape != x.shape:
             raise ValueError(f"{name} {tuple(t.shape)} does not match x {tuple(x.shape)}")
     if residual is not None and residual.dtype != x.dtype:
         raise ValueError("residual must have x's dtype")
-    mid = x.dtype if style == _ZERO_CENTRED else torch.promote_types(weight.dtype, x.dtype)
+    if style in (_ZERO_CENTRED, _FP32_WEIGHT, _NO_WEIGHT):
+        mid = x.dtype
+    else:
+        mid = torch.promote_types(weight.dtype, x.dtype)
     out = torch.empty(x.shape, dtype=x.dtype if style == _GATED else mid, device=x.device)
     h = torch.empty_like(x, memory_format=torch.contiguous_format) if residual is not None else out
     if x.numel() == 0:
@@ -108,9 +119,10 @@ def _norm(x, weight, eps, style, residual=None, gate=None):
     x3, sxo, sxi = _rows(x, dim)
     r3, sro, sri = _rows(residual, dim) if residual is not None else (x3, 0, 0)
     g3, sgo, sgi = _rows(gate, dim) if gate is not None else (x3, 0, 0)
+    w = x3 if weight is None else weight.contiguous()  # _NO_WEIGHT: a placeholder, not read
     block = triton.next_power_of_2(dim)
     _rms_norm_kernel[(x3.shape[0] * x3.shape[1],)](
-        x3, r3, g3, weight.contiguous(), out, h, sxo, sxi, sro, sri, sgo, sgi,
+        x3, r3, g3, w, out, h, sxo, sxi, sro, sri, sgo, sgi,
         x3.shape[1], dim, 1.0 / dim, eps,
         STYLE=style, HAS_RES=residual is not None, MID=_TL_DTYPE[mid], BLOCK=block,
         num_warps=min(max(block // 256, 1), 16))
@@ -130,6 +142,14 @@ def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor,
                    eps: float) -> torch.Tensor:
     """GatedRMSNorm: (weight * rms_norm(x).to(x.dtype)) * silu(gate.float()), in x's dtype."""
     return _norm(x, weight, eps, _GATED, gate=gate)[0]
+
+
+def rms_norm_fp32_weight(x: torch.Tensor, weight: torch.Tensor | None,
+                         eps: float) -> torch.Tensor:
+    """RMSNorm with an optional weight applied in fp32 (Muse-Glimmer's MuseRMSNorm):
+    (normed * weight.float()).to(x.dtype), or normed.to(x.dtype) for weight None; x [..., D]
+    (rows may be strided views) -> a new tensor of x's shape and dtype."""
+    return _norm(x, weight, eps, _NO_WEIGHT if weight is None else _FP32_WEIGHT)[0]
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,19 @@ def triton_kernels(x: torch.Tensor):
     return _triton_kernels() if USE_TRITON and x.is_cuda else None
 
 
+@functools.lru_cache(maxsize=None)
+def _rope_kernels():
+    from specpilot.kernels import rope
+
+    return rope
+
+
+def rope_kernels(x: torch.Tensor):
+    """kernels/rope.py when x should take the Triton path (CUDA and USE_TRITON), else None: the
+    RoPE of layers/rotary.py follows the same switch."""
+    return _rope_kernels() if USE_TRITON and x.is_cuda else None
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()

@@ -5,11 +5,15 @@ transformers computes it on the fly (position * inv_freq in fp32, then cos/sin, 
 attention scaling), so lookups are bit-identical to the reference.
 RoPE variants come from transformers' ROPE_INIT_FUNCTIONS; variants whose frequencies depend on
 the running sequence length ("dynamic", "longrope") are refused rather than approximated.
+On CUDA, forward runs the Triton kernel of kernels/rope.py (same switch as the norms:
+layers.norm.USE_TRITON); rotate is always the torch reference.
 """
 
 import torch
 from torch import nn
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+from specpilot.layers.norm import rope_kernels
 
 _LENGTH_DEPENDENT = ("dynamic", "longrope")
 
@@ -63,5 +67,10 @@ class RotaryEmbedding(nn.Module):
         return torch.cat([rot * cos + rotate_half(rot) * sin, rest], dim=-1)
 
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
-        """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes."""
+        """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes.
+        On CUDA (layers.norm.USE_TRITON) one Triton launch rotates both, bit-identical to rotate
+        (kernels/rope.py)."""
+        kernels = rope_kernels(q)
+        if kernels is not None:
+            return kernels.rope(positions, q, k, self.cos_table, self.sin_table)
         return self.rotate(positions, q), self.rotate(positions, k)

@@ -1,0 +1,119 @@
+"""Rotary position embedding of q and k in one Triton launch (layers/rotary.py, rotate_half layout).
+
+Numerics follow RotaryEmbedding.rotate step by step, rounding where torch rounds: with x's dtype
+dt and the fp32 tables of RotaryEmbedding,
+  cos = cos_table[pos].to(dt), sin = sin_table[pos].to(dt)
+  a = (x * cos).to(dt), b = (rotate_half(x) * sin).to(dt), out = (a + b).to(dt)
+over the first R = rotary_dim channels (rotate_half(x) = cat(-x2, x1) of those R channels); the
+channels R..D-1 are copied unchanged. Products of two 16-bit values are exact in fp32 and the
+sum of two 16-bit values is rounded once to fp32 and then to dt, as torch's fp32-opmath kernels do,
+so 16-bit results equal torch's bit for bit; in fp32 they are equal too as long as the compiler
+does not contract x * cos + b into an fma, which the launch forbids (enable_fp_fusion=False).
+
+Grid (T, head blocks): program (t, j) rotates BLOCK_H heads of token t, of q for the first
+cdiv(Hq, BLOCK_H) blocks and of k after them, sharing token t's cos / sin row. q and k are read
+through (token, head) strides, so views split from a fused qkv output are read in place; the
+outputs are new contiguous tensors, the inputs are not modified. Positions are not range-checked
+(that would need a device-to-host sync): they must lie in [0, max_positions) of the tables.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_HEAD_DIM = 8192
+_TILE = 2048  # elements (heads x padded head dim) one program handles
+
+
+@triton.jit
+def _rotate_heads(x_ptr, out_ptr, cos, sin, t, h0, H, stride_t, stride_h, D, R,
+                  BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Rotates heads h0 .. h0 + BLOCK_H - 1 (< H) of token t; cos / sin: fp32 [BLOCK_D], zero
+    from R on. out is contiguous [T, H, D]."""
+    dt = x_ptr.dtype.element_ty
+    heads = h0 + tl.arange(0, BLOCK_H)
+    d = tl.arange(0, BLOCK_D)
+    half = R // 2
+    first = (d < half)[None, :]
+    in_rot = (d < R)[None, :]
+    partner = tl.where(d < half, d + half, d - half)
+    ok = (heads < H)[:, None] & (d < D)[None, :]
+    row = x_ptr + t * stride_t + heads[:, None].to(tl.int64) * stride_h
+    x = tl.load(row + d[None, :], mask=ok, other=0.0)
+    xp = tl.load(row + partner[None, :], mask=ok & in_rot, other=0.0)
+    rh = tl.where(first, -xp, xp)  # rotate_half(x): negation is exact in any dtype
+    c = cos.to(dt).to(tl.float32)[None, :]
+    s = sin.to(dt).to(tl.float32)[None, :]
+    a = (x.to(tl.float32) * c).to(dt)
+    b = (rh.to(tl.float32) * s).to(dt)
+    y = (a.to(tl.float32) + b.to(tl.float32)).to(dt)
+    y = tl.where(in_rot, y, x)
+    out = out_ptr + (t * H + heads[:, None].to(tl.int64)) * D + d[None, :]
+    tl.store(out, y, mask=ok)
+
+
+@triton.jit
+def _rope_kernel(pos_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, qo_ptr, ko_ptr,
+                 stride_qt, stride_qh, stride_kt, stride_kh, stride_tab,
+                 Hq, Hkv, D, R, q_blocks,
+                 BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Grid (T, q_blocks + cdiv(Hkv, BLOCK_H)); see the module docstring."""
+    t = tl.program_id(0).to(tl.int64)
+    blk = tl.program_id(1)
+    pos = tl.load(pos_ptr + t).to(tl.int64)
+    d = tl.arange(0, BLOCK_D)
+    cos = tl.load(cos_ptr + pos * stride_tab + d, mask=d < R, other=0.0)
+    sin = tl.load(sin_ptr + pos * stride_tab + d, mask=d < R, other=0.0)
+    if blk < q_blocks:
+        _rotate_heads(q_ptr, qo_ptr, cos, sin, t, blk * BLOCK_H, Hq, stride_qt, stride_qh, D, R,
+                      BLOCK_H, BLOCK_D)
+    else:
+        _rotate_heads(k_ptr, ko_ptr, cos, sin, t, (blk - q_blocks) * BLOCK_H, Hkv, stride_kt,
+                      stride_kh, D, R, BLOCK_H, BLOCK_D)
+
+
+def _heads(x: torch.Tensor) -> torch.Tensor:
+    """x [T, H, D] with a contiguous last dim (a copy only when it is not)."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor,
+         sin_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """positions [T] (integer); q [T, Hq, D]; k [T, Hkv, D]; cos_table / sin_table fp32
+    [max_positions, R] (R = rotary_dim <= D, even) -> (q_out, k_out): new contiguous tensors of
+    q's / k's shape and dtype, equal to RotaryEmbedding.rotate(positions, q / k)."""
+    if q.dim() != 3 or k.dim() != 3 or positions.dim() != 1:
+        raise ValueError(f"expected positions [T], q [T, Hq, D], k [T, Hkv, D]; got "
+                         f"{tuple(positions.shape)}, {tuple(q.shape)}, {tuple(k.shape)}")
+    t, hq, dim = q.shape
+    hkv = k.shape[1]
+    if k.shape[0] != t or positions.shape[0] != t or k.shape[2] != dim:
+        raise ValueError(f"positions {tuple(positions.shape)}, q {tuple(q.shape)} and "
+                         f"k {tuple(k.shape)} do not match")
+    if dim > MAX_HEAD_DIM:
+        raise ValueError(f"head dim {dim} > {MAX_HEAD_DIM}")
+    if cos_table.shape != sin_table.shape or cos_table.dim() != 2:
+        raise ValueError("cos / sin tables must both be [max_positions, rotary_dim]")
+    r = cos_table.shape[1]
+    if r > dim or r % 2:
+        raise ValueError(f"rotary dim {r} must be even and <= head dim {dim}")
+    if cos_table.dtype != torch.float32 or sin_table.dtype != torch.float32:
+        raise ValueError("cos / sin tables must be fp32")
+    q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    if t == 0 or (hq == 0 and hkv == 0) or dim == 0:
+        return q_out, k_out
+    q, k = _heads(q), _heads(k)
+    cos_table, sin_table = cos_table.contiguous(), sin_table.contiguous()
+    positions = positions.contiguous()
+    block_d = triton.next_power_of_2(dim)
+    block_h = max(1, min(triton.next_power_of_2(max(hq, hkv)), _TILE // block_d))
+    q_blocks, k_blocks = triton.cdiv(hq, block_h), triton.cdiv(hkv, block_h)
+    _rope_kernel[(t, q_blocks + k_blocks)](
+        positions, cos_table, sin_table, q, k, q_out, k_out,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), cos_table.stride(0),
+        hq, hkv, dim, r, q_blocks, BLOCK_H=block_h, BLOCK_D=block_d,
+        num_warps=min(max(block_h * block_d // 512, 1), 8), enable_fp_fusion=False)
+    return q_out, k_out

@@ -1,0 +1,147 @@
+"""Triton RoPE kernel (specpilot/kernels/rope.py) against RotaryEmbedding.rotate, and the
+Muse-Glimmer RMSNorm path of kernels/norm.py against MuseRMSNorm's torch code.
+
+Without CUDA the kernels run in Triton's interpreter on CPU tensors (tests/conftest.py sets
+TRITON_INTERPRET=1 before triton is imported); the wrappers are called directly, and the modules'
+dispatch is checked by pointing their kernel accessor at the interpreted module. bf16 runs on
+CUDA only (the interpreter does not support it).
+
+RoPE is expected bit for bit (torch.equal): the kernel rounds to x's dtype exactly where torch's
+separate kernels do (cos / sin cast, each product, the sum), and fp32 products are not contracted
+into an fma. The norm is not: its sum of squares runs in another order than torch's and it takes
+rsqrt where MuseRMSNorm takes pow(., -0.5), so fp32 agrees to ~1e-6 relative and 16-bit outputs
+now and then land one ulp apart.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+import torch
+import transformers
+
+from specpilot.layers import norm as layers_norm
+from specpilot.layers import rotary as rotary_mod
+from specpilot.layers.rotary import RotaryEmbedding
+from specpilot.models import muse_glimmer
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+if not CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
+
+from specpilot.kernels import norm as KN  # noqa: E402
+from specpilot.kernels import rope as KR  # noqa: E402
+
+if not CUDA and not isinstance(KR._rope_kernel, InterpretedFunction):
+    KR = importlib.reload(KR)  # imported earlier without the interpreter
+if not CUDA and not isinstance(KN._rms_norm_kernel, InterpretedFunction):
+    KN = importlib.reload(KN)
+
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if CUDA else [])
+HEAD_DIM, MAX_POS = 32, 4096
+EPS = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def _torch_modules(monkeypatch):
+    monkeypatch.setattr(layers_norm, "USE_TRITON", False)  # references run the torch code
+
+
+def rand(*shape, dtype, seed, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).to(dtype=dtype, device=DEV)
+
+
+def make_rotary(partial: bool) -> RotaryEmbedding:
+    params = {"rope_type": "default", "rope_theta": 10000.0}
+    if partial:
+        params["partial_rotary_factor"] = 0.25  # as Qwen3.5: 8 of 32 channels rotate
+    c = transformers.Qwen3Config(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                                 head_dim=HEAD_DIM, rope_parameters=params)
+    rot = RotaryEmbedding(c, HEAD_DIM, MAX_POS).to(DEV)
+    assert rot.rotary_dim == (HEAD_DIM // 4 if partial else HEAD_DIM)
+    return rot
+
+
+def positions(t: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, MAX_POS, (t,), generator=g, dtype=torch.int64).to(DEV)  # unsorted
+
+
+def split_qk(t, hq, hkv, dtype, seed):
+    """q [t, hq, D], k [t, hkv, D]: strided views of one fused qkv output [t, (hq+2hkv)*D]."""
+    qkv = rand(t, (hq + 2 * hkv) * HEAD_DIM, dtype=dtype, seed=seed, scale=3.0)
+    q, k, _ = qkv.split([hq * HEAD_DIM, hkv * HEAD_DIM, hkv * HEAD_DIM], dim=-1)
+    return qkv, q.view(t, hq, HEAD_DIM), k.view(t, hkv, HEAD_DIM)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("partial", [False, True])
+@pytest.mark.parametrize("t", [1, 5])
+@pytest.mark.parametrize("hq,hkv,tile", [(4, 2, KR._TILE), (3, 1, KR._TILE), (4, 2, 64)])
+def test_rope_matches_rotate(monkeypatch, dtype, partial, t, hq, hkv, tile):
+    """GQA / MQA heads, strided q / k views, unsorted positions; tile 64: two heads per program,
+    so q spans two head blocks (and k's block is half masked)."""
+    monkeypatch.setattr(KR, "_TILE", tile)
+    rot = make_rotary(partial)
+    qkv, q, k = split_qk(t, hq, hkv, dtype, seed=10 * t + hq)
+    assert t == 1 or not (q.is_contiguous() or k.is_contiguous())  # rows of the fused output
+    pos = positions(t, seed=t)
+    before = qkv.clone()
+    q_out, k_out = KR.rope(pos, q, k, rot.cos_table, rot.sin_table)
+    assert torch.equal(qkv, before)  # inputs untouched
+    for out, x in ((q_out, q), (k_out, k)):
+        ref = rot.rotate(pos, x)
+        assert out.shape == ref.shape and out.dtype == ref.dtype and out.is_contiguous()
+        assert torch.equal(out, ref), (out.float() - ref.float()).abs().max().item()
+    if partial:  # channels past rotary_dim pass through untouched
+        assert torch.equal(q_out[..., rot.rotary_dim:], q[..., rot.rotary_dim:])
+
+
+def test_rope_contiguous_and_forward_dispatch(monkeypatch):
+    """Contiguous q / k, int32 positions; RotaryEmbedding.forward takes the kernel when its
+    accessor returns one (on CUDA: layers.norm.rope_kernels)."""
+    rot = make_rotary(partial=False)
+    q = rand(3, 4, HEAD_DIM, dtype=torch.float16, seed=1, scale=3.0)
+    k = rand(3, 2, HEAD_DIM, dtype=torch.float16, seed=2, scale=3.0)
+    pos = positions(3, seed=3)
+    ref = rot(pos, q, k)  # torch
+    monkeypatch.setattr(rotary_mod, "rope_kernels", lambda x: KR)
+    out = rot(pos.to(torch.int32), q, k)
+    assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
+    assert layers_norm.rope_kernels(q) is None  # USE_TRITON off (and no CUDA here)
+
+
+def norm_tol(dtype: torch.dtype) -> dict:
+    if dtype == torch.float32:
+        return dict(rtol=2e-6, atol=1e-6)
+    return dict(rtol=torch.finfo(dtype).eps, atol=1e-5)  # one ulp (a single rounding)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_scale", [False, True])
+def test_muse_rms_norm(monkeypatch, dtype, with_scale):
+    """Weightless per-head q norm on a strided view of a fused output, and the weighted norm on
+    plain rows; the module's dispatch (triton_kernels) pointed at the interpreted kernels."""
+    t, heads, dim = 3, 4, 128
+    m = muse_glimmer.MuseRMSNorm(dim if with_scale else None, EPS, with_scale=with_scale).to(DEV)
+    if with_scale:
+        with torch.no_grad():
+            m.weight.copy_(rand(dim, dtype=torch.float32, seed=4, scale=0.5) + 1.0)
+    m = m.to(dtype)
+    fused = rand(t, heads * dim + 40, dtype=dtype, seed=5, scale=3.0)
+    xs = (fused[:, :heads * dim].view(t, heads, dim), rand(5, dim, dtype=dtype, seed=6))
+    with torch.no_grad():
+        refs = [m(x) for x in xs]
+        monkeypatch.setattr(muse_glimmer, "triton_kernels", lambda x: KN)
+        for x, ref in zip(xs, refs):
+            out = m(x)
+            assert out.dtype == ref.dtype == dtype and out.shape == ref.shape
+            torch.testing.assert_close(out, ref, **norm_tol(dtype))
+            direct = KN.rms_norm_fp32_weight(x, m.weight, EPS)
+            assert torch.equal(direct, out)
