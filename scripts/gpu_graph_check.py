@@ -61,7 +61,7 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
     ps = [[rng.randrange(3, 250) for _ in range(n)] for n in (1, 7, 19, 33, 50)]
     sp = SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)
     common = dict(model_path=target, device="cuda", dtype="float32", max_total_tokens=4096,
-                  cuda_graph_max_bs=8, enable_draft_cuda_graph=draft_graph)
+                  cuda_graph_max_bs=8, disable_draft_cuda_graph=not draft_graph)
     ref = [o.output_ids for o in OfflineEngine(ServerArgs(**common, attention_backend="torch"))
            .generate(ps, sp)]
     ok = True
@@ -112,7 +112,7 @@ def speed(a, bw: float) -> dict:
                 max(a.long + 2048, max(a.batch) * (a.prompt_len + a.new + 64)),
                 max_running_requests=max(a.batch), skip_tokenizer_init=True,
                 cuda_graph_max_bs=max(a.batch), disable_cuda_graph=a.no_graph,
-                enable_draft_cuda_graph=a.draft_graph)
+                disable_draft_cuda_graph=not a.draft_graph)
     t0 = time.perf_counter()
     eng = OfflineEngine(ServerArgs(**base, speculative_draft_load_format="dummy",
                                    speculative_draft_model_path=os.path.join(
@@ -174,7 +174,8 @@ def main() -> int:
     ap.add_argument("--long", type=int, default=8192)
     ap.add_argument("--no-graph", action="store_true")
     ap.add_argument("--draft-graph", action="store_true",
-                    help="also graph the drafter's block pass (--enable-draft-cuda-graph)")
+                    help="also graph the drafter's block pass (the server default; without it the script\n"
+                         "runs --disable-draft-cuda-graph)")
     ap.add_argument("--skip-exactness", action="store_true")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()

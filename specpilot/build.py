@@ -35,5 +35,5 @@ def build_worker(args: ServerArgs):
                              args.speculative_num_draft_tokens, args.speculative_algorithm,
                              args.speculative_draft_load_format)
     if why_not is None:
-        worker.enable_cuda_graphs(max_bs, draft=args.enable_draft_cuda_graph)
+        worker.enable_cuda_graphs(max_bs, draft=not args.disable_draft_cuda_graph)
     return worker

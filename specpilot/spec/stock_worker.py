@@ -79,8 +79,7 @@ class StockSpecWorker:
     def enable_cuda_graphs(self, max_bs: int, capture: bool = True, draft: bool = True) -> None:
         """Capture the target's VERIFY forward (B rows per request, features captured) and, with
         `draft`, the drafter's block pass, for batch buckets up to max_bs; proposal, accept and
-        the drafter's context store stay eager. (The server graphs the block pass only with
-        --enable-draft-cuda-graph until its capture has been run on a GPU.)"""
+        the drafter's context store stay eager (--disable-draft-cuda-graph: the block pass too)."""
         from specpilot.engine.cuda_graph import DraftGraphs, TargetGraphs
 
         self.verify_graphs = TargetGraphs(self.runner, self.num_draft_tokens, self.capture,
