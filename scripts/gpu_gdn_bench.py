@@ -14,6 +14,7 @@ Rows timed (one layer unless noted; median of graph replays of 20 launches each)
   fla-rec   fla fused_recurrent_gated_delta_rule, same rows, states gathered/scattered by us
   fla-chunk fla chunk_gated_delta_rule (prefill; eager, it builds chunk indices on the host,
             compared with ours eager too)
+  conv      kernels/conv.py against the torch ops it replaced (bf16, C = 10240), diff and time
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ def check() -> float:
         gated_delta_rule(None, k[lyr], v[lyr], g[lyr], beta[lyr], per_layer[lyr],
                          *meta(n, t, lens=5), key_heads=HK)
     worst = max(worst, (pool - per_layer).abs().max().item())
+    # gates formed in the kernel from the raw projections == g, beta computed in torch
+    a, b = g * 4, beta - 0.5
+    a_log, dt_bias = torch.randn(HV, device="cuda") * 0.5, torch.randn(HV, device="cuda")
+    p1, p2 = torch.zeros(2, n, HV, DK, DV, device="cuda")
+    o1 = gated_delta_rule(q[0], k[0], v[0], a[0], b[0], p1, *meta(n, t), key_heads=HK,
+                          gate=(a_log, dt_bias))
+    o2 = gated_delta_rule(q[0], k[0], v[0], -a_log.exp() * torch.nn.functional.softplus(
+        a[0] + dt_bias), b[0].sigmoid(), p2, *meta(n, t), key_heads=HK)
+    worst = max(worst, (o1 - o2).abs().max().item(), (p1 - p2).abs().max().item())
     print(f"check fp32 kernel vs torch reference: max abs diff {worst:.2e}", flush=True)
     return worst
 
@@ -95,9 +105,13 @@ def check_chunked_prefill() -> float | None:
     torch.manual_seed(1)
     pool = RecurrentStatePool(1, 4, 2 * HK * DK + HV * DV, 4, HV, DK, DV, torch.device("cuda"))
     pool.rec.normal_(0, 0.05)
+    pool.set_gates(torch.randn(LAYERS, HV, device="cuda")[:1] * 0.5,
+                   torch.randn(1, HV, device="cuda"))
     saved = pool.rec.clone()
     lens = [300, 70]
-    q, k, v, g, beta = inputs(1, sum(lens))
+    q, k, v, _, _ = inputs(1, sum(lens))
+    a = torch.randn(sum(lens), HV, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(sum(lens), HV, device="cuda", dtype=torch.bfloat16)
     res = []
     for chunked in (True, False):
         pool.rec.copy_(saved)
@@ -105,13 +119,51 @@ def check_chunked_prefill() -> float | None:
         assert rb.chunked is not None  # fla present, 300 rows
         if not chunked:
             rb.chunked = None
-        out = rb.delta(0, q, k, v, g, beta, DK ** -0.5)
+        out = rb.delta(0, q, k, v, a, b, DK ** -0.5)  # raw gate projections
         res.append((out, pool.rec[0, [2, 1]].clone()))
     worst = max((res[0][0] - res[1][0]).abs().max().item(),
                 (res[0][1] - res[1][1]).abs().max().item())
     print(f"check chunked prefill (fla) vs recurrent kernel, bf16 inputs: max abs diff "
           f"{worst:.2e} (outputs scale {res[1][0].abs().max().item():.2f})", flush=True)
     return worst
+
+
+def conv_rows(bw: float) -> list[dict]:
+    """kernels/conv.py (decode / verify conv + SiLU over the window pool) against the torch ops it
+    replaced, bf16, C = 10240 (Qwen3.8-27B's conv channels), K = 4: max abs diff and graph time."""
+    import torch.nn.functional as F
+
+    from specpilot.kernels.conv import causal_conv
+
+    c, kk, out = 2 * HK * DK + HV * DV, 4, []
+    w = torch.randn(c, kk, device="cuda", dtype=torch.bfloat16) * 0.5
+    for n, t in ((1, 1), (32, 1), (1, 16), (32, 16)):
+        x = torch.randn(n * t, c, device="cuda", dtype=torch.bfloat16)
+        state = torch.randn(n + 1, c, kk - 1, device="cuda")
+        rows64 = torch.arange(n, device="cuda")
+        rows, fresh = rows64.int(), torch.zeros(n, dtype=torch.int32, device="cuda")
+
+        def torch_ops():
+            window = state.index_select(0, rows64) * (fresh == 0).float()[:, None, None]
+            seq = torch.cat([window.to(x.dtype), x.reshape(n, t, -1).transpose(1, 2)], dim=2)
+            y = F.silu(F.conv1d(seq, w[:, None, :], groups=c))
+            state.index_copy_(0, rows64, seq[:, :, t:].float())
+            return y.transpose(1, 2).reshape(n * t, -1).contiguous()
+
+        saved = state.clone()
+        ref = torch_ops()
+        want_state = state.clone()
+        state.copy_(saved)
+        got = causal_conv(x, w, state, rows, fresh, t, write_state=True)
+        diff = max((got.float() - ref.float()).abs().max().item(),
+                   (state - want_state).abs().max().item())
+        row = dict(op="conv", requests=n, rows=t, max_abs_diff=diff,
+                   torch_us=1000 * graph_ms(torch_ops),
+                   ours_us=1000 * graph_ms(lambda: causal_conv(x, w, state, rows, fresh, t,
+                                                               write_state=True)))
+        out.append(row)
+        print(row, flush=True)
+    return out
 
 
 def graph_ms(fn, launches: int = 20, reps: int = 15) -> float:
@@ -249,10 +301,14 @@ def main() -> int:
     chunked_diff = check_chunked_prefill()
     bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
-    rows = bench(bw)
+    rows = bench(bw) + conv_rows(bw)
     print(f"\n{'op':20} {'req':>4} {'rows':>5} {'ours us':>9} {'floor us':>9} {'fla us':>8} "
           f"{'snap extra us':>14}")
     for r in rows:
+        if r["op"] == "conv":
+            print(f"{'conv (torch ops us)':20} {r['requests']:4} {r['rows']:5} {r['ours_us']:9.1f} "
+                  f"{'':>9} {r['torch_us']:8.1f}   max abs diff {r['max_abs_diff']:.3g}")
+            continue
         fla = r.get("fla_rec_us", r.get("fla_chunk_us"))
         print(f"{r['op']:20} {r['requests']:4} {r['rows']:5} {r['ours_us']:9.1f} "
               f"{r.get('floor_us', float('nan')):9.1f} "

@@ -153,6 +153,7 @@ class ModelRunner:
         if hasattr(self.model, "recurrent_state_spec"):
             self.states = RecurrentStatePool(num_rows=num_rows, device=self.device,
                                              **self.model.recurrent_state_spec())
+            self.states.set_gates(*self.model.recurrent_gate_params())
             log.info("recurrent state: %.1f MiB per request", self.states.bytes_per_row / 2**20)
         if self.attention_backend == "triton":
             from specpilot.engine.triton_backend import TritonBackend

@@ -59,6 +59,11 @@ class RecurrentStatePool:
                                 dtype=torch.float32, device=device)
         self.rec = torch.zeros(num_layers, num_rows, heads, dk, dv, dtype=torch.float32,
                                device=device)
+        self.gate = None  # (A_log, dt_bias) fp32 [L, Hv] of the model: set_gates()
+
+    def set_gates(self, a_log: torch.Tensor, dt_bias: torch.Tensor) -> None:
+        """The recurrent layers' gate parameters, for kernels that form g and beta themselves."""
+        self.gate = (a_log.float().contiguous(), dt_bias.float().contiguous())
 
     @property
     def bytes_per_row(self) -> int:
@@ -108,8 +113,8 @@ class TensorRecurrentBatch:
 
     Holds int32 [4, capacity] device metadata (state row, fresh flag, first flat row, number of
     rows per request) and, for VERIFY, a stash of every layer's per-row inputs: the conv inputs
-    x [L, cap, C], the conv outputs k|v [L, cap, 2 Dk Hk.. ] in the model dtype, and g, beta
-    [L, cap, Hv] fp32. With `capacity_rows` the stash is allocated once (a CUDA graph records its
+    x [L, cap, C], the conv outputs k|v [L, cap, Hk Dk + Hv Dv] and the raw gate projections
+    a, b [L, cap, Hv] (the kernel forms g and beta from them), all in the model dtype. With `capacity_rows` the stash is allocated once (a CUDA graph records its
     address); without, each verify step allocates one of its size.
     """
 
@@ -131,8 +136,8 @@ class TensorRecurrentBatch:
         shape = (p.num_layers, rows)
         return dict(x=torch.zeros(*shape, p.conv_dim, dtype=self.dtype, device=dev),
                     kv=torch.zeros(*shape, p.conv_dim - p.key_dim, dtype=self.dtype, device=dev),
-                    g=torch.zeros(*shape, p.heads, dtype=torch.float32, device=dev),
-                    beta=torch.zeros(*shape, p.heads, dtype=torch.float32, device=dev))
+                    a=torch.zeros(*shape, p.heads, dtype=self.dtype, device=dev),
+                    b=torch.zeros(*shape, p.heads, dtype=self.dtype, device=dev))
 
     def prepare(self, rows: list[int], prefix_lens: list[int], extend_lens: list[int],
                 verify: bool) -> "TensorRecurrentBatch":
@@ -167,28 +172,29 @@ class TensorRecurrentBatch:
 
     def conv(self, layer: int, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x [T, C] conv inputs -> silu(causal conv) [T, C]; writes each request's new window,
-        or under VERIFY stashes x instead."""
+        or under VERIFY stashes x instead. Uniform batches (decode, verify): one Triton launch
+        (kernels/conv.py); ragged EXTEND batches: torch, per request."""
+        from specpilot.kernels.conv import causal_conv as conv_kernel
+
         p = self.pool
+        if self.uniform is not None:
+            if self.verify:
+                self.stash["x"][layer, :self.total].copy_(x)
+            rows, fresh = self.meta[0, :self.n], self.meta[1, :self.n]
+            return conv_kernel(x, weight, p.conv[layer], rows, fresh, self.uniform,
+                               write_state=not self.verify)
         rows, fresh = self.rows64[:self.n], self.meta[1, :self.n]
         window = p.conv[layer].index_select(0, rows)  # [N, C, K-1]
         window = window * (fresh == 0).to(window.dtype)[:, None, None]
-        if self.uniform is None:  # EXTEND with ragged lengths: per request (eager only)
-            y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-            for i, (start, ext) in enumerate(self.segments):
-                y[start:start + ext], new = causal_conv(window[i], x[start:start + ext], weight)
-                p.conv[layer, self.host_rows[i]] = new
-            return y
-        t = self.uniform
-        seq = torch.cat([window.to(x.dtype), x.reshape(self.n, t, -1).transpose(1, 2)], dim=2)
-        y = F.silu(F.conv1d(seq, weight[:, None, :], groups=weight.shape[0]))  # [N, C, T]
-        if self.verify:
-            self.stash["x"][layer, :self.total].copy_(x)
-        else:
-            p.conv[layer].index_copy_(0, rows, seq[:, :, t:].float())
-        return y.transpose(1, 2).reshape(self.total, -1).contiguous()
+        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        for i, (start, ext) in enumerate(self.segments):
+            y[start:start + ext], new = causal_conv(window[i], x[start:start + ext], weight)
+            p.conv[layer, self.host_rows[i]] = new
+        return y
 
-    def delta(self, layer: int, q, k, v, g, beta, scale: float) -> torch.Tensor:
-        """One layer's recurrence over the batch -> out [T, Hv, Dv] fp32 (kernels/gdn.py)."""
+    def delta(self, layer: int, q, k, v, a, b, scale: float) -> torch.Tensor:
+        """One layer's recurrence over the batch -> out [T, Hv, Dv] fp32 (kernels/gdn.py).
+        a, b [T, Hv]: the raw gate projections (g and beta are formed in the kernel)."""
         from specpilot.kernels.gdn import gated_delta_rule
 
         if self.verify:
@@ -196,18 +202,23 @@ class TensorRecurrentBatch:
             st = self.stash
             st["kv"][layer, :self.total, :kd].copy_(k)
             st["kv"][layer, :self.total, kd:].copy_(v)
-            st["g"][layer, :self.total].copy_(g)
-            st["beta"][layer, :self.total].copy_(beta)
+            st["a"][layer, :self.total].copy_(a)
+            st["b"][layer, :self.total].copy_(b)
         if self.chunked is not None:
-            return self._delta_chunked(layer, q, k, v, g, beta, scale)
+            return self._delta_chunked(layer, q, k, v, a, b, scale)
         rows, fresh, starts, lens = self.meta[:, :self.n]
-        return gated_delta_rule(q, k, v, g, beta, self.pool.rec[layer], rows, fresh, starts, lens,
+        gate = tuple(x[layer] for x in self.pool.gate)
+        return gated_delta_rule(q, k, v, a, b, self.pool.rec[layer], rows, fresh, starts, lens,
                                 key_heads=self.key_heads, scale=scale,
-                                write_state=not self.verify)
+                                write_state=not self.verify, gate=gate)
 
-    def _delta_chunked(self, layer: int, q, k, v, g, beta, scale: float) -> torch.Tensor:
+    def _delta_chunked(self, layer: int, q, k, v, a, b, scale: float) -> torch.Tensor:
         """EXTEND through fla-core's chunked kernel: states gathered from the pool (zeros for
-        fresh requests), final states scattered back."""
+        fresh requests), final states scattered back; g and beta formed in torch (as the
+        reference layer does)."""
+        a_log, dt_bias = (x[layer] for x in self.pool.gate)
+        g = -a_log.exp() * F.softplus(a.float() + dt_bias)
+        beta = b.sigmoid().float()
         p, t = self.pool, q.shape[0]
         rows, fresh = self.rows64[:self.n], self.meta[1, :self.n]
         init = p.rec[layer].index_select(0, rows) * (fresh == 0).float()[:, None, None, None]
@@ -234,9 +245,9 @@ class TensorRecurrentBatch:
         rows, fresh, starts, lens = self.meta[:, :n]
         st, kd, total = self.stash, p.key_dim, self.total
         kv = st["kv"][:, :total]
-        gated_delta_rule(None, kv[..., :kd], kv[..., kd:], st["g"][:, :total],
-                         st["beta"][:, :total], p.rec, rows, fresh, starts, lens,
-                         key_heads=self.key_heads, write_state=True)
+        gated_delta_rule(None, kv[..., :kd], kv[..., kd:], st["a"][:, :total],
+                         st["b"][:, :total], p.rec, rows, fresh, starts, lens,
+                         key_heads=self.key_heads, write_state=True, gate=p.gate)
         rows64 = self.rows64[:n]
         window = p.conv[:, rows64]  # [L, N, C, K-1]
         window = window * (fresh == 0).float()[None, :, None, None]

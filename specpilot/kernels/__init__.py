@@ -4,6 +4,8 @@
   block), split-KV with a merge kernel; metadata read on device so launches are graph-safe.
 - gdn.py: the gated delta rule (Gated DeltaNet) over the state pool in place: decode, verify
   (no state write), extend, and the verify commit of every layer in one launch.
+- conv.py: Gated DeltaNet's short causal conv + SiLU over the conv-window pool (decode, verify).
+- rope.py: rotary embedding of q and k in one launch (partial rotary, strided views).
 - norm.py: RMSNorm (plain, zero-centred, optional fused residual add), gated RMSNorm, SiLU-mul.
 
 Kernels compile for the GPU; on a CPU-only machine they run only under TRITON_INTERPRET=1, which

@@ -43,7 +43,8 @@ def _causal_conv_kernel(x_ptr, w_ptr, state_ptr, y_ptr, rows_ptr, fresh_ptr,
     # s[:, j] for 1 <= j <= K-1 holds window entry j-1; column 0 is shifted out on the first row
     s_ptrs = state_ptr + row * stride_sr + offs_c[:, None] * (K - 1) + (cols[None, :] - 1)
     s_mask = mask_c[:, None] & (cols[None, :] >= 1) & (cols[None, :] < K)
-    s = tl.load(s_ptrs, mask=s_mask & (fresh == 0), other=0.0)
+    s = tl.load(s_ptrs, mask=s_mask, other=0.0)
+    s = tl.where(fresh == 0, s, 0.0)  # a fresh request starts from zeros, whatever its row holds
     s = s.to(x_ptr.dtype.element_ty).to(tl.float32)  # seq is built with window.to(x.dtype)
     w = tl.load(w_ptr + offs_c[:, None] * stride_w + cols[None, :],
                 mask=mask_c[:, None] & (cols[None, :] < K), other=0.0).to(tl.float32)

@@ -7,7 +7,8 @@ with q_t, k_t L2-normalised in the kernel (x * rsqrt(sum x^2 + eps), as layers/g
 scaled by `scale`. Value head h reads key head h // (Hv / Hk) (GQA, no repeated copy of q/k).
 
 Layout. q, k [.., T, Hk*Dk], v [.., T, Hv*Dv] (row-strided views: they are column slices of the
-conv output), g, beta [.., T, Hv] fp32, out [T, Hv, Dv] fp32. state [L, R, Hv, Dk, Dv] (a layer's
+conv output), g, beta [.., T, Hv] fp32 (or, with `gate`, the raw projections the gates come
+from, computed in the kernel), out [T, Hv, Dv] fp32. state [L, R, Hv, Dk, Dv] (a layer's
 view [R, ...] is L = 1). Request b owns rows starts[b] .. starts[b] + lens[b] - 1, starts from
 state row rows[b] (or from zeros when fresh[b] != 0) and, with WRITE_STATE, stores its final state
 back there. With several layers (the commit) the leading dimension of k, v, g, beta and state is
@@ -30,12 +31,12 @@ import triton.language as tl
 @triton.jit
 def _gated_delta_kernel(
         q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, out_ptr, state_ptr,
-        rows_ptr, fresh_ptr, starts_ptr, lens_ptr,
+        rows_ptr, fresh_ptr, starts_ptr, lens_ptr, a_log_ptr, dt_bias_ptr,
         stride_qt, stride_kl, stride_kt, stride_vl, stride_vt, stride_gl, stride_gt,
         stride_sl, stride_sr, scale, eps,
         HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
         BK: tl.constexpr, BV: tl.constexpr,
-        WRITE_OUT: tl.constexpr, WRITE_STATE: tl.constexpr):
+        WRITE_OUT: tl.constexpr, WRITE_STATE: tl.constexpr, GATE: tl.constexpr):
     b = tl.program_id(0)
     lh = tl.program_id(1)
     vb = tl.program_id(2)
@@ -61,6 +62,9 @@ def _gated_delta_kernel(
     v_base = v_ptr + layer * stride_vl + h * DV
     g_base = g_ptr + layer * stride_gl + h
     b_base = beta_ptr + layer * stride_gl + h
+    if GATE:  # g_ptr / beta_ptr hold the raw projections a, b: the gates are computed here
+        decay_rate = tl.exp(tl.load(a_log_ptr + layer * HV + h))
+        dt_bias = tl.load(dt_bias_ptr + layer * HV + h)
     for t in range(n):
         r = start + t
         kt = tl.load(k_base + r * stride_kt + offs_k, mask=mask_k, other=0.0).to(tl.float32)
@@ -68,6 +72,11 @@ def _gated_delta_kernel(
         vt = tl.load(v_base + r * stride_vt + offs_v, mask=mask_v, other=0.0).to(tl.float32)
         gt = tl.load(g_base + r * stride_gt)
         bt = tl.load(b_base + r * stride_gt)
+        if GATE:
+            x = gt.to(tl.float32) + dt_bias
+            gt = -decay_rate * tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))  # softplus
+            b32 = bt.to(tl.float32)  # sigmoid in fp32, rounded to b's dtype like torch's
+            bt = (1.0 / (1.0 + tl.exp(-b32))).to(bt.dtype).to(tl.float32)
         s = s * tl.exp(gt)
         kv = tl.sum(s * kt[:, None], axis=0)
         s = s + kt[:, None] * ((vt - kv) * bt)[None, :]
@@ -92,12 +101,16 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
                      beta: torch.Tensor, state: torch.Tensor, rows: torch.Tensor,
                      fresh: torch.Tensor, starts: torch.Tensor, lens: torch.Tensor, *,
                      key_heads: int, scale: float = 1.0, eps: float = 1e-6,
-                     write_state: bool = True) -> torch.Tensor | None:
+                     write_state: bool = True,
+                     gate: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor | None:
     """Run the recurrence for len(rows) requests (see the module docstring for layouts).
 
     q None: no output (the commit); else returns out [T, Hv, Dv] fp32 for the T rows of q.
     state [R, Hv, Dk, Dv] (one layer) or [L, R, Hv, Dk, Dv] with k, v, g, beta [L, T, ..].
     rows, fresh, starts, lens: int32 [N] device tensors.
+    gate (A_log, dt_bias), fp32 [L, Hv] (or [Hv] for one layer): g and beta are then the raw
+    projections a, b (any float dtype, same layout), and the kernel forms Gated DeltaNet's gates
+    g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) (rounded to b's dtype, as torch).
     """
     layered = state.dim() == 5
     num_layers = state.shape[0] if layered else 1
@@ -106,8 +119,13 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
         raise ValueError("gated_delta_rule: state must be contiguous fp32")
     if hv % key_heads:
         raise ValueError(f"{hv} value heads are not a multiple of {key_heads} key heads")
-    if g.dtype != torch.float32 or beta.dtype != torch.float32 or g.stride() != beta.stride():
-        raise ValueError("gated_delta_rule: g and beta must be fp32 with the same layout")
+    if g.stride() != beta.stride() or (gate is None and (g.dtype != torch.float32
+                                                         or beta.dtype != torch.float32)):
+        raise ValueError("gated_delta_rule: g and beta need the same layout (and fp32 unless "
+                         "`gate` is given)")
+    if gate is not None and any(x.dtype != torch.float32 or x.numel() != num_layers * hv
+                                for x in gate):
+        raise ValueError(f"gated_delta_rule: gate parameters must be fp32 [{num_layers}, {hv}]")
     kl, kt = _row_strides(k, layered)
     vl, vt = _row_strides(v, layered)
     gl, gt = _row_strides(g, layered)
@@ -125,9 +143,9 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
     grid = (n, num_layers * hv, triton.cdiv(dv, bv))
     _gated_delta_kernel[grid](
         q if q is not None else k, k, v, g, beta, out if out is not None else g, state,
-        rows, fresh, starts, lens,
+        rows, fresh, starts, lens, *(gate if gate is not None else (g, g)),
         q.stride(0) if q is not None else 0, kl, kt, vl, vt, gl, gt,
         state.stride(0) if layered else 0, state.stride(-4), scale, eps,
         HK=key_heads, HV=hv, DK=dk, DV=dv, BK=bk, BV=bv,
-        WRITE_OUT=q is not None, WRITE_STATE=write_state, num_warps=4)
+        WRITE_OUT=q is not None, WRITE_STATE=write_state, GATE=gate is not None, num_warps=4)
     return out

@@ -55,15 +55,15 @@ class GatedDeltaNet(nn.Module):
         st = backend.recurrent
         mixed, z, b, a = project(self, "in_proj", x)  # mixed [T, C]
         z = z.reshape(-1, self.hv, self.dv)
-        beta = b.sigmoid().float()  # [T, Hv]
-        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
         weight = self.conv1d.weight[:, 0, :]  # [C, K]
-        if getattr(st, "tensorized", False):  # batched ops + the Triton recurrence
+        if getattr(st, "tensorized", False):  # batched ops + the Triton recurrence (gates in it)
             y = st.conv(self.state_index, mixed, weight)
             q, k, v = y.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
-            out = st.delta(self.state_index, q, k, v, g, beta, self.dk ** -0.5).to(x.dtype)
+            out = st.delta(self.state_index, q, k, v, a, b, self.dk ** -0.5).to(x.dtype)
             o = self.norm(out.reshape(-1, self.dv), z.reshape(-1, self.dv))
             return self.out_proj(o.view(x.shape[0], self.value_dim))
+        beta = b.sigmoid().float()  # [T, Hv]
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
         out = torch.empty(x.shape[0], self.hv, self.dv, dtype=x.dtype, device=x.device)
         rep = self.hv // self.hk
         for i, (start, ext) in enumerate(backend.row_segments()):
@@ -187,6 +187,12 @@ class Qwen3_5ForCausalLM(nn.Module):
         g = gdn[0]
         return dict(num_layers=len(gdn), conv_dim=g.conv_dim, conv_kernel=g.kernel,
                     heads=g.hv, dk=g.dk, dv=g.dv)
+
+    def recurrent_gate_params(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A_log, dt_bias) of every Gated DeltaNet layer, stacked [L, Hv]."""
+        gdn = [lyr.linear_attn for lyr in self.text.layers if hasattr(lyr, "linear_attn")]
+        return (torch.stack([g.A_log.detach().float() for g in gdn]),
+                torch.stack([g.dt_bias.detach().float() for g in gdn]))
 
 
 class Qwen3_5ForConditionalGeneration(Qwen3_5ForCausalLM):

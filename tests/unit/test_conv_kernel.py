@@ -1,0 +1,62 @@
+"""kernels/conv.causal_conv against the torch math of the uniform path (interpreter on CPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from specpilot.kernels.conv import causal_conv
+
+C, K, R = 40, 4, 6
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+# the interpreter rounds fp32 -> bf16 by truncation: CPU runs fp32 / fp16 (as test_norm_kernels)
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if CUDA else [])
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=2e-3, atol=2e-3),
+       torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2)}
+
+
+def _reference(x, weight, conv_state, rows, fresh, t):
+    """The uniform branch of TensorRecurrentBatch.conv: (y [N*T, C], new windows [N, C, K-1])."""
+    n, c = rows.shape[0], weight.shape[0]
+    window = conv_state[rows.long()] * (fresh == 0).to(torch.float32)[:, None, None]
+    seq = torch.cat([window.to(x.dtype), x.reshape(n, t, c).transpose(1, 2)], dim=2)
+    y = F.silu(F.conv1d(seq, weight[:, None, :], groups=c))
+    return y.transpose(1, 2).reshape(n * t, c).contiguous(), seq[:, :, t:].float()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,t", [(1, 1), (1, 5), (3, 1), (3, 5)])
+@pytest.mark.parametrize("write_state", [False, True])
+def test_causal_conv_matches_torch(dtype, n, t, write_state):
+    gen = torch.Generator().manual_seed(n * 10 + t)
+    wide = torch.randn(n * t, 2 * C + 8, generator=gen).to(DEVICE, dtype)
+    x = wide[:, 8:8 + C]  # a column slice: row stride 2C + 8
+    weight = (torch.randn(C, K, generator=gen) * 0.5).to(DEVICE, dtype)
+    state = torch.randn(R, C, K - 1, generator=gen).to(DEVICE)
+    rows = torch.tensor([4, 1, 2][:n], dtype=torch.int32, device=DEVICE)
+    fresh = torch.tensor([0, 1, 0][:n] if n > 1 else [1], dtype=torch.int32, device=DEVICE)
+    ref_y, ref_win = _reference(x, weight, state, rows, fresh, t)
+    before = state.clone()
+
+    y = causal_conv(x, weight, state, rows, fresh, t, write_state)
+
+    assert y.dtype == dtype and y.shape == (n * t, C) and y.is_contiguous()
+    torch.testing.assert_close(y, ref_y, **TOL[dtype])
+    if write_state:
+        expect = before.clone()
+        expect[rows.long()] = ref_win
+        assert torch.equal(state, expect)  # exact: copies of the (rounded) inputs
+    else:
+        assert torch.equal(state, before)
+
+
+def test_causal_conv_fresh_ignores_row_contents():
+    x = torch.randn(3, C, device=DEVICE)
+    weight = torch.randn(C, K, device=DEVICE)
+    state = torch.full((2, C, K - 1), float("nan"), device=DEVICE)
+    one = torch.ones(1, dtype=torch.int32, device=DEVICE)
+    y = causal_conv(x, weight, state, one, one, 3, False)
+    ref, _ = _reference(x, weight, torch.zeros(2, C, K - 1, device=DEVICE), one, one * 0, 3)
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
