@@ -128,6 +128,37 @@ def check_chunked_prefill() -> float | None:
     return worst
 
 
+def sweep() -> list[dict]:
+    """Tile width over Dv x warps per program, per case: median graph time, best first."""
+    out = []
+    cases = ((1, 1, False), (32, 1, False), (1, 8, False), (1, 16, False), (8, 16, False),
+             (32, 16, False), (1, 8, True), (8, 8, True))
+    for n, t, commit in cases:
+        layers = LAYERS if commit else 0
+        q, k, v, g, beta = inputs(n, t, layers=layers)
+        pool = torch.zeros(*((LAYERS,) if commit else ()), n + 1, HV, DK, DV, device="cuda")
+        m = meta(n, t, lens=t // 2 if commit else None)
+        res = []
+        for bv in (8, 16, 32, 64):
+            for nw in (1, 2, 4, 8):
+                if commit:
+                    fn = lambda: gated_delta_rule(None, k, v, g, beta, pool, *m,  # noqa: E731
+                                                  key_heads=HK, block_v=bv, num_warps=nw)
+                else:
+                    fn = lambda: gated_delta_rule(q, k, v, g, beta, pool, *m,  # noqa: E731
+                                                  key_heads=HK, scale=DK ** -0.5,
+                                                  write_state=t == 1, block_v=bv, num_warps=nw)
+                res.append((1000 * graph_ms(fn, launches=3 if commit else 10, reps=7), bv, nw))
+        res.sort()
+        row = dict(case=("commit" if commit else "decode" if t == 1 else "verify"), requests=n,
+                   rows=t, best=[dict(us=u, block_v=b, num_warps=w) for u, b, w in res[:4]],
+                   default_us=next(u for u, b, w in res if b == 32 and w == 4))
+        out.append(row)
+        print(f"sweep {row['case']:7} {n:3} x {t:2}: default {row['default_us']:8.1f} us; best "
+              + ", ".join(f"{u:.1f} (bv {b}, warps {w})" for u, b, w in res[:3]), flush=True)
+    return out
+
+
 def conv_rows(bw: float) -> list[dict]:
     """kernels/conv.py (decode / verify conv + SiLU over the window pool) against the torch ops it
     replaced, bf16, C = 10240 (Qwen3.8-27B's conv channels), K = 4: max abs diff and graph time."""
@@ -295,7 +326,15 @@ def copy_bandwidth() -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
+    ap.add_argument("--sweep", action="store_true", help="only the tile / warps sweep")
     a = ap.parse_args()
+    if a.sweep:
+        print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+        res = sweep()
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump(res, f, indent=2)
+        return 0
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     worst = check()
     chunked_diff = check_chunked_prefill()

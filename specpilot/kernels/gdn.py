@@ -90,6 +90,13 @@ def _gated_delta_kernel(
         tl.store(s_ptrs, s, mask=s_mask)
 
 
+# Tile width over Dv and warps per program. Smaller tiles mean more programs, each with less
+# work per row, so a program walks its rows faster (verify). Measured: scripts/gpu_gdn_bench.py
+# --sweep.
+BLOCK_V = 32
+NUM_WARPS = 4
+
+
 def _row_strides(x: torch.Tensor, layered: bool) -> tuple[int, int]:
     """(layer stride, row stride) of a [L, T, W] or [T, W] tensor whose last dim is contiguous."""
     if x.stride(-1) != 1:
@@ -102,7 +109,9 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
                      fresh: torch.Tensor, starts: torch.Tensor, lens: torch.Tensor, *,
                      key_heads: int, scale: float = 1.0, eps: float = 1e-6,
                      write_state: bool = True,
-                     gate: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor | None:
+                     gate: tuple[torch.Tensor, torch.Tensor] | None = None,
+                     block_v: int | None = None, num_warps: int | None = None
+                     ) -> torch.Tensor | None:
     """Run the recurrence for len(rows) requests (see the module docstring for layouts).
 
     q None: no output (the commit); else returns out [T, Hv, Dv] fp32 for the T rows of q.
@@ -139,7 +148,7 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
     if n == 0:
         return out
     bk = max(triton.next_power_of_2(dk), 16)
-    bv = min(max(triton.next_power_of_2(dv), 16), 32)
+    bv = min(max(triton.next_power_of_2(dv), 8), block_v or BLOCK_V)
     grid = (n, num_layers * hv, triton.cdiv(dv, bv))
     _gated_delta_kernel[grid](
         q if q is not None else k, k, v, g, beta, out if out is not None else g, state,
@@ -147,5 +156,6 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
         q.stride(0) if q is not None else 0, kl, kt, vl, vt, gl, gt,
         state.stride(0) if layered else 0, state.stride(-4), scale, eps,
         HK=key_heads, HV=hv, DK=dk, DV=dv, BK=bk, BV=bv,
-        WRITE_OUT=q is not None, WRITE_STATE=write_state, GATE=gate is not None, num_warps=4)
+        WRITE_OUT=q is not None, WRITE_STATE=write_state, GATE=gate is not None,
+        num_warps=num_warps or NUM_WARPS)
     return out

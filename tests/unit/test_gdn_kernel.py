@@ -10,6 +10,13 @@ from specpilot.kernels.gdn import gated_delta_rule
 from specpilot.layers.gdn import delta_rule, l2norm
 
 HK, HV, DK, DV = 2, 4, 16, 24  # DV not a power of two: masked columns
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the Triton interpreter
+
+
+@pytest.fixture(autouse=True)
+def _on_device():
+    with torch.device(DEV):  # every tensor a test builds lives where the kernel runs
+        yield
 
 
 def meta(rows, fresh, lens):
