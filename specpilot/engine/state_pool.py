@@ -195,7 +195,7 @@ class TensorRecurrentBatch:
     def delta(self, layer: int, q, k, v, a, b, scale: float) -> torch.Tensor:
         """One layer's recurrence over the batch -> out [T, Hv, Dv] fp32 (kernels/gdn.py).
         a, b [T, Hv]: the raw gate projections (g and beta are formed in the kernel)."""
-        from specpilot.kernels.gdn import gated_delta_rule
+        from specpilot.kernels.gdn import gated_delta_rule, launch_config
 
         if self.verify:
             kd = self.pool.key_dim
@@ -208,9 +208,10 @@ class TensorRecurrentBatch:
             return self._delta_chunked(layer, q, k, v, a, b, scale)
         rows, fresh, starts, lens = self.meta[:, :self.n]
         gate = tuple(x[layer] for x in self.pool.gate)
+        most = self.uniform or max(e for _, e in self.segments)
         return gated_delta_rule(q, k, v, a, b, self.pool.rec[layer], rows, fresh, starts, lens,
                                 key_heads=self.key_heads, scale=scale,
-                                write_state=not self.verify, gate=gate)
+                                write_state=not self.verify, gate=gate, **launch_config(most))
 
     def _delta_chunked(self, layer: int, q, k, v, a, b, scale: float) -> torch.Tensor:
         """EXTEND through fla-core's chunked kernel: states gathered from the pool (zeros for
@@ -235,7 +236,7 @@ class TensorRecurrentBatch:
         """VERIFY only: every layer's state and conv window move to after rows 0..accepted[i]
         (one kernel launch for all layers' delta-rule states, one gather for the windows).
         A graph's batch may hold padding requests after the len(accepted) real ones."""
-        from specpilot.kernels.gdn import gated_delta_rule
+        from specpilot.kernels.gdn import gated_delta_rule, launch_config
 
         assert self.verify and len(accepted) <= self.n
         p, n, t, k1 = self.pool, len(accepted), self.uniform, self.pool.kernel - 1
@@ -247,7 +248,8 @@ class TensorRecurrentBatch:
         kv = st["kv"][:, :total]
         gated_delta_rule(None, kv[..., :kd], kv[..., kd:], st["a"][:, :total],
                          st["b"][:, :total], p.rec, rows, fresh, starts, lens,
-                         key_heads=self.key_heads, write_state=True, gate=p.gate)
+                         key_heads=self.key_heads, write_state=True, gate=p.gate,
+                         **launch_config(t, p.num_layers))
         rows64 = self.rows64[:n]
         window = p.conv[:, rows64]  # [L, N, C, K-1]
         window = window * (fresh == 0).float()[None, :, None, None]

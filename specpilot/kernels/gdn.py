@@ -90,11 +90,22 @@ def _gated_delta_kernel(
         tl.store(s_ptrs, s, mask=s_mask)
 
 
-# Tile width over Dv and warps per program. Smaller tiles mean more programs, each with less
-# work per row, so a program walks its rows faster (verify). Measured: scripts/gpu_gdn_bench.py
-# --sweep.
+# Tile width over Dv and warps per program (the defaults), and launch_config() per kind of call.
+# Smaller tiles mean more programs with less work per row, so a program walks its rows faster.
+# H200, Qwen3.8-27B heads (scripts/gpu_gdn_bench.py --sweep, docs/benchmarks/hybrid.md):
+# verify 1 x 16 rows 27.3 -> 14.5 us and 32 x 16 rows 301 -> 157 us with (16, 1); the
+# 48-layer commit 121 -> 114 us with (64, 4); decode within 7% of the best with (32, 4).
 BLOCK_V = 32
 NUM_WARPS = 4
+
+
+def launch_config(rows_per_request: int, layers: int = 1) -> dict:
+    """block_v / num_warps for a call with this many rows per request (and layers)."""
+    if layers > 1:
+        return dict(block_v=64, num_warps=4)
+    if rows_per_request > 1:
+        return dict(block_v=16, num_warps=1)
+    return dict(block_v=BLOCK_V, num_warps=NUM_WARPS)
 
 
 def _row_strides(x: torch.Tensor, layered: bool) -> tuple[int, int]:
