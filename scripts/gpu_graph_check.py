@@ -12,7 +12,10 @@
 
     python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--batch 1,4,8,16,32]
         [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--draft-graph]
-        [--out result.json]
+        [--graph-split] [--out result.json]
+
+--graph-split instead times, per batch, a step's wall clock against the GPU time inside its graph
+replays (CUDA events around each replay): what is left is eager work and host stalls.
 
 Hybrid targets (--target qwen38-27b) run their Gated DeltaNet layers through kernels/gdn.py,
 graphed like the rest.
@@ -164,6 +167,66 @@ def speed(a, bw: float) -> dict:
     return res
 
 
+class GraphTimer:
+    """CUDA events around every graph replay of the given _BucketGraphs objects: GPU time spent
+    inside graphs, to set against a step's wall time (the rest is eager work and host stalls)."""
+
+    def __init__(self, graphs):
+        self.pairs = []
+        for g in graphs:
+            if g is not None:
+                g._launch = self._wrap(g._launch)
+
+    def _wrap(self, launch):
+        def timed(bs):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            out = launch(bs)
+            b.record()
+            self.pairs.append((a, b))
+            return out
+        return timed
+
+    def take_ms(self) -> float:
+        torch.cuda.synchronize()
+        ms = sum(a.elapsed_time(b) for a, b in self.pairs)
+        self.pairs = []
+        return ms
+
+
+def graph_split(a) -> list[dict]:
+    """Per batch: step wall time against GPU time inside graph replays, `ar` and `stock`."""
+    os.environ["SGLANG_SIMULATE_ACC_LEN"] = str(a.accept)
+    base = dict(model_path=os.path.join(CONFIGS, a.target), device="cuda", dtype="bfloat16",
+                load_format="dummy", context_length=a.prompt_len + a.new + 1024,
+                max_total_tokens=max(a.batch) * (a.prompt_len + a.new + 64) + 4096,
+                max_running_requests=max(a.batch), skip_tokenizer_init=True,
+                cuda_graph_max_bs=max(a.batch))
+    eng = OfflineEngine(ServerArgs(**base, speculative_draft_load_format="dummy",
+                                   speculative_draft_model_path=os.path.join(
+                                       CONFIGS, a.target + "-dflash2")))
+    rn = eng.runner
+    rn.enable_cuda_graphs(max(a.batch))
+    timer = GraphTimer([rn.graphs, eng.worker.verify_graphs, eng.worker.draft_graphs])
+    vocab = rn.info.vocab_size
+    mk = lambda: Scheduler(rn, None, max(a.batch), 8192, 65536)  # noqa: E731
+    rows = []
+    for bs in a.batch:
+        for name, sched in (("ar", mk), ("stock", lambda: eng.scheduler)):
+            decode_ms_per_step(sched(), bs, a.prompt_len, 8, vocab)  # warm-up
+            timer.take_ms()
+            ms, _ = decode_ms_per_step(sched(), bs, a.prompt_len, a.new, vocab)
+            launches = len(timer.pairs)
+            graph_ms = timer.take_ms()
+            per_step = launches // (1 if name == "ar" else 2) or 1  # stock: draft + verify
+            rows.append(dict(engine=name, batch=bs, wall_ms=ms,
+                             in_graph_ms=graph_ms / per_step, steps=per_step))
+            print(f"split {a.target} {name:5} bs {bs:2}: wall {ms:7.2f} ms/step, inside graphs "
+                  f"{graph_ms / per_step:7.2f} ms/step, outside {ms - graph_ms / per_step:6.2f} "
+                  f"ms/step ({per_step} steps)", flush=True)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="muse-glimmer-30b")
@@ -177,10 +240,18 @@ def main() -> int:
                     help="also graph the drafter's block pass (the server default; without it the script\n"
                          "runs --disable-draft-cuda-graph)")
     ap.add_argument("--skip-exactness", action="store_true")
+    ap.add_argument("--graph-split", action="store_true",
+                    help="only: step wall time against GPU time inside graph replays")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(x) for x in a.batch.split(",")]
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    if a.graph_split:
+        res = graph_split(a)
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump(res, f, indent=2)
+        return 0
     ok = True if a.skip_exactness else exactness(a.draft_graph)
     bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
