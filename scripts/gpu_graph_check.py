@@ -207,9 +207,19 @@ def graph_split(a) -> list[dict]:
                                        CONFIGS, a.target + "-dflash2")))
     rn = eng.runner
     rn.enable_cuda_graphs(max(a.batch))
-    timer = GraphTimer([rn.graphs, eng.worker.verify_graphs, eng.worker.draft_graphs])
     vocab = rn.info.vocab_size
     mk = lambda: Scheduler(rn, None, max(a.batch), 8192, 65536)  # noqa: E731
+    if a.profile:  # torch.profiler over the stock decode steps of the first batch size
+        from torch.profiler import ProfilerActivity, profile
+
+        decode_ms_per_step(eng.scheduler, a.batch[0], a.prompt_len, 8, vocab)
+        acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+        with profile(activities=acts) as prof:
+            decode_ms_per_step(eng.scheduler, a.batch[0], a.prompt_len, a.new, vocab)
+        ka = prof.key_averages()
+        print(ka.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60))
+        print(ka.table(sort_by="self_cuda_time_total", row_limit=20, max_name_column_width=60))
+    timer = GraphTimer([rn.graphs, eng.worker.verify_graphs, eng.worker.draft_graphs])
     rows = []
     for bs in a.batch:
         for name, sched in (("ar", mk), ("stock", lambda: eng.scheduler)):
@@ -242,6 +252,8 @@ def main() -> int:
     ap.add_argument("--skip-exactness", action="store_true")
     ap.add_argument("--graph-split", action="store_true",
                     help="only: step wall time against GPU time inside graph replays")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --graph-split: first a torch.profiler table of stock steps")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(x) for x in a.batch.split(",")]
