@@ -222,9 +222,15 @@ class ModelRunner:
             self.last_recurrent = backend.recurrent
         return self.model(input_ids, positions, backend, capture)
 
-    def commit_verify(self, accepted: list[int]) -> None:
+    def commit_takes_device_counts(self) -> bool:
+        """Whether commit_verify may be given the accepted counts as a device tensor (no
+        recurrent state, or the tensorised batch); the torch reference loop needs a list."""
+        return self.states is None or getattr(self.last_recurrent, "tensorized", False)
+
+    def commit_verify(self, accepted: list[int] | torch.Tensor) -> None:
         """After a verify forward (eager or graphed): recurrent state = state after rows
-        0..accepted[i] (KV rows beyond are rolled back by length by the scheduler)."""
+        0..accepted[i] (KV rows beyond are rolled back by length by the scheduler). accepted: a
+        list, or an int device tensor [R] where commit_takes_device_counts()."""
         if self.states is not None:
             self.last_recurrent.commit(accepted)
             self.last_recurrent = None

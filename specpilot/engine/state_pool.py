@@ -232,17 +232,21 @@ class TensorRecurrentBatch:
         p.rec[layer].index_copy_(0, rows, final.float())
         return o[0].float()
 
-    def commit(self, accepted: list[int]) -> None:
+    def commit(self, accepted: list[int] | torch.Tensor) -> None:
         """VERIFY only: every layer's state and conv window move to after rows 0..accepted[i]
         (one kernel launch for all layers' delta-rule states, one gather for the windows).
-        A graph's batch may hold padding requests after the len(accepted) real ones."""
+        accepted: a list or a device tensor [R] (read on device: no host sync). A graph's
+        batch may hold padding requests after the len(accepted) real ones."""
         from specpilot.kernels.gdn import gated_delta_rule, launch_config
 
         assert self.verify and len(accepted) <= self.n
         p, n, t, k1 = self.pool, len(accepted), self.uniform, self.pool.kernel - 1
         dev = p.rec.device
-        keep = torch.tensor([a + 1 for a in accepted], dtype=torch.int32)
-        self.meta[3, :n].copy_(keep, non_blocking=True)
+        if isinstance(accepted, torch.Tensor):
+            self.meta[3, :n].copy_(accepted + 1)
+        else:
+            keep = torch.tensor([a + 1 for a in accepted], dtype=torch.int32)
+            self.meta[3, :n].copy_(keep, non_blocking=True)
         rows, fresh, starts, lens = self.meta[:, :n]
         st, kd, total = self.stash, p.key_dim, self.total
         kv = st["kv"][:, :total]

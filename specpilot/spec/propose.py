@@ -69,19 +69,30 @@ def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, sb: SamplingBa
 def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
     """Left-to-right walk over the P slots of `hidden` [R, P, H], conditioned on the previous token.
 
-    The head runs once over all R*P rows (one read of its weights, not P): only the Markov /
-    selector term depends on the previous choice."""
+    The head runs once over all R*P rows (one read of its weights, not P), and so does DFlash2's
+    top-k: only the Markov / selector term depends on the previous choice. Greedy DFlash2 picks
+    among the candidates directly (the best score; among equal scores the higher head logit)
+    instead of scattering the scores into a vocabulary-wide row."""
     r, p, _ = hidden.shape
     prev = anchors
     toks, qs = [], []
     base = torch.arange(r, device=hidden.device) * p
     head = drafter.logits(hidden)  # [R, P, V]
+    if not markov:
+        unary, cand = head.topk(drafter.dc.selector_top_k, dim=-1)  # [R, P, K]
     for j in range(p):
         logits = head[:, j]  # [R, V]
         if markov:
             logits = logits + drafter.markov_head(prev)
         else:
-            logits = _selector_logits(drafter, hidden[:, j], logits, prev)
+            score = drafter.candidate_selector.scores(hidden[:, j], unary[:, j], cand[:, j], prev)
+            if sb.all_greedy:
+                tok = cand[:, j].gather(1, score.argmax(dim=-1, keepdim=True)).squeeze(1)
+                toks.append(tok)
+                qs.append(None)
+                prev = tok
+                continue
+            logits = torch.full_like(logits, float("-inf")).scatter_(1, cand[:, j], score)
         tok, q = _pick(logits, sb, base + j)
         toks.append(tok)
         qs.append(q)
@@ -89,11 +100,3 @@ def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
     q = None if qs[0] is None else torch.stack(qs, dim=1)
     return Proposal(torch.stack(toks, dim=1), q)
 
-
-def _selector_logits(drafter, h, head_logits, prev):
-    """DFlash2: -inf outside the top-k candidates; candidates scored by unary + transition."""
-    k = drafter.dc.selector_top_k
-    unary, cand = head_logits.topk(k, dim=-1)  # [R, K]
-    score = drafter.candidate_selector.scores(h, unary, cand, prev)
-    out = torch.full_like(head_logits, float("-inf"))
-    return out.scatter_(1, cand, score)

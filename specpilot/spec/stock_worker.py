@@ -164,11 +164,15 @@ class StockSpecWorker:
             accepted, nxt = rejection_accept(prop.tokens, q, p, *self._randomness(wb, r, b, p))
         if self.simulate is not None:
             accepted, nxt = self.simulate.override(prop.tokens, logits.view(r, b, -1), b)
+        early = rn.commit_takes_device_counts()
+        if early:  # queue the commit before the copy below: its launches overlap the GPU's work
+            self._commit_on_device(aux, starts, loc, accepted)
         # the step's one device-to-host copy: accepted counts, bonus tokens and drafts together
         host = torch.cat([accepted[:, None], nxt[:, None], prop.tokens], dim=1).tolist()
         acc = [row[0] for row in host]
         tokens = [row[2:2 + row[0]] + [row[1]] for row in host]
-        self._commit(aux, starts, loc, acc)
+        if not early:
+            self._commit(aux, starts, loc, acc)
         return StepOutput(tokens, num_accepted=acc, num_proposed=b - 1)
 
     def _commit(self, aux, starts, loc, accepted: list[int]) -> None:
@@ -180,6 +184,17 @@ class StockSpecWorker:
         keep = rn.tensor([i * b + j for i, a in enumerate(accepted) for j in range(a + 1)])
         positions = (starts[:, None] + torch.arange(b, device=rn.device)[None, :]).reshape(-1)
         self._store_context(aux[keep], positions[keep], loc[keep])
+
+    def _commit_on_device(self, aux, starts, loc, accepted: torch.Tensor) -> None:
+        """_commit from the device-side counts (accepted [R] int64), before any host copy: the
+        recurrent commit reads them on device, and the drafter stores the context K/V of all B
+        rows. Rows past a request's accepted ones sit at positions >= its next context length,
+        which no later step reads before overwriting them (the block pass reads positions below
+        the anchor only)."""
+        rn, b = self.runner, self.num_draft_tokens
+        rn.commit_verify(accepted)
+        positions = (starts[:, None] + torch.arange(b, device=rn.device)[None, :]).reshape(-1)
+        self._store_context(aux, positions, loc)
 
     def _randomness(self, wb: WorkerBatch, r: int, b: int, p: torch.Tensor):
         """uniform [R, B-1] and Exp(1) noise [R, V]; a seeded request draws from its own stream."""
