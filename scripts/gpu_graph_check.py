@@ -247,8 +247,8 @@ def main() -> int:
     ap.add_argument("--long", type=int, default=8192)
     ap.add_argument("--no-graph", action="store_true")
     ap.add_argument("--draft-graph", action="store_true",
-                    help="also graph the drafter's block pass (the server default; without it the script\n"
-                         "runs --disable-draft-cuda-graph)")
+                    help="also graph the drafter's block pass (the server default; without "
+                         "it the script runs --disable-draft-cuda-graph)")
     ap.add_argument("--skip-exactness", action="store_true")
     ap.add_argument("--graph-split", action="store_true",
                     help="only: step wall time against GPU time inside graph replays")

@@ -114,8 +114,9 @@ class TensorRecurrentBatch:
     Holds int32 [4, capacity] device metadata (state row, fresh flag, first flat row, number of
     rows per request) and, for VERIFY, a stash of every layer's per-row inputs: the conv inputs
     x [L, cap, C], the conv outputs k|v [L, cap, Hk Dk + Hv Dv] and the raw gate projections
-    a, b [L, cap, Hv] (the kernel forms g and beta from them), all in the model dtype. With `capacity_rows` the stash is allocated once (a CUDA graph records its
-    address); without, each verify step allocates one of its size.
+    a, b [L, cap, Hv] (the kernel forms g and beta from them), all in the model dtype. With
+    `capacity_rows` the stash is allocated once (a CUDA graph records its address); without,
+    each verify step allocates one of its size.
     """
 
     tensorized = True

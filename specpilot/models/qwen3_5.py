@@ -9,7 +9,8 @@ sections, which reduces to plain (partial) RoPE.
 
 Recurrent state lives in the engine's RecurrentStatePool; the layer reaches it through
 `backend.recurrent`: a RecurrentBatch (torch reference, a loop over requests) or a
-TensorRecurrentBatch (batched conv and the Triton recurrence, CUDA-graph safe). Attention layers use KV-cache indices 0..n_attn-1.
+TensorRecurrentBatch (the conv and recurrence kernels, CUDA-graph safe). Attention layers use
+KV-cache indices 0..n_attn-1.
 Names equal Qwen3_5ForCausalLM's (`model.layers.N.linear_attn.A_log`) or, for the
 multimodal Qwen3_5ForConditionalGeneration, `model.language_model.*` (vision tower and MTP
 tensors are skipped by name).
