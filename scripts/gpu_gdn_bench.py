@@ -105,7 +105,7 @@ def check_chunked_prefill() -> float | None:
     torch.manual_seed(1)
     pool = RecurrentStatePool(1, 4, 2 * HK * DK + HV * DV, 4, HV, DK, DV, torch.device("cuda"))
     pool.rec.normal_(0, 0.05)
-    pool.set_gates(torch.randn(LAYERS, HV, device="cuda")[:1] * 0.5,
+    pool.set_gates(torch.randn(1, HV, device="cuda") * 0.5,
                    torch.randn(1, HV, device="cuda"))
     saved = pool.rec.clone()
     lens = [300, 70]

@@ -7,6 +7,7 @@ follows the same switch through triton_kernels().
 """
 
 import functools
+import importlib
 
 import torch
 from torch import nn
@@ -15,28 +16,14 @@ USE_TRITON = True  # CUDA tensors take the Triton kernels (kernels/norm.py); Fal
 
 
 @functools.lru_cache(maxsize=None)
-def _triton_kernels():
-    from specpilot.kernels import norm  # triton is a GPU requirement: no quiet fallback
-
-    return norm
+def _kernel_module(name: str):
+    return importlib.import_module(f"specpilot.kernels.{name}")  # triton: a GPU requirement
 
 
-def triton_kernels(x: torch.Tensor):
-    """kernels/norm.py when x should take the Triton path (CUDA and USE_TRITON), else None."""
-    return _triton_kernels() if USE_TRITON and x.is_cuda else None
-
-
-@functools.lru_cache(maxsize=None)
-def _rope_kernels():
-    from specpilot.kernels import rope
-
-    return rope
-
-
-def rope_kernels(x: torch.Tensor):
-    """kernels/rope.py when x should take the Triton path (CUDA and USE_TRITON), else None: the
-    RoPE of layers/rotary.py follows the same switch."""
-    return _rope_kernels() if USE_TRITON and x.is_cuda else None
+def triton_kernels(x: torch.Tensor, name: str = "norm"):
+    """The kernel module specpilot.kernels.<name> (norm, rope) when x should take the Triton
+    path (CUDA and USE_TRITON), else None."""
+    return _kernel_module(name) if USE_TRITON and x.is_cuda else None
 
 
 class RMSNorm(nn.Module):

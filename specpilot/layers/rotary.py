@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-from specpilot.layers.norm import rope_kernels
+from specpilot.layers.norm import triton_kernels
 
 _LENGTH_DEPENDENT = ("dynamic", "longrope")
 
@@ -70,7 +70,7 @@ class RotaryEmbedding(nn.Module):
         """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes.
         On CUDA (layers.norm.USE_TRITON) one Triton launch rotates both, bit-identical to rotate
         (kernels/rope.py)."""
-        kernels = rope_kernels(q)
+        kernels = triton_kernels(q, "rope")
         if kernels is not None:
             return kernels.rope(positions, q, k, self.cos_table, self.sin_table)
         return self.rotate(positions, q), self.rotate(positions, k)

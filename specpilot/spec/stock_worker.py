@@ -166,7 +166,7 @@ class StockSpecWorker:
             accepted, nxt = self.simulate.override(prop.tokens, logits.view(r, b, -1), b)
         early = rn.commit_takes_device_counts()
         if early:  # queue the commit before the copy below: its launches overlap the GPU's work
-            self._commit_on_device(aux, starts, loc, accepted)
+            self._commit(aux, starts, loc, accepted)
         # the step's one device-to-host copy: accepted counts, bonus tokens and drafts together
         host = torch.cat([accepted[:, None], nxt[:, None], prop.tokens], dim=1).tolist()
         acc = [row[0] for row in host]
@@ -175,22 +175,13 @@ class StockSpecWorker:
             self._commit(aux, starts, loc, acc)
         return StepOutput(tokens, num_accepted=acc, num_proposed=b - 1)
 
-    def _commit(self, aux, starts, loc, accepted: list[int]) -> None:
+    def _commit(self, aux, starts, loc, accepted: list[int] | torch.Tensor) -> None:
         """Rows 0..accepted[i] of request i become committed: the target's recurrent state (if
-        any) and the drafter's context K/V at their positions. aux/loc [R*B], starts [R].
-        The kept rows are indexed from the host-side counts, so no device sync is needed."""
-        rn, b = self.runner, self.num_draft_tokens
-        rn.commit_verify(accepted)
-        keep = rn.tensor([i * b + j for i, a in enumerate(accepted) for j in range(a + 1)])
-        positions = (starts[:, None] + torch.arange(b, device=rn.device)[None, :]).reshape(-1)
-        self._store_context(aux[keep], positions[keep], loc[keep])
-
-    def _commit_on_device(self, aux, starts, loc, accepted: torch.Tensor) -> None:
-        """_commit from the device-side counts (accepted [R] int64), before any host copy: the
-        recurrent commit reads them on device, and the drafter stores the context K/V of all B
-        rows. Rows past a request's accepted ones sit at positions >= its next context length,
-        which no later step reads before overwriting them (the block pass reads positions below
-        the anchor only)."""
+        any; accepted as a host list, or as a device tensor where the runner reads counts on
+        device, so no sync) and the drafter's context K/V. aux/loc [R*B], starts [R].
+        The drafter stores all B rows: rows past a request's accepted ones sit at positions >=
+        its next context length, which no later step reads before overwriting them (the block
+        pass reads positions below the anchor only)."""
         rn, b = self.runner, self.num_draft_tokens
         rn.commit_verify(accepted)
         positions = (starts[:, None] + torch.arange(b, device=rn.device)[None, :]).reshape(-1)

@@ -12,26 +12,15 @@ rounded from those, now and then land one ulp apart (two roundings: normed, then
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 import torch
 
+from specpilot.kernels import norm as K
 from specpilot.layers import norm as layers_norm
 from specpilot.layers.norm import GatedRMSNorm, RMSNorm, ZeroCenteredRMSNorm
 
 CUDA = torch.cuda.is_available()
 DEV = "cuda" if CUDA else "cpu"
-if not CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"
-pytest.importorskip("triton")
-from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
-
-from specpilot.kernels import norm as K  # noqa: E402
-
-if not CUDA and not isinstance(K._rms_norm_kernel, InterpretedFunction):
-    K = importlib.reload(K)  # imported earlier without the interpreter
 
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if CUDA else [])
 SHAPES = [(1, 48), (5, 100), (3, 256)]  # (rows, D): odd widths, 1-5 rows

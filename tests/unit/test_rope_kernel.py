@@ -15,13 +15,12 @@ now and then land one ulp apart.
 
 from __future__ import annotations
 
-import importlib
-import os
-
 import pytest
 import torch
 import transformers
 
+from specpilot.kernels import norm as KN
+from specpilot.kernels import rope as KR
 from specpilot.layers import norm as layers_norm
 from specpilot.layers import rotary as rotary_mod
 from specpilot.layers.rotary import RotaryEmbedding
@@ -29,18 +28,6 @@ from specpilot.models import muse_glimmer
 
 CUDA = torch.cuda.is_available()
 DEV = "cuda" if CUDA else "cpu"
-if not CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"
-pytest.importorskip("triton")
-from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
-
-from specpilot.kernels import norm as KN  # noqa: E402
-from specpilot.kernels import rope as KR  # noqa: E402
-
-if not CUDA and not isinstance(KR._rope_kernel, InterpretedFunction):
-    KR = importlib.reload(KR)  # imported earlier without the interpreter
-if not CUDA and not isinstance(KN._rms_norm_kernel, InterpretedFunction):
-    KN = importlib.reload(KN)
 
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if CUDA else [])
 HEAD_DIM, MAX_POS = 32, 4096
@@ -105,16 +92,16 @@ def test_rope_matches_rotate(monkeypatch, dtype, partial, t, hq, hkv, tile):
 
 def test_rope_contiguous_and_forward_dispatch(monkeypatch):
     """Contiguous q / k, int32 positions; RotaryEmbedding.forward takes the kernel when its
-    accessor returns one (on CUDA: layers.norm.rope_kernels)."""
+    accessor returns one (on CUDA: layers.norm.triton_kernels(q, "rope"))."""
     rot = make_rotary(partial=False)
     q = rand(3, 4, HEAD_DIM, dtype=torch.float16, seed=1, scale=3.0)
     k = rand(3, 2, HEAD_DIM, dtype=torch.float16, seed=2, scale=3.0)
     pos = positions(3, seed=3)
     ref = rot(pos, q, k)  # torch
-    monkeypatch.setattr(rotary_mod, "rope_kernels", lambda x: KR)
+    monkeypatch.setattr(rotary_mod, "triton_kernels", lambda x, name: KR)
     out = rot(pos.to(torch.int32), q, k)
     assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
-    assert layers_norm.rope_kernels(q) is None  # USE_TRITON off (and no CUDA here)
+    assert layers_norm.triton_kernels(q, "rope") is None  # USE_TRITON off
 
 
 def norm_tol(dtype: torch.dtype) -> dict:
