@@ -40,7 +40,7 @@ class ServerArgs:
     attention_backend: str = "auto"  # auto: triton on CUDA, torch on CPU | torch | triton
     disable_cuda_graph: bool = False  # CUDA graphs of DECODE / VERIFY (CUDA + triton backend)
     cuda_graph_max_bs: Optional[int] = None  # largest graphed batch; None: min(max running, 32)
-    disable_draft_cuda_graph: bool = False  # graph VERIFY only, the drafter's block pass eager
+    disable_draft_cuda_graph: bool = False  # graph VERIFY only: block pass and step graph eager
     # speculative decoding (none given: the `ar` engine)
     speculative_algorithm: Optional[str] = None  # DFLASH | DFLASH2 | DSPARK; None: from the drafter
     speculative_draft_model_path: Optional[str] = None

@@ -63,10 +63,11 @@ class _BucketGraphs:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         for bs in sorted(self.buckets, reverse=True):  # largest first: the pool fits the rest
-            self._prepare(bs, [], [])
             with torch.cuda.stream(stream):
                 for _ in range(2):  # warm-up: Triton compiles / autotunes outside the capture
+                    self._prepare(bs, [], [])  # each time: a step may consume it (the commit)
                     self._forward(bs)
+                self._prepare(bs, [], [])
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool, stream=stream):
@@ -127,13 +128,10 @@ class TargetGraphs(_BucketGraphs):
         hidden, aux = self.runner.model(self.ids[:n], self.positions[:n], self.backend, self.layers)
         return self.runner.model.compute_logits(hidden), aux
 
-    @torch.inference_mode()
-    def run(self, rows_l: list[int], prefix_lens: list[int], input_ids: torch.Tensor,
-            loc: torch.Tensor):
-        """One step for len(rows_l) <= max_bs requests, each with self.rows new rows at
-        prefix_lens[i].. (input_ids, loc: [R * rows] device tensors). Returns (logits [R*rows, V]
-        fp32, aux [R*rows, n*H] or None); they are views into graph outputs, valid until the
-        next run."""
+    def fill(self, rows_l: list[int], prefix_lens: list[int], input_ids: torch.Tensor | None,
+             loc: torch.Tensor) -> int:
+        """Write a step's inputs into the static buffers and prepare the metadata; returns the
+        bucket. input_ids None: the caller writes self.ids (StockStepGraphs does, in its graph)."""
         r, k = len(rows_l), self.rows
         bs = self._bucket_for(r)
         n, dev = r * k, self.runner.device
@@ -141,7 +139,8 @@ class TargetGraphs(_BucketGraphs):
         pos = (torch.tensor(prefix_lens, dtype=torch.int64, device=dev)[:, None] + offs).reshape(-1)
         rows_t = torch.tensor(rows_l, dtype=torch.int64, device=dev).repeat_interleave(k)
         self.runner.req_to_token.write(rows_t, pos, loc)
-        self.ids[:n].copy_(input_ids)
+        if input_ids is not None:
+            self.ids[:n].copy_(input_ids)
         self.positions[:n].copy_(pos)
         self.loc[:n].copy_(loc)
         m = bs * k
@@ -150,7 +149,17 @@ class TargetGraphs(_BucketGraphs):
             self.positions[n:m].copy_(offs.repeat(bs - r))
             self.loc[n:m].zero_()
         self._prepare(bs, rows_l, prefix_lens)
-        logits, aux = self._launch(bs)
+        return bs
+
+    @torch.inference_mode()
+    def run(self, rows_l: list[int], prefix_lens: list[int], input_ids: torch.Tensor,
+            loc: torch.Tensor):
+        """One step for len(rows_l) <= max_bs requests, each with self.rows new rows at
+        prefix_lens[i].. (input_ids, loc: [R * rows] device tensors). Returns (logits [R*rows, V]
+        fp32, aux [R*rows, n*H] or None); they are views into graph outputs, valid until the
+        next run."""
+        n = len(rows_l) * self.rows
+        logits, aux = self._launch(self.fill(rows_l, prefix_lens, input_ids, loc))
         if self.verify and self.backend.recurrent is not None:
             self.runner.last_recurrent = self.backend.recurrent  # commit_verify replays from it
         return logits[:n], (None if aux is None else aux[:n])
@@ -186,10 +195,8 @@ class DraftGraphs(_BucketGraphs):
     def _forward(self, bs: int) -> torch.Tensor:
         return self.worker.drafter(self.block[:bs], self.positions[:bs], self.backend)
 
-    @torch.inference_mode()
-    def run(self, rows_l: list[int], anchor_pos: list[int], anchors: torch.Tensor) -> torch.Tensor:
-        """Block pass for len(rows_l) requests: anchors [R] at positions anchor_pos (= context
-        lengths). Returns hidden [R, Bd, H], a view valid until the next run."""
+    def fill(self, rows_l: list[int], anchor_pos: list[int], anchors: torch.Tensor) -> int:
+        """Write a block pass's inputs into the static buffers; returns the bucket."""
         r = len(rows_l)
         bs = self._bucket_for(r)
         starts = torch.tensor(anchor_pos, dtype=torch.int64, device=self.block.device)
@@ -199,4 +206,10 @@ class DraftGraphs(_BucketGraphs):
             self.block[r:bs, 0] = self.mask_id  # any id: padding outputs are dropped
             self.positions[r:bs].copy_(self.offs.expand(bs - r, -1))
         self._prepare(bs, rows_l, anchor_pos)
-        return self._launch(bs)[:r]
+        return bs
+
+    @torch.inference_mode()
+    def run(self, rows_l: list[int], anchor_pos: list[int], anchors: torch.Tensor) -> torch.Tensor:
+        """Block pass for len(rows_l) requests: anchors [R] at positions anchor_pos (= context
+        lengths). Returns hidden [R, Bd, H], a view valid until the next run."""
+        return self._launch(self.fill(rows_l, anchor_pos, anchors))[:len(rows_l)]

@@ -144,12 +144,15 @@ def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor,
     return _norm(x, weight, eps, _GATED, gate=gate)[0]
 
 
-def rms_norm_fp32_weight(x: torch.Tensor, weight: torch.Tensor | None,
-                         eps: float) -> torch.Tensor:
+def rms_norm_fp32_weight(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
+                         residual: torch.Tensor | None = None):
     """RMSNorm with an optional weight applied in fp32 (Muse-Glimmer's MuseRMSNorm):
     (normed * weight.float()).to(x.dtype), or normed.to(x.dtype) for weight None; x [..., D]
-    (rows may be strided views) -> a new tensor of x's shape and dtype."""
-    return _norm(x, weight, eps, _NO_WEIGHT if weight is None else _FP32_WEIGHT)[0]
+    (rows may be strided views) -> a new tensor of x's shape and dtype. With residual: as
+    rms_norm, (norm(h), h) for h = x + residual."""
+    out, h = _norm(x, weight, eps, _NO_WEIGHT if weight is None else _FP32_WEIGHT,
+                   residual=residual)
+    return out if residual is None else (out, h)
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

@@ -4,6 +4,11 @@ On CUDA tensors the modules run the Triton kernels of kernels/norm.py (same nume
 reduction order, one launch instead of several); elsewhere, or with USE_TRITON = False (a switch
 for tests and benchmarks), the torch code below. GatedMLP's silu_mul (models/llama.py)
 follows the same switch through triton_kernels().
+
+forward_add(x, delta) returns (norm(x + delta), x + delta): the decoder layers hand each residual
+add to the norm that follows it, so on the Triton path the add runs inside the norm kernel. The
+sum is rounded to x's dtype before it is normalised, on both paths, so the torch path (add, then
+forward) gives exactly what separate add and norm gave.
 """
 
 import functools
@@ -26,7 +31,20 @@ def triton_kernels(x: torch.Tensor, name: str = "norm"):
     return _kernel_module(name) if USE_TRITON and x.is_cuda else None
 
 
-class RMSNorm(nn.Module):
+class FusedAddNorm(nn.Module):
+    """A norm with forward_add; subclasses give _fused_add(kernels, x, delta), the Triton call."""
+
+    def forward_add(self, x: torch.Tensor, delta: torch.Tensor | None):
+        """(self(x + delta), x + delta), the sum in x's dtype; delta None: (self(x), x)."""
+        if delta is not None:
+            kernels = triton_kernels(x)
+            if kernels is not None:
+                return self._fused_add(kernels, x, delta)
+            x = x + delta
+        return self(x), x
+
+
+class RMSNorm(FusedAddNorm):
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
@@ -41,8 +59,11 @@ class RMSNorm(nn.Module):
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x32.to(dtype)
 
+    def _fused_add(self, kernels, x, delta):
+        return kernels.rms_norm(x, self.weight, self.eps, residual=delta)
 
-class ZeroCenteredRMSNorm(nn.Module):
+
+class ZeroCenteredRMSNorm(FusedAddNorm):
     """Qwen3.5 RMSNorm: weight stored as w, applied as (1 + w), product taken in fp32."""
 
     def __init__(self, dim: int, eps: float):
@@ -57,6 +78,9 @@ class ZeroCenteredRMSNorm(nn.Module):
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return (x32 * (1.0 + self.weight.float())).type_as(x)
+
+    def _fused_add(self, kernels, x, delta):
+        return kernels.rms_norm(x, self.weight, self.eps, zero_centred=True, residual=delta)
 
 
 class GatedRMSNorm(nn.Module):

@@ -44,9 +44,14 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
 
-    def forward(self, positions, x, backend):
-        x = x + self.self_attn(positions, self.input_layernorm(x), backend)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, positions, x, backend, delta=None):
+        """The layer input is x + delta (delta None: x); returns (x', delta'), the output being
+        x' + delta'. Each residual add is left to the norm after it (forward_add), where the
+        Triton path fuses it into the norm kernel; run_layers adds the last delta in the final
+        norm."""
+        h, x = self.input_layernorm.forward_add(x, delta)
+        h, x = self.post_attention_layernorm.forward_add(x, self.self_attn(positions, h, backend))
+        return x, self.mlp(h)
 
 
 class DecoderModel(nn.Module):
@@ -68,19 +73,22 @@ class DecoderModel(nn.Module):
 def run_layers(layers, norm, x, positions, backend, capture: tuple[int, ...]):
     """The decoder stack with feature capture, shared by every target family.
 
+    Layers pass (x, delta) on, their output being x + delta (see DecoderLayer.forward): the add
+    happens in the next layer's first norm, or in the final norm, fused on the Triton path.
     Returns (norm(x) after the last layer, aux [T, len(capture) * H] or None): aux concatenates
     the outputs of the layers named in `capture` (HF `hidden_states[id + 1]`; for the last layer
-    HF reports it after the final norm, and so do we).
+    HF reports it after the final norm, and so do we). A captured layer's output is added up
+    where it is captured (one unfused add each).
     """
-    feats = {}
+    feats, delta, last = {}, None, len(layers) - 1
     for i, layer in enumerate(layers):
-        x = layer(positions, x, backend)
-        if i in capture:
+        x, delta = layer(positions, x, backend, delta)
+        if i in capture and i != last:
+            x, delta = x + delta, None
             feats[i] = x
-    h = norm(x)
+    h, _ = norm.forward_add(x, delta)
     if not capture:
         return h, None
-    last = len(layers) - 1
     return h, torch.cat([h if i == last else feats[i] for i in capture], dim=-1)
 
 

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from specpilot.layers.fused import project
-from specpilot.layers.norm import ZeroCenteredRMSNorm, triton_kernels
+from specpilot.layers.norm import FusedAddNorm, ZeroCenteredRMSNorm, triton_kernels
 from specpilot.layers.rotary import RotaryEmbedding
 from specpilot.models.llama import GatedMLP, run_layers
 from specpilot.models.registry import register
@@ -38,7 +38,7 @@ VISION_PREFIXES = ("model.vision_tower.", "model.vision_adapter.", "model.vision
 LAYER_TYPES = ("sliding_attention", "full_attention")
 
 
-class MuseRMSNorm(nn.Module):
+class MuseRMSNorm(FusedAddNorm):
     """HF MuseGlimmerRMSNorm: x * (mean(x^2) + eps) ** -0.5 in fp32, times an optional plain
     weight in fp32, cast back to x's dtype. [..., dim] -> [..., dim]."""
 
@@ -59,6 +59,9 @@ class MuseRMSNorm(nn.Module):
         if self.weight is not None:
             out = out * self.weight.float()
         return out.type_as(x)
+
+    def _fused_add(self, kernels, x, delta):
+        return kernels.rms_norm_fp32_weight(x, self.weight, self.eps, residual=delta)
 
 
 class MuseAttention(nn.Module):
@@ -110,10 +113,13 @@ class MuseDecoderLayer(nn.Module):
         self.pre_feedforward_layernorm = ZeroCenteredRMSNorm(h, c.rms_norm_eps)
         self.post_feedforward_layernorm = ZeroCenteredRMSNorm(h, c.post_norm_eps)
 
-    def forward(self, positions, x, backend):  # x [T, H] -> [T, H]
-        x = x + self.post_attention_layernorm(self.self_attn(positions, self.input_layernorm(x),
-                                                             backend))
-        return x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
+    def forward(self, positions, x, backend, delta=None):
+        """(x, delta) -> (x', delta') as llama's DecoderLayer, x [T, H]: each residual add (of a
+        post-norm's output) is left to the pre-norm after it (forward_add)."""
+        h, x = self.input_layernorm.forward_add(x, delta)
+        a = self.post_attention_layernorm(self.self_attn(positions, h, backend))
+        h, x = self.pre_feedforward_layernorm.forward_add(x, a)
+        return x, self.post_feedforward_layernorm(self.mlp(h))
 
 
 def layer_plan(c) -> list[tuple[bool, int | None]]:

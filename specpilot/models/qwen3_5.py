@@ -126,9 +126,11 @@ class HybridLayer(nn.Module):
         self.input_layernorm = ZeroCenteredRMSNorm(c.hidden_size, c.rms_norm_eps)
         self.post_attention_layernorm = ZeroCenteredRMSNorm(c.hidden_size, c.rms_norm_eps)
 
-    def forward(self, positions, x, backend):
-        x = x + self._mixer[0](positions, self.input_layernorm(x), backend)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, positions, x, backend, delta=None):
+        """(x, delta) -> (x', delta') as llama's DecoderLayer: residual adds fused into norms."""
+        h, x = self.input_layernorm.forward_add(x, delta)
+        h, x = self.post_attention_layernorm.forward_add(x, self._mixer[0](positions, h, backend))
+        return x, self.mlp(h)
 
 
 class HybridTextModel(nn.Module):

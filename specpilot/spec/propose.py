@@ -5,7 +5,8 @@
       request's temperature / top-k / top-p transform; one-hot for greedy rows) or None when every
       row is greedy.
 
-`sb` is a SamplingBatch with R * P rows, request-major (row r * P + j is slot j of request r).
+`sb` is a SamplingBatch with R * P rows, request-major (row r * P + j is slot j of request r), or
+None when every row is greedy (no per-step SamplingBatch to build; the CUDA-graph step uses it).
 DFlash: P = Bd - 1 (row 0 is the anchor). DSpark: P = Bd (row j proposes the token after slot
 j - 1; the anchor row proposes too), with the Markov term from the previous token. DFlash2: P =
 Bd - 1, each slot picks among the top-k candidates of the head, rescored by the selector given
@@ -28,9 +29,9 @@ class Proposal:
     q: Optional[torch.Tensor]  # [R, P, V] or None (all greedy)
 
 
-def _pick(logits: torch.Tensor, sb: SamplingBatch, rows: slice | torch.Tensor):
+def _pick(logits: torch.Tensor, sb: Optional[SamplingBatch], rows: slice | torch.Tensor):
     """logits [R, V] for the sampling rows `rows` of sb -> (token [R], q [R, V] or None)."""
-    if sb.all_greedy:
+    if sb is None or sb.all_greedy:
         return logits.argmax(dim=-1), None
     sub = _rows(sb, rows)
     q = probs(logits, sub)
@@ -52,7 +53,7 @@ def _rows(sb: SamplingBatch, idx) -> SamplingBatch:
     return replace(sb, **out)
 
 
-def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, sb: SamplingBatch,
+def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, sb: Optional[SamplingBatch],
             wb=None) -> Proposal:
     dc = drafter.dc
     r, bd, _ = hidden.shape
@@ -77,6 +78,7 @@ def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
     prev = anchors
     toks, qs = [], []
     base = torch.arange(r, device=hidden.device) * p
+    greedy = sb is None or sb.all_greedy
     head = drafter.logits(hidden)  # [R, P, V]
     if not markov:
         unary, cand = head.topk(drafter.dc.selector_top_k, dim=-1)  # [R, P, K]
@@ -86,7 +88,7 @@ def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
             logits = logits + drafter.markov_head(prev)
         else:
             score = drafter.candidate_selector.scores(hidden[:, j], unary[:, j], cand[:, j], prev)
-            if sb.all_greedy:
+            if greedy:
                 tok = cand[:, j].gather(1, score.argmax(dim=-1, keepdim=True)).squeeze(1)
                 toks.append(tok)
                 qs.append(None)

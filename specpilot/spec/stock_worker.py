@@ -67,6 +67,7 @@ class StockSpecWorker:
             self.backend = DraftAttentionBackend(self.draft_kv, runner.req_to_token)
         self.verify_graphs = None  # TargetGraphs of VERIFY (B rows per request)
         self.draft_graphs = None  # DraftGraphs of the block pass
+        self.step_graphs = None  # StockStepGraphs: the whole greedy step
         self.capture = dc.target_layer_ids
         self.simulate = SimulatedAcceptance.from_env()
         self.proposer = propose  # (drafter, hidden, anchors, sampling rows, wb) -> Proposal
@@ -76,16 +77,23 @@ class StockSpecWorker:
                  dc.algorithm, dc.architecture, self.num_draft_tokens, c.num_hidden_layers,
                  list(self.capture))
 
-    def enable_cuda_graphs(self, max_bs: int, capture: bool = True, draft: bool = True) -> None:
+    def enable_cuda_graphs(self, max_bs: int, capture: bool = True, draft: bool = True,
+                           step: bool = True) -> None:
         """Capture the target's VERIFY forward (B rows per request, features captured) and, with
-        `draft`, the drafter's block pass, for batch buckets up to max_bs; proposal, accept and
-        the drafter's context store stay eager (--disable-draft-cuda-graph: the block pass too)."""
+        `draft`, the drafter's block pass, for batch buckets up to max_bs; with `draft` and
+        `step`, also the whole greedy step (StockStepGraphs: draft, propose, verify, accept,
+        commit and context store in one replay), which serves every all-greedy step without
+        forcing. Otherwise proposal, accept, commit and the context store run eagerly
+        (--disable-draft-cuda-graph: the block pass too)."""
         from specpilot.engine.cuda_graph import DraftGraphs, TargetGraphs
+        from specpilot.spec.step_graph import StockStepGraphs
 
         self.verify_graphs = TargetGraphs(self.runner, self.num_draft_tokens, self.capture,
                                           max_bs=max_bs, capture=capture)
         if draft:
             self.draft_graphs = DraftGraphs(self, max_bs=max_bs, capture=capture)
+            if step:
+                self.step_graphs = StockStepGraphs(self, capture=capture)
 
     @torch.inference_mode()
     def forward(self, wb: WorkerBatch) -> StepOutput:
@@ -120,10 +128,22 @@ class StockSpecWorker:
                                          self.runner.info.vocab_size, self.runner.device,
                                          banned_until_min=rep(wb.banned))
 
+    @staticmethod
+    def _greedy(wb: WorkerBatch) -> bool:
+        """Every request greedy, without penalties or banned tokens: accept by argmax."""
+        return all(sp.greedy for sp in wb.sampling) and not wb.histories and not any(wb.banned)
+
     def _decode(self, wb: WorkerBatch) -> StepOutput:
         rn, dc = self.runner, self.drafter.dc
         r, b, bd = wb.batch_size, self.num_draft_tokens, self.block_rows
         anchors = rn.tensor(wb.input_ids)  # [R]
+        greedy = self._greedy(wb)
+        sg = self.step_graphs
+        if sg is not None and greedy and wb.forced is None and sg.bucket(r) is not None:
+            sim = None if self.simulate is None else self.simulate.draw(b)
+            out = sg.run(wb.req_pool_indices, wb.prefix_lens, anchors,
+                         rn.tensor(wb.out_cache_loc), sim)
+            return self._output(out.tolist())  # the step's one device-to-host copy
         starts = rn.tensor(wb.prefix_lens)  # [R] anchor positions
         offs = torch.arange(b, device=rn.device)
         # 1. draft
@@ -134,7 +154,8 @@ class StockSpecWorker:
             block[:, 0] = anchors
             self.backend.prepare_block(wb.req_pool_indices, wb.prefix_lens, bd)
             hidden = self.drafter(block, starts[:, None] + offs[None, :bd], self.backend)
-        prop = self.proposer(self.drafter, hidden, anchors, self._row_batch(wb, b - 1), wb)
+        sb = None if greedy else self._row_batch(wb, b - 1)
+        prop = self.proposer(self.drafter, hidden, anchors, sb, wb)
         if wb.forced is not None:  # token forcing: the forced tokens are the drafts
             forced = [(f + [0] * b)[:b - 1] for f in wb.forced]
             prop = Proposal(torch.tensor(forced, device=rn.device), None)
@@ -155,7 +176,7 @@ class StockSpecWorker:
             return StepOutput(wb.forced, num_accepted=acc, num_proposed=b - 1,
                               checks=[checks[i * b:(i + 1) * b] for i in range(r)])
         # 3. accept
-        if all(sp.greedy for sp in wb.sampling) and not wb.histories and not any(wb.banned):
+        if greedy:
             accepted, nxt = greedy_accept(prop.tokens, logits.argmax(-1).view(r, b))
         else:
             p = probs(logits, self._row_batch(wb, b)).view(r, b, -1)
@@ -169,11 +190,19 @@ class StockSpecWorker:
             self._commit(aux, starts, loc, accepted)
         # the step's one device-to-host copy: accepted counts, bonus tokens and drafts together
         host = torch.cat([accepted[:, None], nxt[:, None], prop.tokens], dim=1).tolist()
-        acc = [row[0] for row in host]
-        tokens = [row[2:2 + row[0]] + [row[1]] for row in host]
         if not early:
-            self._commit(aux, starts, loc, acc)
-        return StepOutput(tokens, num_accepted=acc, num_proposed=b - 1)
+            self._commit(aux, starts, loc, [row[0] for row in host])
+        return self._output(host)
+
+    def _output(self, host: list[list[int]]) -> StepOutput:
+        """host rows [accepted, bonus, drafts...] -> the step's tokens per request."""
+        acc = [row[0] for row in host]
+        sim = self.simulate
+        if sim is not None and sim.token_mode == "fixed":
+            tokens = [[sim.filler_id] * (a + 1) for a in acc]
+        else:
+            tokens = [row[2:2 + row[0]] + [row[1]] for row in host]
+        return StepOutput(tokens, num_accepted=acc, num_proposed=self.num_draft_tokens - 1)
 
     def _commit(self, aux, starts, loc, accepted: list[int] | torch.Tensor) -> None:
         """Rows 0..accepted[i] of request i become committed: the target's recurrent state (if

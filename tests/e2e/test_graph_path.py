@@ -1,8 +1,9 @@
 """The CUDA-graph step path (engine/cuda_graph.py) with the Triton attention backend, run as its
 eager twin on CPU (capture=False, Triton interpreter): padded batch buckets, static buffers and
 padding requests must leave greedy output identical to the torch reference engine, for `ar`
-(DECODE graphs) and `stock` (VERIFY graphs with feature capture, and the drafter's block pass). The GPU run, with real graph
-capture, is scripts/gpu_graph_check.py.
+(DECODE graphs) and `stock` (VERIFY graphs with feature capture and the drafter's block pass,
+separately or in the whole greedy step, StockStepGraphs). The GPU run, with real graph capture,
+is scripts/gpu_graph_check.py.
 """
 
 import random
@@ -49,7 +50,8 @@ def test_stock_verify_graph_path_equals_ar(setup):
     eng = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=1024,
                                    attention_backend="triton", speculative_draft_model_path=drafter,
                                    speculative_num_draft_tokens=4))
-    eng.worker.enable_cuda_graphs(max_bs=4, capture=False)  # 3 requests: bucket 4, 1 padding
+    # 3 requests: bucket 4, 1 padding; the separate graphs (the whole-step graph: below)
+    eng.worker.enable_cuda_graphs(max_bs=4, capture=False, step=False)
     calls = []
     for g in (eng.worker.verify_graphs, eng.worker.draft_graphs):
         g.run = (lambda run, name: lambda *a: calls.append((name, len(a[0]))) or run(*a))(
@@ -63,6 +65,54 @@ def test_stock_verify_graph_path_equals_ar(setup):
                                      speculative_draft_model_path=drafter,
                                      speculative_num_draft_tokens=4)).generate(prompts(), GREEDY)
     assert [o.meta["spec_verify_ct"] for o in outs] == [o.meta["spec_verify_ct"] for o in eager]
+
+
+def _stock(target, drafter, **kw):
+    return OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=1024,
+                                    attention_backend="triton", speculative_draft_model_path=drafter,
+                                    speculative_num_draft_tokens=4, **kw))
+
+
+def _count_runs(graphs, calls):
+    run = graphs.run
+    graphs.run = lambda *a: calls.append(len(a[0])) or run(*a)
+
+
+def test_stock_step_graph_equals_ar(setup):
+    """The whole greedy step in one graph (draft, propose, verify, accept, context store) gives
+    ar's output; a sampled request in the batch takes the separate graphs instead."""
+    target, drafter, ref = setup
+    eng = _stock(target, drafter)
+    eng.worker.enable_cuda_graphs(max_bs=4, capture=False)
+    steps, verify = [], []
+    _count_runs(eng.worker.step_graphs, steps)
+    _count_runs(eng.worker.verify_graphs, verify)
+    outs = eng.generate(prompts(), GREEDY)
+    assert [o.output_ids for o in outs] == ref
+    assert 3 in steps and not verify
+    assert eng.scheduler.alloc.used_tokens == 0
+    sampled = SamplingParams(temperature=0.8, seed=5, max_new_tokens=NEW, ignore_eos=True)
+    steps.clear()
+    eng.generate(prompts(), [GREEDY, GREEDY, sampled])
+    assert verify and 3 not in steps
+
+
+def test_stock_step_graph_simulated_acceptance(setup, monkeypatch):
+    """Simulated acceptance through the step graph: the same accept counts and tokens as the
+    separate-graph path, step for step (both draw the count from the same seeded stream)."""
+    target, drafter, _ = setup
+    monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", "2.5")
+    outs = []
+    for step in (True, False):
+        eng = _stock(target, drafter)
+        eng.worker.enable_cuda_graphs(max_bs=4, capture=False, step=step)
+        calls = []
+        _count_runs(eng.worker.step_graphs or eng.worker.verify_graphs, calls)
+        outs.append([(o.output_ids, o.meta["spec_verify_ct"]) for o in eng.generate(prompts(),
+                                                                                   GREEDY)])
+        assert 3 in calls
+    assert outs[0] == outs[1]
+    assert outs[0][0][1] < NEW  # more than one token per step
 
 
 def test_backend_flag_checks(setup):

@@ -61,8 +61,9 @@ def test_stock_equals_ar(target, kind, tmp_path):
 
 def test_stock_equals_ar_tensorised(target, tmp_path):
     """The tensorised recurrent path under VERIFY (stash, one-launch commit): block 16 eager,
-    block 3 through the CUDA-graph twin (padding requests in the bucket). Block sizes 2-16 on
-    this target are covered by the reference path above."""
+    block 3 through the whole-step CUDA-graph twin (StockStepGraphs: the commit from device
+    counts of the padded bucket, padding requests included). Block sizes 2-16 on this target
+    are covered by the reference path above."""
     path, ref = target
     draft = make_drafter("dflash", tmp_path, target_layers=(1, 5), num_target_layers=8)
     for b, graphs in ((3, True), (16, False)):
@@ -70,10 +71,14 @@ def test_stock_equals_ar_tensorised(target, tmp_path):
                                        speculative_draft_model_path=draft,
                                        speculative_num_draft_tokens=b, chunked_prefill_size=9,
                                        attention_backend="triton"))
+        calls = []
         if graphs:  # 3 requests run in bucket 4: one padding request
-            eng.worker.enable_cuda_graphs(max_bs=4, capture=False, draft=False)
+            eng.worker.enable_cuda_graphs(max_bs=4, capture=False)
+            run = eng.worker.step_graphs.run
+            eng.worker.step_graphs.run = lambda *a: calls.append(len(a[0])) or run(*a)
         got = [o.output_ids for o in eng.generate(prompts()[1:], SHORT)]
         assert got == [r[:16] for r in ref[1:]], (b, graphs)
+        assert (3 in calls) == graphs
         assert eng.scheduler.alloc.used_tokens == 0
 
 
