@@ -15,7 +15,10 @@
         [--graph-split] [--out result.json]
 
 --graph-split instead times, per batch, a step's wall clock against the GPU time inside its graph
-replays (CUDA events around each replay): what is left is eager work and host stalls.
+replays (CUDA events around each replay): what is left is eager work and host stalls. With
+--draft-graph (the server default) `stock` runs the whole greedy step as one graph
+(StockStepGraphs); the speed table's last column is the step ratio with separate draft and
+verify graphs instead, timed in the same run.
 
 Hybrid targets (--target qwen38-27b) run their Gated DeltaNet layers through kernels/gdn.py,
 graphed like the rest.
@@ -71,14 +74,15 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
     for name, extra in (("ar", {}), ("stock B=4", dict(speculative_draft_model_path=drafter,
                                                           speculative_num_draft_tokens=4))):
         eng = OfflineEngine(ServerArgs(**common, attention_backend="triton", **extra))
-        graphs = eng.runner.graphs if not extra else eng.worker.verify_graphs
+        graphs = eng.runner.graphs if not extra else (eng.worker.step_graphs
+                                                       or eng.worker.verify_graphs)
         for subset in (ps, ps[:3], ps[:1]):  # 5 -> bucket 8, 3 -> 4, 1 -> 1
             outs = [o.output_ids for o in eng.generate(subset, sp)]
             same = outs == ref[:len(subset)]
             ok &= same
             print(f"exactness fp32 {kind:8} {name:10} batch {len(subset)} graphs "
-                  f"{graphs is not None and graphs.captured}: {'PASS' if same else 'FAIL'}",
-                  flush=True)
+                  f"{graphs is not None and graphs.captured} ({type(graphs).__name__}): "
+                  f"{'PASS' if same else 'FAIL'}", flush=True)
     return ok
 
 
@@ -140,9 +144,17 @@ def speed(a, bw: float) -> dict:
         decode_ms_per_step(eng.scheduler, bs, a.prompt_len, 8, vocab)
         ms, tps = decode_ms_per_step(mk(), bs, a.prompt_len, a.new, vocab)
         sms, stps = decode_ms_per_step(eng.scheduler, bs, a.prompt_len, a.new, vocab)
-        rows.append(dict(batch=bs, ctx=a.prompt_len, ar_ms=ms, ar_tps=tps, stock_ms=sms,
-                         stock_tps=stps, step_ratio=sms / ms, speedup=stps / tps,
-                         roofline=floor_ms / ms))
+        row = dict(batch=bs, ctx=a.prompt_len, ar_ms=ms, ar_tps=tps, stock_ms=sms,
+                   stock_tps=stps, step_ratio=sms / ms, speedup=stps / tps,
+                   roofline=floor_ms / ms)
+        step_graphs = eng.worker.step_graphs
+        if step_graphs is not None:  # the same steps with separate draft / verify graphs
+            eng.worker.step_graphs = None
+            decode_ms_per_step(eng.scheduler, bs, a.prompt_len, 8, vocab)
+            nms, _ = decode_ms_per_step(eng.scheduler, bs, a.prompt_len, a.new, vocab)
+            eng.worker.step_graphs = step_graphs
+            row.update(stock_nostep_ms=nms, nostep_ratio=nms / ms)
+        rows.append(row)
         print(rows[-1], flush=True)
     extra = {}
     ms, tps = decode_ms_per_step(mk(), 1, a.long, 16, vocab)
@@ -175,23 +187,25 @@ class GraphTimer:
         self.pairs = []
         for g in graphs:
             if g is not None:
-                g._launch = self._wrap(g._launch)
+                g._launch = self._wrap(g._launch, g.what != "drafter block")
 
-    def _wrap(self, launch):
+    def _wrap(self, launch, per_step: bool):
         def timed(bs):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             out = launch(bs)
             b.record()
-            self.pairs.append((a, b))
+            self.pairs.append((a, b, per_step))
             return out
         return timed
 
-    def take_ms(self) -> float:
+    def take_ms(self) -> tuple[float, int]:
+        """(GPU ms inside graphs, steps: replays of the one graph each step runs once)."""
         torch.cuda.synchronize()
-        ms = sum(a.elapsed_time(b) for a, b in self.pairs)
+        ms = sum(a.elapsed_time(b) for a, b, _ in self.pairs)
+        steps = sum(1 for *_, once in self.pairs if once)
         self.pairs = []
-        return ms
+        return ms, steps
 
 
 def graph_split(a) -> list[dict]:
@@ -209,26 +223,28 @@ def graph_split(a) -> list[dict]:
     rn.enable_cuda_graphs(max(a.batch))
     vocab = rn.info.vocab_size
     mk = lambda: Scheduler(rn, None, max(a.batch), 8192, 65536)  # noqa: E731
-    if a.profile:  # torch.profiler over the stock decode steps of the first batch size
+    if a.profile:  # torch.profiler over the decode steps of the first batch size
         from torch.profiler import ProfilerActivity, profile
 
-        decode_ms_per_step(eng.scheduler, a.batch[0], a.prompt_len, 8, vocab)
-        acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-        with profile(activities=acts) as prof:
-            decode_ms_per_step(eng.scheduler, a.batch[0], a.prompt_len, a.new, vocab)
-        ka = prof.key_averages()
-        print(ka.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60))
-        print(ka.table(sort_by="self_cuda_time_total", row_limit=20, max_name_column_width=60))
-    timer = GraphTimer([rn.graphs, eng.worker.verify_graphs, eng.worker.draft_graphs])
+        for name, sched in (("ar", mk), ("stock", lambda: eng.scheduler)):
+            decode_ms_per_step(sched(), a.batch[0], a.prompt_len, 8, vocab)
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                decode_ms_per_step(sched(), a.batch[0], a.prompt_len, a.new, vocab)
+            ka = prof.key_averages()
+            print(f"profile {name} batch {a.batch[0]}, {a.new} new tokens per request")
+            print(ka.table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=60))
+            print(ka.table(sort_by="self_cuda_time_total", row_limit=40,
+                           max_name_column_width=70))
+    w = eng.worker
+    timer = GraphTimer([rn.graphs, w.verify_graphs, w.draft_graphs, w.step_graphs])
     rows = []
     for bs in a.batch:
         for name, sched in (("ar", mk), ("stock", lambda: eng.scheduler)):
             decode_ms_per_step(sched(), bs, a.prompt_len, 8, vocab)  # warm-up
             timer.take_ms()
             ms, _ = decode_ms_per_step(sched(), bs, a.prompt_len, a.new, vocab)
-            launches = len(timer.pairs)
-            graph_ms = timer.take_ms()
-            per_step = launches // (1 if name == "ar" else 2) or 1  # stock: draft + verify
+            graph_ms, per_step = timer.take_ms()
+            per_step = per_step or 1
             rows.append(dict(engine=name, batch=bs, wall_ms=ms,
                              in_graph_ms=graph_ms / per_step, steps=per_step))
             print(f"split {a.target} {name:5} bs {bs:2}: wall {ms:7.2f} ms/step, inside graphs "
@@ -273,11 +289,11 @@ def main() -> int:
           f"{res['floor_ms']:.2f} ms/step at {bw / 1e12:.2f} TB/s; stock B={res['verify_rows']}, "
           f"simulated acceptance {a.accept}")
     print(f"{'bs':>3} {'ar ms':>8} {'ar tok/s':>9} {'roofline':>9} {'stock ms':>9} "
-          f"{'stock tok/s':>12} {'step ratio':>11} {'speedup':>8}")
+          f"{'stock tok/s':>12} {'step ratio':>11} {'speedup':>8} {'no-step ratio':>14}")
     for r in res["rows"]:
         print(f"{r['batch']:3} {r['ar_ms']:8.2f} {r['ar_tps']:9.1f} {r['roofline']:9.1%} "
               f"{r['stock_ms']:9.2f} {r['stock_tps']:12.1f} {r['step_ratio']:11.2f} "
-              f"{r['speedup']:8.2f}")
+              f"{r['speedup']:8.2f} {r.get('nostep_ratio', float('nan')):14.2f}")
     lc = res["ar_long_ctx"]
     print(f"ar bs1 ctx {lc['ctx']}: {lc['ms']:.2f} ms ({lc['roofline']:.1%} of the weight floor); "
           f"bs1 eager Triton {res['ar_eager_triton_bs1_ms']:.2f} ms, eager torch "
