@@ -6,7 +6,11 @@ THE SPLIT (recorded in every checkpoint's train_meta.json):
   mbpp.jsonl         task_id 1-10, 511-974 -> training (few-shot, validation and train splits)
                      task_id 11-510        -> held out ("mbpp-test", the standard MBPP test split)
   humaneval.jsonl, math500_test.jsonl      -> never used for training (held out entirely)
-  synthetic          templated prompts written in specpilot/train_drafter/synthetic.py (optional)
+  synthetic          templated prompts written in specpilot/train_drafter/synthetic.py (optional,
+                     --synthetic N): word problems, plain algebra, competition-style LaTeX math
+                     (math500-like format), mbpp-style code tasks, humaneval-style signature +
+                     docstring completions, explanations. Only the *format* of math500/humaneval
+                     is imitated; no text of any held-out item is used.
 
 Prompt texts are formatted exactly as the scorer formats them (specpilot.evals.datasets), so the
 drafter is trained on the same user-turn shape it is measured on. Files are read from a data
@@ -72,7 +76,7 @@ def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: 
 
     With max_prompts, a seeded random subset of that size is kept (sources mixed); the order is
     shuffled either way. data_dir may be None only when sources is empty (synthetic only)."""
-    from specpilot.train_drafter.synthetic import synthetic_prompts
+    from specpilot.train_drafter.synthetic import family_of, synthetic_prompts
 
     items, info = [], {"split": dict(SPLIT_DESCRIPTION), "sources": {}}
     for src in sources:
@@ -87,7 +91,11 @@ def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: 
     if synthetic:
         syn = synthetic_prompts(synthetic, seed)
         items += syn
-        info["sources"]["synthetic"] = {"available_prompts": len(syn), "seed": seed}
+        families: dict = {}
+        for i in range(len(syn)):
+            families[family_of(i)] = families.get(family_of(i), 0) + 1
+        info["sources"]["synthetic"] = {"available_prompts": len(syn), "seed": seed,
+                                        "families": families}
     if not items:
         raise ValueError("no training prompts: give --data-dir sources and/or --synthetic N")
     random.Random(seed).shuffle(items)

@@ -361,3 +361,117 @@ def test_sampled_continuations(target, data_dir, tmp_path):
     assert os.path.getmtime(s["cache_file"]) == before  # read back, not generated again
     meta_b = json.loads((tmp_path / "b" / "train_meta.json").read_text())["data"]
     assert meta_b["cache_key"] == meta["cache_key"] and meta_b["sequences"] == meta["sequences"]
+
+
+# ------------------------------------------------------------------ synthetic prompts
+
+def _synthetic_code(prompt):
+    from specpilot.train_drafter import synthetic
+
+    assert prompt.startswith(synthetic.HUMANEVAL_PREFIX) and prompt.endswith("```")
+    return prompt[len(synthetic.HUMANEVAL_PREFIX):-3]
+
+
+def _braces_balanced(text):
+    depth = 0
+    for ch in text.replace("\\{", "").replace("\\}", ""):
+        depth += (ch == "{") - (ch == "}")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def test_synthetic_deterministic_and_mixed():
+    from specpilot.evals.datasets import STEP_BY_STEP
+    from specpilot.train_drafter import synthetic
+
+    a = synthetic.synthetic_prompts(200, seed=3)
+    assert a == synthetic.synthetic_prompts(200, seed=3)
+    assert a[:37] == synthetic.synthetic_prompts(37, seed=3)  # prefix-stable in n
+    assert [it["prompt"] for it in a] != [it["prompt"] for it in synthetic.synthetic_prompts(200)]
+    assert [it["id"] for it in a] == [f"synthetic/{i}" for i in range(200)]
+    assert all(set(it) == {"id", "source", "prompt"} and it["source"] == "synthetic" for it in a)
+    assert len({it["prompt"] for it in a}) > 190
+    fams = [synthetic.family_of(i) for i in range(200)]
+    assert set(fams[:6]) == set(synthetic.FAMILIES)  # every family among the first 6
+    counts = {f: fams.count(f) for f in synthetic.FAMILIES}
+    assert counts == {"competition": 60, "humaneval": 60, "word": 30, "code": 20, "algebra": 20,
+                      "explain": 10}
+    assert len(synthetic.COMPETITION) >= 40 and len(synthetic.HUMANEVAL_TASKS) >= 40
+    assert len({s for s, _ in synthetic.COMPETITION}) >= 6  # subjects
+    # each family's prompts have their family's shape
+    head = synthetic.HUMANEVAL_PREFIX
+    for it, fam in zip(a, fams):
+        p = it["prompt"]
+        math_like = p.endswith("\n" + STEP_BY_STEP)
+        assert math_like == (fam in ("word", "algebra", "competition")), (fam, p)
+        assert p.startswith(head) == (fam == "humaneval"), (fam, p)
+        if fam == "competition":
+            assert "$" in p
+        if fam == "code":
+            assert p.endswith("Reply with the Python code in a ```python code block.")
+
+
+def test_synthetic_prompts_well_formed():
+    import ast
+    import random
+    import re
+
+    from specpilot.train_drafter import synthetic
+
+    for subject, template in synthetic.COMPETITION:  # every template, many parameter draws
+        for k in range(40):
+            text = template(random.Random(k))
+            assert text.isascii() and text.strip() == text, (template.__name__, text)
+            assert text.replace("\\$", "").count("$") % 2 == 0, (template.__name__, text)
+            assert _braces_balanced(text), (template.__name__, text)
+            assert not re.search(r"<[a-z]\w*>", text), (template.__name__, text)  # all filled
+            assert "+ -" not in text and "- -" not in text, (template.__name__, text)
+    names = set()
+    for task in synthetic.HUMANEVAL_TASKS:
+        names.update(task.names)
+        for k in range(20):
+            code = synthetic.humaneval_code(task, random.Random(k))
+            tree = ast.parse(code)  # pure code: signature + docstring
+            (fn,) = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+            assert fn.name in task.names and len(fn.body) == 1
+            doc = ast.get_docstring(fn)
+            calls = re.findall(r"^>>> (.*)\n(.*)$", doc, re.M)
+            assert len(calls) >= 2, code
+            for call, out in calls:  # the examples are what the reference implementation gives
+                assert repr(eval(call, {fn.name: task.fn})) == out, (code, call)
+    assert len(names) == 2 * len(synthetic.HUMANEVAL_TASKS)  # no name used by two tasks
+    for it in synthetic.synthetic_prompts(300, seed=1):
+        if synthetic.HUMANEVAL_PREFIX in it["prompt"]:
+            ast.parse(_synthetic_code(it["prompt"]))
+
+
+def test_synthetic_prompts_hold_no_benchmark_text():
+    """No math500 problem or humaneval prompt (its first 60 characters) is in any synthetic
+    prompt, and no synthetic function takes a humaneval entry-point name."""
+    import ast
+
+    from specpilot.evals.datasets import FILES, STEP_BY_STEP, find_file
+    from specpilot.train_drafter import synthetic
+
+    rows = {}
+    for name in ("math500", "humaneval"):
+        path = find_file(name)
+        if path is None:
+            pytest.skip(f"{FILES[name]} not available")
+        with open(path) as f:
+            rows[name] = [json.loads(line) for line in f if line.strip()]
+    assert len(rows["math500"]) == 500 and len(rows["humaneval"]) == 164
+    snippets = [r["problem"].strip()[:60] for r in rows["math500"]]
+    snippets += [r["prompt"].strip()[:60] for r in rows["humaneval"]]
+    for r in rows["humaneval"]:  # the start of each docstring, too
+        fn = [n for n in ast.parse(r["prompt"]).body if isinstance(n, ast.FunctionDef)][-1]
+        snippets.append((ast.get_docstring(fn) or "").strip()[:60])
+    texts = [it["prompt"] for seed in range(3) for it in synthetic.synthetic_prompts(2000, seed)]
+    corpus = "\x00".join(texts)
+    found = [s for s in snippets if len(s) >= 20 and s in corpus]
+    assert not found, found
+    full = set(texts)
+    assert not any(f"{r['problem']}\n{STEP_BY_STEP}" in full for r in rows["math500"])
+    entry_points = {r["entry_point"] for r in rows["humaneval"]}
+    assert not entry_points & {n for t in synthetic.HUMANEVAL_TASKS for n in t.names}
