@@ -27,8 +27,11 @@ def _kernel_module(name: str):
 
 def triton_kernels(x: torch.Tensor, name: str = "norm"):
     """The kernel module specpilot.kernels.<name> (norm, rope) when x should take the Triton
-    path (CUDA and USE_TRITON), else None."""
-    return _kernel_module(name) if USE_TRITON and x.is_cuda else None
+    path (CUDA, USE_TRITON, and autograd off: the kernels have no backward, so training, e.g.
+    the drafter recipe, runs the torch code), else None."""
+    if USE_TRITON and x.is_cuda and not torch.is_grad_enabled():
+        return _kernel_module(name)
+    return None
 
 
 class FusedAddNorm(nn.Module):

@@ -175,3 +175,18 @@ def test_model_fused_matches_torch(tiny, monkeypatch):
     torch.testing.assert_close(f_aux, aux, **TOL)
     # 2 adds per layer, all fused but the middle captured layer's output add
     assert fused[0] == 2 * n - 1
+
+
+def test_kernels_only_without_autograd(monkeypatch):
+    """The Triton kernels have no backward: with grad enabled (training) the torch path runs."""
+    import types
+
+    cuda_like = types.SimpleNamespace(is_cuda=True)
+    monkeypatch.setattr(layers_norm, "USE_TRITON", True)
+    with torch.no_grad():
+        assert layers_norm.triton_kernels(cuda_like) is K
+    with torch.inference_mode():
+        assert layers_norm.triton_kernels(cuda_like, "rope") is not None
+    with torch.enable_grad():
+        assert layers_norm.triton_kernels(cuda_like) is None
+    assert layers_norm.triton_kernels(rand(2, 4)) is None  # CPU tensors: torch
