@@ -45,6 +45,7 @@ def main() -> int:
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--drafter", default=str(ASSETS_DIR / "smollm2-135m-dflash"))
     a = ap.parse_args()
     from transformers import AutoTokenizer
 
@@ -57,13 +58,12 @@ def main() -> int:
     common = dict(model_path=model, dtype=a.dtype, device=a.device, max_total_tokens=32768,
                   max_running_requests=max(8, a.n))
     ar = OfflineEngine(ServerArgs(**common))
-    st = OfflineEngine(ServerArgs(**common, speculative_draft_model_path=str(
-        ASSETS_DIR / "smollm2-135m-dflash")))
+    st = OfflineEngine(ServerArgs(**common, speculative_draft_model_path=a.drafter))
     for eng in (ar, st):  # warm-up (compiles, allocator)
         eng.generate(ps[:2], SamplingParams(temperature=0, max_new_tokens=16))
     print(f"device {ar.runner.device}, {ar.runner.info.dtype}, attention "
           f"{ar.runner.attention_backend}, graphs ar {ar.runner.graphs is not None} stock "
-          f"{st.worker.verify_graphs is not None}")
+          f"{st.worker.verify_graphs is not None} (whole step {st.worker.step_graphs is not None})")
     print(f"{'conc':>4} {'ar tok/s':>9} {'stock tok/s':>12} {'speedup':>8} {'tau':>6} {'match':>6}")
     for conc in (1, 8):
         ro, rt = timed(ar, ps, sp, conc)

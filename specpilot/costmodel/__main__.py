@@ -3,6 +3,8 @@
     python -m specpilot.costmodel --target qwen38-27b --drafter qwen38-27b-dflash2 \
         --batch 1 --context 256 --block 8 --accept 4.8 [--measure] [--json out.json]
     python -m specpilot.costmodel --setting h200_c1_muse-glimmer-30b_dflash2 --accept 6.5
+    python -m specpilot.costmodel --target qwen38-27b --drafter qwen38-27b-dflash2 \
+        --batch 1,4,8,16,32 --accept 4.8 --measure     (one report per batch, one engine)
 
 --target / --drafter: a folder under specpilot/model_configs or any folder with a config.json.
 --setting: a settings folder; its hub repos map to specpilot/model_configs (KNOWN_REPOS), its
@@ -80,8 +82,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     ap.add_argument("--drafter", help="drafter model_configs name or folder (stock engine)")
     ap.add_argument("--engine", choices=("ar", "stock"), default=None,
                     help="default: stock when a drafter is given, else ar")
-    ap.add_argument("--batch", type=int, default=None, help="requests R (default 1, or the "
-                                                            "setting's concurrency)")
+    ap.add_argument("--batch", default=None,
+                    help="requests R, or a comma list (one report each; with --measure one "
+                         "engine serves them all); default 1, or the setting's concurrency")
     ap.add_argument("--context", type=int, default=256, help="tokens in each request's KV")
     ap.add_argument("--block", type=int, default=None,
                     help="verify rows B per request (default: the drafter's own)")
@@ -97,6 +100,13 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=2, help="untimed decode steps first (--measure)")
     ap.add_argument("--json", default=None, help="also write the report as JSON here")
     a = ap.parse_args(argv)
+    if a.batch is not None:
+        try:
+            a.batch = [int(x) for x in str(a.batch).split(",")]
+        except ValueError:
+            ap.error(f"--batch {a.batch!r}: give an integer or a comma list of integers")
+        if min(a.batch) < 1:
+            ap.error("--batch: every batch size must be >= 1")
     if a.drafter and a.setting:
         ap.error("--drafter goes with --target; a setting names its own drafter")
     if a.engine == "stock" and not (a.drafter or a.setting):
@@ -104,44 +114,52 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     return a
 
 
-def run(a: argparse.Namespace) -> dict:
+def run(a: argparse.Namespace) -> list[dict]:
+    """One report per batch size of --batch."""
     from specpilot.costmodel.counts import Rates, Step, TargetShape
     from specpilot.costmodel.report import build_report
     from specpilot.spec.draft_config import DraftConfig
 
-    target, drafter, block, batch = a.target, a.drafter, a.block, a.batch
+    target, drafter, block, batches = a.target, a.drafter, a.block, a.batch
     if a.setting:
         target, drafter, set_block, conc = from_setting(a.setting, a.engine)
-        block, batch = block or set_block, batch or conc
+        block, batches = block or set_block, batches or [conc]
     if a.engine == "ar":
         drafter = None
-    batch = batch or 1
+    batches = batches or [1]
     tdir = config_dir(target, "target")
     ddir = config_dir(drafter, "drafter") if drafter else None
     shape = TargetShape.from_config(json.loads((tdir / "config.json").read_text()))
     dc = DraftConfig.from_path(str(ddir), shape.num_layers, shape.vocab) if ddir else None
-    planned = Step.for_engine(dc, batch, a.context, block, a.accept, a.dtype_bytes)
-    profile, rates_source = None, "nominal H200"
-    rates = Rates()
-    if a.measure:
-        profile = measure(a, tdir, ddir, planned)
-        rates, rates_source = profile.rates, f"measured on {profile.device}"
-    rates = Rates(a.bw or rates.bw, a.flops or rates.flops)
-    if a.bw or a.flops:
-        rates_source += ", overridden by --bw/--flops"
-    accepted, source = a.accept, "given"
-    if dc is None:
-        accepted, source = 1.0, "ar"
-    elif accepted is None and profile is not None:
-        accepted, source = profile.spec.accepted, "measured, random drafter"
-    elif accepted is None:
-        source = "not given: every draft accepted, an upper bound"
-    step = Step.for_engine(dc, batch, a.context, block, accepted, a.dtype_bytes)
-    return build_report(shape, dc, step, rates, profile, (tdir.name, ddir and ddir.name),
-                        source, rates_source)
+    engine, reports = None, []
+    for batch in batches:
+        planned = Step.for_engine(dc, batch, a.context, block, a.accept, a.dtype_bytes)
+        profile, rates_source = None, "nominal H200"
+        rates = Rates()
+        if a.measure:
+            if engine is None:
+                engine = build_measured(a, tdir, ddir, max(batches), planned)
+            profile = measure(a, engine, batch)
+            rates, rates_source = profile.rates, f"measured on {profile.device}"
+        rates = Rates(a.bw or rates.bw, a.flops or rates.flops)
+        if a.bw or a.flops:
+            rates_source += ", overridden by --bw/--flops"
+        accepted, source = a.accept, "given"
+        if dc is None:
+            accepted, source = 1.0, "ar"
+        elif accepted is None and profile is not None:
+            accepted, source = profile.spec.accepted, "measured, random drafter"
+        elif accepted is None:
+            source = "not given: every draft accepted, an upper bound"
+        step = Step.for_engine(dc, batch, a.context, block, accepted, a.dtype_bytes)
+        reports.append(build_report(shape, dc, step, rates, profile, (tdir.name, ddir and ddir.name),
+                                    source, rates_source))
+    return reports
 
 
-def measure(a: argparse.Namespace, tdir: Path, ddir: Optional[Path], step):
+def build_measured(a: argparse.Namespace, tdir: Path, ddir: Optional[Path], max_batch: int,
+                   step):
+    """(engine with random weights and CUDA graphs up to max_batch, measured rates)."""
     import torch
 
     from specpilot.costmodel import profile as prof
@@ -151,9 +169,16 @@ def measure(a: argparse.Namespace, tdir: Path, ddir: Optional[Path], step):
                              "analytic floors")
     new_tokens = (a.steps + a.warmup + 4) * int(step.rows)
     rates = prof.measure_rates("cuda")
-    eng = prof.build_engine(str(tdir), ddir and str(ddir), step.batch, a.context,
+    eng = prof.build_engine(str(tdir), ddir and str(ddir), max_batch, a.context,
                             int(step.rows) if ddir else None, a.accept, new_tokens)
-    return prof.profile_engine(eng, step.batch, a.context, a.steps, a.warmup, rates)
+    return eng, rates
+
+
+def measure(a: argparse.Namespace, engine, batch: int):
+    from specpilot.costmodel import profile as prof
+
+    eng, rates = engine
+    return prof.profile_engine(eng, batch, a.context, a.steps, a.warmup, rates)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -161,13 +186,13 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     a = parse_args(argv)
     try:
-        rep = run(a)
+        reps = run(a)
     except (ValueError, FileNotFoundError) as e:  # CostModelError, config errors
         print(f"python -m specpilot.costmodel: error: {e}", file=sys.stderr)
         return 2
-    print(render(rep))
-    if a.json:
-        Path(a.json).write_text(json.dumps(rep, indent=2) + "\n")
+    print("\n\n".join(render(rep) for rep in reps))
+    if a.json:  # one report: the object; several: a list, in --batch order
+        Path(a.json).write_text(json.dumps(reps[0] if len(reps) == 1 else reps, indent=2) + "\n")
     return 0
 
 

@@ -9,19 +9,29 @@ top-level spans cover. Labels equal counts.py's component names.
 
 Steps come from the scheduler, as scripts/gpu_real_shapes.py times them: R requests of `context`
 random prompt tokens are prefilled, a few warm-up steps run, then N steps are timed one by one
-(device synchronised around each). Per engine three passes: with CUDA graphs (when the engine has
-them), eager without instrumentation (the wall the host gap is taken from), eager instrumented
-(the component times). Graphs are switched off by setting runner.graphs / worker.verify_graphs
-to None and restored afterwards. host gap = eager wall - sum of component times.
+(device synchronised around each). Per engine up to four passes:
+  1. with CUDA graphs (when the engine has them): the wall;
+  2. graphs, instrumented: the bucket's graph is captured once more with the spans inside it
+     (CUDA events recorded as graph nodes, `external=True`), swapped in for the pass and swapped
+     back after; every replay re-records the same events, so the component times are GPU time
+     inside the graph, without launch gaps. host gap = pass-1 wall - their sum (sampling,
+     scheduling, input copies and anything else outside the graph);
+  3. eager, graphs off: the wall;
+  4. eager, instrumented: component times of the eager path (host gap = pass-3 wall - their sum).
+Graphs are switched off by setting the engine's graph attributes to None and restored after.
+Without graphs (or on the CPU, where the graph objects run their eager twins) pass 2 times the
+same code with the host clock or is skipped.
 
-Limits: a CUDA event pair also counts the time the GPU waits for the host to launch the kernels
-inside it, so when the host is the bottleneck component times absorb some of the host gap; the
-instrumented wall is reported so the cost of the instrumentation itself is visible.
+Limits: in the eager passes a CUDA event pair also counts the time the GPU waits for the host to
+launch the kernels inside it, so when the host is the bottleneck component times absorb some of
+the host gap; the graph pass does not have that problem but adds one event node per span
+boundary (its wall is reported: compare with pass 1).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import statistics
 import time
@@ -35,6 +45,7 @@ from torch import nn
 from specpilot.costmodel.counts import Rates
 
 Label = Union[str, Callable[[tuple, dict], str]]
+log = logging.getLogger(__name__)
 
 
 class HostClock:
@@ -51,10 +62,11 @@ class HostClock:
 
 
 class CudaClock:
-    """GPU: a timing event recorded on the current stream."""
+    """GPU: a timing event recorded on the current stream (external: under CUDA-graph capture it
+    becomes an event-record node of the graph, re-recorded at every replay)."""
 
     def mark(self) -> torch.cuda.Event:
-        e = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True, external=True)
         e.record()
         return e
 
@@ -80,6 +92,7 @@ class ComponentTimer:
         self.totals: dict[str, float] = defaultdict(float)
         self._spans: list[list] = []  # [label, start mark, end mark, child span indices]
         self._open: list[int] = []
+        self._fixed = 0  # spans recorded inside a captured graph: kept, re-read every step
 
     def begin(self, label: str) -> None:
         if not self.active:
@@ -93,13 +106,18 @@ class ComponentTimer:
         if self.active:
             self._spans[self._open.pop()][2] = self.clock.mark()
 
+    def freeze(self) -> None:
+        """The spans recorded so far were captured into a CUDA graph: keep them across steps
+        (each replay re-records their events)."""
+        self._fixed = len(self._spans)
+
     def end_step(self) -> None:
         """Call after the step: waits for the device, then charges every span its exclusive ms."""
         self.clock.sync()
         incl = [self.clock.ms(a, b) for _, a, b, _ in self._spans]
         for (label, _, _, children), t in zip(self._spans, incl):
             self.totals[label] += t - sum(incl[c] for c in children)
-        self._spans.clear()
+        del self._spans[self._fixed:]
         self.steps += 1
 
     def mean_ms(self) -> dict[str, float]:
@@ -172,22 +190,49 @@ def target_hooks(timer: ComponentTimer, model: nn.Module) -> list:
     return handles
 
 
+def graph_objects(worker) -> list[tuple[object, str]]:
+    """(owner, attribute) of every CUDA-graph object a step of `worker` may use."""
+    if getattr(worker, "runner", worker) is worker:
+        return [(worker, "graphs")]
+    return [(worker, "step_graphs"), (worker, "verify_graphs"), (worker, "draft_graphs")]
+
+
+def step_graphs(worker) -> list:
+    """The graph objects a greedy decode step of `worker` replays (empty: none)."""
+    if getattr(worker, "runner", worker) is worker:
+        return [worker.graphs] if worker.graphs is not None else []
+    if worker.step_graphs is not None:
+        return [worker.step_graphs]
+    return [g for g in (worker.draft_graphs, worker.verify_graphs) if g is not None]
+
+
 @contextlib.contextmanager
 def instrument(timer: ComponentTimer, worker):
     """Every component of a step of `worker` (a ModelRunner, or a StockSpecWorker around one)
-    reports to timer inside the block; everything is restored on exit."""
+    reports to timer inside the block, on the eager path and inside graph captures made in it;
+    everything is restored on exit."""
     from specpilot.engine import model_runner
+    from specpilot.engine.cuda_graph import TargetGraphs
     from specpilot.spec import stock_worker
 
     runner = getattr(worker, "runner", worker)
     handles = target_hooks(timer, runner.model)
+    backends = [runner.backend] + [g.backend for g in step_graphs(worker)
+                                   if isinstance(g, TargetGraphs)]  # graphs' own backends
+    if worker is not runner and worker.step_graphs is not None:
+        backends.append(worker.step_graphs.target.backend)
     try:
         with contextlib.ExitStack() as stack:
-            stack.enter_context(timer.wrap(runner.backend, "forward", _attention_label))
+            for b in {id(b): b for b in backends}.values():
+                stack.enter_context(timer.wrap(b, "forward", _attention_label))
+                if getattr(b, "recurrent", None) is not None:  # a graph's commit (step graph)
+                    stack.enter_context(timer.wrap(b.recurrent, "commit", "gdn.commit"))
             stack.enter_context(timer.wrap(runner.model, "compute_logits", "lm_head"))
             stack.enter_context(timer.wrap(model_runner, "sample", "sample/accept"))
             if runner.states is not None:
                 stack.enter_context(timer.wrap(runner, "commit_verify", "gdn.commit"))
+            if worker is not runner and worker.step_graphs is not None:
+                stack.enter_context(timer.wrap(worker.step_graphs, "accept", "sample/accept"))
             if worker is not runner:
                 handles += timer.hook(worker.drafter, "draft.block")
                 stack.enter_context(timer.wrap(worker, "proposer", "draft.head"))
@@ -211,11 +256,24 @@ class StepProfile:
     eager_ms: float  # median wall, graphs off, no instrumentation
     instrumented_ms: float  # median wall, graphs off, instrumented
     graph_ms: Optional[float]  # median wall with CUDA graphs; None when the engine has none
-    components_ms: dict[str, float]  # mean exclusive device time per label
+    components_ms: dict[str, float]  # mean exclusive device time per label, eager
+    graph_components_ms: Optional[dict[str, float]] = None  # the same inside the graphs
+    graph_instrumented_ms: Optional[float] = None  # median wall of the instrumented graph pass
+
+    @property
+    def eager_host_gap_ms(self) -> float:
+        return self.eager_ms - sum(self.components_ms.values())
+
+    @property
+    def measured_ms(self) -> dict[str, float]:
+        """The component times the report uses: inside the graphs where measured, else eager."""
+        return self.graph_components_ms or self.components_ms
 
     @property
     def host_gap_ms(self) -> float:
-        return self.eager_ms - sum(self.components_ms.values())
+        if self.graph_components_ms:
+            return self.graph_ms - sum(self.graph_components_ms.values())
+        return self.eager_host_gap_ms
 
 
 @dataclass
@@ -299,10 +357,41 @@ def timed_steps(sched, batch: int, context: int, steps: int, warmup: int, clock,
     return statistics.median(walls), produced / (steps * batch)
 
 
-def profile_step(worker, graph_owner, graph_attr: str, batch: int, context: int, steps: int,
-                 warmup: int) -> StepProfile:
-    """The three passes (graphs, eager, eager instrumented) of one engine; graph_owner.graph_attr
-    holds its CUDA graphs (None: none)."""
+@contextlib.contextmanager
+def instrumented_graphs(timer: ComponentTimer, graphs: list, batch: int):
+    """Swap bucket(batch)'s graph of each object in `graphs` for one captured with the timer's
+    spans inside (the timer must be instrumenting the engine); swap the originals back on exit.
+    Objects running eager twins (no capture: the CPU) are left alone: their spans are recorded
+    per step like eager ones."""
+    saved = []
+    try:
+        for g in graphs:
+            bs = g.bucket(batch)
+            if not g.captured or bs is None:
+                continue
+            saved.append((g, bs, g.graphs[bs], g.outputs[bs]))
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                g._prepare(bs, [], [])
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            timer.active = True
+            with torch.cuda.graph(graph, stream=stream):
+                out = g._forward(bs)
+            timer.active = False
+            g.graphs[bs], g.outputs[bs] = graph, out
+        timer.freeze()
+        yield
+    finally:
+        timer.active = False
+        for g, bs, graph, out in saved:
+            g.graphs[bs], g.outputs[bs] = graph, out
+
+
+def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> StepProfile:
+    """The passes of one engine (see the module docstring): graphs, graphs instrumented, eager,
+    eager instrumented."""
     from specpilot.scheduler.scheduler import Scheduler
 
     runner = getattr(worker, "runner", worker)
@@ -312,19 +401,34 @@ def profile_step(worker, graph_owner, graph_attr: str, batch: int, context: int,
     def run(timer=None):
         return timed_steps(sched, batch, context, steps, warmup, clock, timer)
 
-    graphs = getattr(graph_owner, graph_attr)
-    graph_ms = run()[0] if graphs is not None else None
-    setattr(graph_owner, graph_attr, None)
+    graphs = step_graphs(worker)
+    graph_ms = graph_inst_ms = graph_comp = None
+    if graphs:
+        graph_ms = run()[0]
+        timer = ComponentTimer(clock)
+        try:
+            with instrument(timer, worker), instrumented_graphs(timer, graphs, batch):
+                graph_inst_ms, _ = run(timer)
+            graph_comp = timer.mean_ms()
+        except RuntimeError as e:  # a capture the driver refuses: say so, report eager times
+            log.warning("cost model: timing inside the CUDA graphs failed (%s); the report "
+                        "uses the eager component times", e)
+            sched.abort_all("costmodel: graph pass failed")
+    owners = graph_objects(worker)
+    saved = [getattr(o, a) for o, a in owners]
+    for o, a in owners:
+        setattr(o, a, None)
     try:
         eager_ms, accepted = run()
         timer = ComponentTimer(clock)
         with instrument(timer, worker):
             inst_ms, _ = run(timer)
     finally:
-        setattr(graph_owner, graph_attr, graphs)
+        for (o, a), g in zip(owners, saved):
+            setattr(o, a, g)
     engine = "ar" if worker is runner else "stock"
     return StepProfile(engine, getattr(worker, "num_draft_tokens", 1), accepted, eager_ms,
-                       inst_ms, graph_ms, timer.mean_ms())
+                       inst_ms, graph_ms, timer.mean_ms(), graph_comp, graph_inst_ms)
 
 
 def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, context: int,
@@ -366,8 +470,8 @@ def profile_engine(eng, batch: int, context: int, steps: int = 8, warmup: int = 
     """ar (on the engine's runner) and, when the engine speculates, stock; rates: measured
     device ceilings (measure_rates()) to attach, default the nominal ones."""
     rn = eng.runner
-    ar = profile_step(rn, rn, "graphs", batch, context, steps, warmup)
+    ar = profile_step(rn, batch, context, steps, warmup)
     spec = None
     if eng.worker is not rn:
-        spec = profile_step(eng.worker, eng.worker, "verify_graphs", batch, context, steps, warmup)
+        spec = profile_step(eng.worker, batch, context, steps, warmup)
     return Profile(str(rn.device), rates or Rates(), batch, context, steps, ar, spec)

@@ -50,17 +50,20 @@ class StockStepGraphs(_BucketGraphs):
         drafts = w.proposer(w.drafter, hidden, anchors, None).tokens  # [bs, P]
         self.target.ids[:n].copy_(torch.cat([anchors[:, None], drafts], dim=1).reshape(-1))
         logits, aux = self.target._forward(bs)
-        top = logits.argmax(dim=-1).view(bs, b)
-        if self.simulate:
-            accepted = (self.sim_rows - 1).expand(bs)
-            bonus = top.gather(1, accepted[:, None]).squeeze(1)
-        else:
-            accepted, bonus = greedy_accept(drafts, top)
+        accepted, bonus = self.accept(drafts, logits.view(bs, b, -1))
         recurrent = self.target.backend.recurrent
         if recurrent is not None:
             recurrent.commit(accepted)
         w._store_context(aux, self.target.positions[:n], self.target.loc[:n])
         return torch.cat([accepted[:, None], bonus[:, None], drafts], dim=1)
+
+    def accept(self, drafts: torch.Tensor, logits: torch.Tensor):
+        """drafts [bs, P], logits [bs, B, V] -> (accepted [bs], bonus [bs]) on the device."""
+        top = logits.argmax(dim=-1)
+        if not self.simulate:
+            return greedy_accept(drafts, top)
+        accepted = (self.sim_rows - 1).expand(drafts.shape[0])
+        return accepted, top.gather(1, accepted[:, None]).squeeze(1)
 
     @torch.inference_mode()
     def run(self, rows_l: list[int], prefix_lens: list[int], anchors: torch.Tensor,

@@ -120,6 +120,20 @@ def test_cli_cpu_report_largest_gap_first(tmp_path, capsys):
     assert 1 < rep["ceiling"]["floors"] < rep["ceiling"]["oracle"] < 6.5
 
 
+def test_cli_batch_list(tmp_path, capsys):
+    """--batch 1,8: one report each, in order; the JSON is then a list."""
+    out = tmp_path / "r.json"
+    assert main(["--target", "qwen38-27b", "--drafter", "qwen38-27b-dflash2", "--batch", "1,8",
+                 "--accept", "4.8", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    reps = json.loads(out.read_text())
+    assert [r["step"]["batch"] for r in reps] == [1, 8]
+    assert text.count("cost model: qwen38-27b") == 2 and "step: R=8 requests" in text
+    with pytest.raises(SystemExit):
+        main(["--target", "qwen38-27b", "--batch", "1,x"])
+    assert "comma list of integers" in capsys.readouterr().err
+
+
 def test_cli_settings_ar_and_errors(capsys):
     assert main(["--setting", "h200_c1_qwen38-27b_dflash2", "--accept", "4.8"]) == 0
     text = capsys.readouterr().out
@@ -190,3 +204,38 @@ def test_profile_plumbing_on_cpu(tmp_path):
     assert rep["gap_key"] == "excess_ms_per_token" and _gap_order_ok(rep)
     assert "host gap" in {r["name"] for r in rep["components"]}
     assert "measured stock: wall" in render(rep)
+
+
+def test_profile_graph_pass_on_cpu(tmp_path):
+    """The graph pass over the graph objects' eager twins (the CPU has no capture; the Triton
+    kernels run in the interpreter): ar's DECODE graph and stock's whole-step graph are what the
+    steps run, every label of their components is a counted component, and the report takes its
+    measured columns and host gap from that pass."""
+    dirs = {}
+    for name, cfg in (("t", TINY_HYBRID), ("d", TINY_DFLASH2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(cfg))
+        dirs[name] = str(tmp_path / name)
+    eng = prof.build_engine(dirs["t"], dirs["d"], 2, 12, 4, 2.5, 40, device="cpu",
+                            dtype="float32", attention_backend="triton")
+    eng.runner.enable_cuda_graphs(2, capture=False)
+    eng.worker.enable_cuda_graphs(2, capture=False)
+    runs = []
+    sg = eng.worker.step_graphs
+    run = sg.run
+    sg.run = lambda *a: runs.append(len(a[0])) or run(*a)
+    p = prof.profile_engine(eng, 2, 12, steps=2, warmup=1,
+                            rates=prof.measure_rates("cpu", 1 << 16, 32, reps=1))
+    assert runs  # the stock steps of the graph passes went through the step graph
+    shape = TargetShape.from_config(TINY_HYBRID)
+    dc = eng.worker.drafter.dc
+    for sp, d in ((p.ar, None), (p.spec, dc)):
+        step = Step.for_engine(d, 2, 12, 4, 2.5)
+        assert set(sp.graph_components_ms) == {c.name for c in step_costs(shape, d, step)}
+        assert sp.graph_ms > 0 and sp.measured_ms is sp.graph_components_ms
+        assert sp.host_gap_ms == sp.graph_ms - sum(sp.graph_components_ms.values())
+    assert eng.worker.step_graphs is sg and eng.runner.graphs is not None  # restored
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in eng.runner.model.modules())
+    rep = build_report(shape, dc, Step.for_engine(dc, 2, 12, 4, 2.5), p.rates, p, ("t", "d"))
+    text = render(rep)
+    assert "inside the CUDA graphs" in text and "with CUDA graphs" in text
