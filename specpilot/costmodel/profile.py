@@ -10,22 +10,28 @@ top-level spans cover. Labels equal counts.py's component names.
 Steps come from the scheduler, as scripts/gpu_real_shapes.py times them: R requests of `context`
 random prompt tokens are prefilled, a few warm-up steps run, then N steps are timed one by one
 (device synchronised around each). Per engine up to four passes:
-  1. with CUDA graphs (when the engine has them): the wall;
-  2. graphs, instrumented: the bucket's graph is captured once more with the spans inside it
-     (CUDA events recorded as graph nodes, `external=True`), swapped in for the pass and swapped
-     back after; every replay re-records the same events, so the component times are GPU time
-     inside the graph, without launch gaps. host gap = pass-1 wall - their sum (sampling,
-     scheduling, input copies and anything else outside the graph);
+  1. with CUDA graphs (when the engine has them): the wall, and the GPU time inside the graphs
+     (events around each replay, outside the graph);
+  2. graphs, instrumented with leaf spans only (no span contains another): the bucket's graph
+     is captured once more with the spans inside it (CUDA events recorded as graph nodes,
+     `external=True`), swapped in for the pass and swapped back after; every replay re-records
+     the same events, so a leaf's time is GPU time inside the graph without launch gaps. An
+     event node costs time of its own, but it lands between the spans (an H200 run timed the
+     leaf GEMMs equal to their profiler times), so "other" is not taken from the gaps: it is
+     pass 1's in-graph GPU time minus the leaves inside the graph (norms, RoPE, embedding,
+     residual and gate arithmetic, copies). A Gated DeltaNet layer's conv, recurrence and
+     output norm are its leaves for "gdn.recurrent". host gap = pass-1 wall - the components
+     (sampling, scheduling, input copies and anything else outside the graphs);
   3. eager, graphs off: the wall;
   4. eager, instrumented: component times of the eager path (host gap = pass-3 wall - their sum).
 Graphs are switched off by setting the engine's graph attributes to None and restored after.
-Without graphs (or on the CPU, where the graph objects run their eager twins) pass 2 times the
-same code with the host clock or is skipped.
+Without graphs passes 1-2 are skipped; on the CPU the graph objects run their eager twins and
+passes 1-2 time the same code with the host clock.
 
 Limits: in the eager passes a CUDA event pair also counts the time the GPU waits for the host to
 launch the kernels inside it, so when the host is the bottleneck component times absorb some of
-the host gap; the graph pass does not have that problem but adds one event node per span
-boundary (its wall is reported: compare with pass 1).
+the host gap; the graph passes do not have that problem (pass 2's wall, slowed by its event
+nodes, is reported beside pass 1's).
 """
 
 from __future__ import annotations
@@ -90,7 +96,10 @@ class ComponentTimer:
         self.active = False
         self.steps = 0
         self.totals: dict[str, float] = defaultdict(float)
-        self._spans: list[list] = []  # [label, start mark, end mark, child span indices]
+        self.graph_totals: dict[str, float] = defaultdict(float)  # spans begun in a graph
+        self.in_graph = False  # set while a graph replays its eager twin or is captured
+        # [label, start mark, end mark, child span indices, begun in a graph]
+        self._spans: list[list] = []
         self._open: list[int] = []
         self._fixed = 0  # spans recorded inside a captured graph: kept, re-read every step
 
@@ -100,7 +109,7 @@ class ComponentTimer:
         if self._open:
             self._spans[self._open[-1]][3].append(len(self._spans))
         self._open.append(len(self._spans))
-        self._spans.append([label, self.clock.mark(), None, []])
+        self._spans.append([label, self.clock.mark(), None, [], self.in_graph])
 
     def end(self) -> None:
         if self.active:
@@ -114,14 +123,39 @@ class ComponentTimer:
     def end_step(self) -> None:
         """Call after the step: waits for the device, then charges every span its exclusive ms."""
         self.clock.sync()
-        incl = [self.clock.ms(a, b) for _, a, b, _ in self._spans]
-        for (label, _, _, children), t in zip(self._spans, incl):
+        incl = [self.clock.ms(a, b) for _, a, b, _, _ in self._spans]
+        for (label, _, _, children, in_graph), t in zip(self._spans, incl):
             self.totals[label] += t - sum(incl[c] for c in children)
+            if in_graph:
+                self.graph_totals[label] += t - sum(incl[c] for c in children)
         del self._spans[self._fixed:]
         self.steps += 1
 
-    def mean_ms(self) -> dict[str, float]:
-        return {k: v / max(self.steps, 1) for k, v in self.totals.items()}
+    def mean_ms(self, graph_only: bool = False) -> dict[str, float]:
+        """Mean exclusive ms per step per label (graph_only: of the spans begun in a graph)."""
+        totals = self.graph_totals if graph_only else self.totals
+        return {k: v / max(self.steps, 1) for k, v in totals.items()}
+
+    @contextlib.contextmanager
+    def graph_scope(self, graphs: list):
+        """Spans begun while one of `graphs` replays (runs its eager twin, on the CPU) count
+        as inside the graph."""
+        def scoped(launch):
+            def run(bs):
+                self.in_graph = True
+                try:
+                    return launch(bs)
+                finally:
+                    self.in_graph = False
+            return run
+
+        for g in graphs:
+            g._launch = scoped(g._launch)
+        try:
+            yield
+        finally:
+            for g in graphs:
+                del g._launch
 
     def hook(self, module: nn.Module, label: str) -> list:
         """Span `label` around every forward of `module`; returns the hook handles."""
@@ -165,9 +199,11 @@ def _decoder_layers(model: nn.Module) -> nn.ModuleList:
     raise ValueError(f"{type(model).__name__} has no decoder `layers` list")
 
 
-def target_hooks(timer: ComponentTimer, model: nn.Module) -> list:
-    """Hooks on the target's GEMM classes (per mixer kind), GDN layers and the whole forward."""
-    handles = timer.hook(model, "other")  # exclusive: embedding, norms, RoPE, residuals
+def target_hooks(timer: ComponentTimer, model: nn.Module, leaves: bool = False) -> list:
+    """Hooks on the target's GEMM classes (per mixer kind), GDN layers and the whole forward.
+    leaves: no span around the forward ("other" is then what the graph time leaves over) nor
+    around a GDN layer (its output norm is hooked; the caller wraps the conv and recurrence)."""
+    handles = [] if leaves else timer.hook(model, "other")  # embedding, norms, RoPE, residuals
     for layer in _decoder_layers(model):
         gdn = getattr(layer, "linear_attn", None)
         kind = "attn" if gdn is None else "gdn"
@@ -178,7 +214,8 @@ def target_hooks(timer: ComponentTimer, model: nn.Module) -> list:
                     handles += timer.hook(getattr(a, name), "attn.qkv")
             handles += timer.hook(a.o_proj, "attn.o")
         else:
-            handles += timer.hook(gdn, "gdn.recurrent")  # exclusive: conv, delta rule, norm
+            # exclusive: conv, delta rule, output norm
+            handles += timer.hook(gdn.norm if leaves else gdn, "gdn.recurrent")
             for name in ("in_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"):
                 if hasattr(gdn, name):
                     handles += timer.hook(getattr(gdn, name), "gdn.in_proj")
@@ -207,16 +244,17 @@ def step_graphs(worker) -> list:
 
 
 @contextlib.contextmanager
-def instrument(timer: ComponentTimer, worker):
+def instrument(timer: ComponentTimer, worker, leaves: bool = False):
     """Every component of a step of `worker` (a ModelRunner, or a StockSpecWorker around one)
     reports to timer inside the block, on the eager path and inside graph captures made in it;
-    everything is restored on exit."""
+    everything is restored on exit. leaves: only spans with no span inside (the graph pass):
+    see target_hooks; the graphs' recurrent conv and delta rule are wrapped instead."""
     from specpilot.engine import model_runner
     from specpilot.engine.cuda_graph import TargetGraphs
     from specpilot.spec import stock_worker
 
     runner = getattr(worker, "runner", worker)
-    handles = target_hooks(timer, runner.model)
+    handles = target_hooks(timer, runner.model, leaves)
     backends = [runner.backend] + [g.backend for g in step_graphs(worker)
                                    if isinstance(g, TargetGraphs)]  # graphs' own backends
     if worker is not runner and worker.step_graphs is not None:
@@ -227,6 +265,9 @@ def instrument(timer: ComponentTimer, worker):
                 stack.enter_context(timer.wrap(b, "forward", _attention_label))
                 if getattr(b, "recurrent", None) is not None:  # a graph's commit (step graph)
                     stack.enter_context(timer.wrap(b.recurrent, "commit", "gdn.commit"))
+                    if leaves and getattr(b.recurrent, "tensorized", False):
+                        for fn in ("conv", "delta"):
+                            stack.enter_context(timer.wrap(b.recurrent, fn, "gdn.recurrent"))
             stack.enter_context(timer.wrap(runner.model, "compute_logits", "lm_head"))
             stack.enter_context(timer.wrap(model_runner, "sample", "sample/accept"))
             if runner.states is not None:
@@ -257,8 +298,9 @@ class StepProfile:
     instrumented_ms: float  # median wall, graphs off, instrumented
     graph_ms: Optional[float]  # median wall with CUDA graphs; None when the engine has none
     components_ms: dict[str, float]  # mean exclusive device time per label, eager
-    graph_components_ms: Optional[dict[str, float]] = None  # the same inside the graphs
+    graph_components_ms: Optional[dict[str, float]] = None  # with graphs (module docstring)
     graph_instrumented_ms: Optional[float] = None  # median wall of the instrumented graph pass
+    graph_gpu_ms: Optional[float] = None  # mean GPU time inside the graph replays per step
 
     @property
     def eager_host_gap_ms(self) -> float:
@@ -376,15 +418,15 @@ def instrumented_graphs(timer: ComponentTimer, graphs: list, batch: int):
                 g._prepare(bs, [], [])
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()
-            timer.active = True
+            timer.active = timer.in_graph = True
             with torch.cuda.graph(graph, stream=stream):
                 out = g._forward(bs)
-            timer.active = False
+            timer.active = timer.in_graph = False
             g.graphs[bs], g.outputs[bs] = graph, out
         timer.freeze()
         yield
     finally:
-        timer.active = False
+        timer.active = timer.in_graph = False
         for g, bs, graph, out in saved:
             g.graphs[bs], g.outputs[bs] = graph, out
 
@@ -402,14 +444,24 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
         return timed_steps(sched, batch, context, steps, warmup, clock, timer)
 
     graphs = step_graphs(worker)
-    graph_ms = graph_inst_ms = graph_comp = None
+    graph_ms = graph_inst_ms = graph_comp = graph_gpu = None
     if graphs:
-        graph_ms = run()[0]
-        timer = ComponentTimer(clock)
+        replays = ComponentTimer(clock)  # pass 1: the wall, and the GPU time of the replays
+        with contextlib.ExitStack() as stack:
+            for g in graphs:
+                stack.enter_context(replays.wrap(g, "_launch", "graph"))
+            graph_ms = run(replays)[0]
+        graph_gpu = replays.mean_ms().get("graph", 0.0)
+        timer = ComponentTimer(clock)  # pass 2: leaf components, in the graph and outside
         try:
-            with instrument(timer, worker), instrumented_graphs(timer, graphs, batch):
+            with instrument(timer, worker, leaves=True), timer.graph_scope(graphs), \
+                    instrumented_graphs(timer, graphs, batch):
                 graph_inst_ms, _ = run(timer)
             graph_comp = timer.mean_ms()
+            # what the graph's GPU time leaves over after its leaf components: norms, RoPE,
+            # embedding, residual and gate arithmetic, copies (pass 1's graph, no events in it)
+            inside = sum(timer.mean_ms(graph_only=True).values())
+            graph_comp["other"] = graph_comp.get("other", 0.0) + max(0.0, graph_gpu - inside)
         except RuntimeError as e:  # a capture the driver refuses: say so, report eager times
             log.warning("cost model: timing inside the CUDA graphs failed (%s); the report "
                         "uses the eager component times", e)
@@ -428,7 +480,7 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
             setattr(o, a, g)
     engine = "ar" if worker is runner else "stock"
     return StepProfile(engine, getattr(worker, "num_draft_tokens", 1), accepted, eager_ms,
-                       inst_ms, graph_ms, timer.mean_ms(), graph_comp, graph_inst_ms)
+                       inst_ms, graph_ms, timer.mean_ms(), graph_comp, graph_inst_ms, graph_gpu)
 
 
 def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, context: int,

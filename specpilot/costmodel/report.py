@@ -117,7 +117,8 @@ def render(rep: dict) -> str:
                      "(run the same command with --measure on one)")
     else:
         main = measured["spec"] or measured["ar"]
-        where = ("inside the CUDA graphs (events as graph nodes); host gap = graph wall - sum"
+        where = ("inside the CUDA graphs (leaf spans as event nodes; other = the graphs' GPU "
+                 "time - their leaves); host gap = graph wall - sum"
                  if main.get("graph_components_ms") else "on the eager path; host gap = eager "
                  "wall - sum")
         lines.append(f"measured on {measured['device']}: {measured['steps']} steps per pass, "
