@@ -7,6 +7,8 @@
 - conv.py: Gated DeltaNet's short causal conv + SiLU over the conv-window pool (decode, verify).
 - rope.py: rotary embedding of q and k in one launch (partial rotary, strided views).
 - norm.py: RMSNorm (plain, zero-centred, optional fused residual add), gated RMSNorm, SiLU-mul.
+- dynconv.py: DFlash2's grouped dynamic causal conv around a drafter sub-layer, one launch per
+  side, reading the raw coefficient projection.
 
 Kernels compile for the GPU; on a CPU-only machine they run only under TRITON_INTERPRET=1, which
 triton reads when a kernel is *decorated* (module import), not when it is launched.

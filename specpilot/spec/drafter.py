@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specpilot.layers.norm import RMSNorm
+from specpilot.layers.norm import RMSNorm, triton_kernels
 from specpilot.layers.rotary import RotaryEmbedding
 from specpilot.models.llama import GatedMLP
 from specpilot.spec.draft_config import DraftConfig
@@ -29,6 +29,11 @@ class DynamicConv(nn.Module):
     [R, Bd, 2, K, G] (side 0 = input side, 1 = output side; G = H / group_size groups, each
     broadcast over its group_size channels). Side s maps y_t = sum_tap (base[s, tap] +
     delta[t, s, tap]) * y_{t - tap}; taps never reach before the block start.
+
+    forward(x, fn) wraps the sub-layer fn: side 1 of fn(side 0 of x). On CUDA in inference
+    (triton_kernels) each side is one launch of kernels/dynconv.py, which reads delta and
+    base_kernel directly (same rounding steps as the torch code); training and CPU run
+    coefficients() + apply().
     """
 
     def __init__(self, hidden: int, kernel_size: int, group_size: int):
@@ -39,10 +44,12 @@ class DynamicConv(nn.Module):
         self.base_kernel = nn.Parameter(torch.zeros(2, kernel_size, hidden))
         self.kernel_projection = nn.Linear(hidden, 2 * kernel_size * self.g, bias=False)
 
-    def coefficients(self, x: torch.Tensor) -> torch.Tensor:  # [R, Bd, H] -> [R, Bd, 2, K, H]
+    def delta(self, x: torch.Tensor) -> torch.Tensor:  # [R, Bd, H] -> [R, Bd, 2, K, G]
         r, b, _ = x.shape
-        delta = self.kernel_projection(x).view(r, b, 2, self.k, self.g)
-        delta = delta.repeat_interleave(self.group_size, dim=-1)
+        return self.kernel_projection(x).view(r, b, 2, self.k, self.g)
+
+    def coefficients(self, x: torch.Tensor) -> torch.Tensor:  # [R, Bd, H] -> [R, Bd, 2, K, H]
+        delta = self.delta(x).repeat_interleave(self.group_size, dim=-1)
         return self.base_kernel[None, None] + delta
 
     def apply(self, y: torch.Tensor, coeff: torch.Tensor, side: int) -> torch.Tensor:
@@ -53,6 +60,17 @@ class DynamicConv(nn.Module):
                 shifted[:, tap:] = y[:, :-tap]
                 out = out + coeff[:, :, side, tap] * shifted
         return out
+
+    def forward(self, x: torch.Tensor, fn) -> torch.Tensor:  # x [R, Bd, H] normed sub-layer input
+        kernels = triton_kernels(x, "dynconv")
+        if kernels is None:
+            coeff = self.coefficients(x)
+            return self.apply(fn(self.apply(x, coeff, 0)), coeff, 1)
+        delta = self.delta(x)  # one projection for both sides
+
+        def conv(y, side):
+            return kernels.dynamic_conv(y, delta, self.base_kernel, side, self.group_size)
+        return conv(fn(conv(x, 0)), 1)
 
 
 class DraftAttention(nn.Module):
@@ -105,12 +123,12 @@ class DraftLayer(nn.Module):
             self.mlp_conv = DynamicConv(c.hidden_size, dc.conv_kernel_size, dc.conv_group_size)
 
     def _sub(self, x, fn, conv):  # x [R, Bd, H] normed sub-layer input
-        if conv is None:
-            return fn(x)
-        coeff = conv.coefficients(x)
-        return conv.apply(fn(conv.apply(x, coeff, 0)), coeff, 1)
+        return fn(x) if conv is None else conv(x, fn)
 
-    def forward(self, x, positions, backend):  # x [R, Bd, H]; positions [R*Bd]
+    def forward(self, x, positions, backend, delta=None):
+        """x [R, Bd, H], positions [R*Bd]. As the target's DecoderLayer: the layer input is
+        x + delta (delta None: x), the output x' + delta' (returned as the pair); each residual
+        add is left to the next norm's forward_add, fused into the norm kernel on CUDA."""
         r, b, h = x.shape
 
         def attn(y):
@@ -118,10 +136,10 @@ class DraftLayer(nn.Module):
                                  self.causal, self.window)
             return out.view(r, b, h)
 
-        x = x + self._sub(self.input_layernorm(x), attn,
-                          self.attention_conv if self.has_conv else None)
-        return x + self._sub(self.post_attention_layernorm(x), self.mlp,
-                             self.mlp_conv if self.has_conv else None)
+        y, x = self.input_layernorm.forward_add(x, delta)
+        y, x = self.post_attention_layernorm.forward_add(
+            x, self._sub(y, attn, self.attention_conv if self.has_conv else None))
+        return x, self._sub(y, self.mlp, self.mlp_conv if self.has_conv else None)
 
 
 class BlockDrafter(nn.Module):
@@ -166,10 +184,10 @@ class BlockDrafter(nn.Module):
         x = self._target[0](block_ids)  # raw target embedding: no target embed-norm
         if self.dc.input_embedding_scale != 1.0:
             x = x * self.dc.input_embedding_scale
-        flat_pos = positions.reshape(-1)
+        flat_pos, delta = positions.reshape(-1), None
         for layer in self.layers:
-            x = layer(x, flat_pos, backend)
-        return self.norm(x)
+            x, delta = layer(x, flat_pos, backend, delta)
+        return self.norm.forward_add(x, delta)[0]
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [..., H] -> target-head logits [..., V] fp32, multiplier and softcap applied."""
