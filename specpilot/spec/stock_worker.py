@@ -9,6 +9,8 @@ only sees more tokens per step. Per DECODE step, for R requests with anchors at 
   3. accept: greedy (prefix match + bonus) or rejection sampling, per request;
   4. commit: features of rows 0..a_r become draft context at their positions; the scheduler
              frees the target KV of rows a_r+1.. (rollback by length).
+With CUDA graphs, a greedy step without forcing runs 1-4 as one graph replay (spec/step_graph.py,
+accept and commit on device); other steps use the separate VERIFY and drafter-block graphs.
 Prefill (EXTEND) runs the target with feature capture and stores every prompt row's context.
 Penalties are applied once per verify step to all rows (relaxed, as SGLang does).
 """
