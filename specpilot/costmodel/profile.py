@@ -255,13 +255,11 @@ def instrument(timer: ComponentTimer, worker, leaves: bool = False):
 
     runner = getattr(worker, "runner", worker)
     handles = target_hooks(timer, runner.model, leaves)
-    backends = [runner.backend] + [g.backend for g in step_graphs(worker)
-                                   if isinstance(g, TargetGraphs)]  # graphs' own backends
-    if worker is not runner and worker.step_graphs is not None:
-        backends.append(worker.step_graphs.target.backend)
+    targets = [getattr(g, "target", g) for g in step_graphs(worker)]  # a step graph's VERIFY
+    backends = [runner.backend] + [g.backend for g in targets if isinstance(g, TargetGraphs)]
     try:
         with contextlib.ExitStack() as stack:
-            for b in {id(b): b for b in backends}.values():
+            for b in backends:
                 stack.enter_context(timer.wrap(b, "forward", _attention_label))
                 if getattr(b, "recurrent", None) is not None:  # a graph's commit (step graph)
                     stack.enter_context(timer.wrap(b.recurrent, "commit", "gdn.commit"))
@@ -272,16 +270,16 @@ def instrument(timer: ComponentTimer, worker, leaves: bool = False):
             stack.enter_context(timer.wrap(model_runner, "sample", "sample/accept"))
             if runner.states is not None:
                 stack.enter_context(timer.wrap(runner, "commit_verify", "gdn.commit"))
-            if worker is not runner and worker.step_graphs is not None:
-                stack.enter_context(timer.wrap(worker.step_graphs, "accept", "sample/accept"))
             if worker is not runner:
                 handles += timer.hook(worker.drafter, "draft.block")
                 stack.enter_context(timer.wrap(worker, "proposer", "draft.head"))
                 stack.enter_context(timer.wrap(worker.drafter, "store_context", "draft.store"))
                 for fn in ("greedy_accept", "rejection_accept", "probs"):
                     stack.enter_context(timer.wrap(stock_worker, fn, "sample/accept"))
-                if worker.simulate is not None:
-                    stack.enter_context(timer.wrap(worker.simulate, "override", "sample/accept"))
+                if worker.step_graphs is not None:  # its accept covers argmax and simulation
+                    stack.enter_context(timer.wrap(worker.step_graphs, "accept", "sample/accept"))
+                elif worker.simulate is not None:
+                    stack.enter_context(timer.wrap(worker.simulate, "accept", "sample/accept"))
             yield timer
     finally:
         for h in handles:
@@ -461,7 +459,7 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
             # what the graph's GPU time leaves over after its leaf components: norms, RoPE,
             # embedding, residual and gate arithmetic, copies (pass 1's graph, no events in it)
             inside = sum(timer.mean_ms(graph_only=True).values())
-            graph_comp["other"] = graph_comp.get("other", 0.0) + max(0.0, graph_gpu - inside)
+            graph_comp["other"] = max(0.0, graph_gpu - inside)
         except RuntimeError as e:  # a capture the driver refuses: say so, report eager times
             log.warning("cost model: timing inside the CUDA graphs failed (%s); the report "
                         "uses the eager component times", e)

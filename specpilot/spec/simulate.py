@@ -61,12 +61,11 @@ class SimulatedAcceptance:
             n = lo + (1 if self.rng.random() < x - lo else 0)
         return max(1, min(b, n))
 
-    def override(self, drafts: torch.Tensor, target_logits: torch.Tensor, b: int):
-        """drafts [R, P], target_logits [R, B, V] -> (accepted [R], next token [R])."""
-        r = drafts.shape[0]
-        n = self.draw(b)
-        accepted = torch.full((r,), n - 1, dtype=torch.int64, device=drafts.device)
-        if self.token_mode == "fixed":
-            drafts.fill_(self.filler_id)
-            return accepted, torch.full_like(accepted, self.filler_id)
-        return accepted, target_logits[:, n - 1].argmax(-1)
+    def accept(self, top: torch.Tensor, rows: torch.Tensor):
+        """top [R, B]: the target's argmax per verified row; rows: int64 tensor of one element,
+        a draw() (a device tensor, so a CUDA graph can take it as input) -> (accepted [R],
+        bonus [R]): every request keeps its first rows - 1 drafts and the target's token after
+        them. In "fixed" token mode the worker emits filler ids instead (StockSpecWorker._output);
+        the verified rows, and so the KV, are the real drafts either way."""
+        accepted = (rows - 1).expand(top.shape[0])
+        return accepted, top.gather(1, accepted[:, None]).squeeze(1)

@@ -32,7 +32,7 @@ class StockStepGraphs(_BucketGraphs):
         if self.draft.buckets != self.buckets:
             raise ValueError("the VERIFY and drafter graphs must share their batch buckets")
         self.rows = worker.num_draft_tokens
-        self.simulate = worker.simulate is not None
+        self.simulate = worker.simulate  # SimulatedAcceptance or None
         # simulated acceptance: the rows every request keeps this step (bonus included)
         self.sim_rows = torch.ones(1, dtype=torch.int64, device=worker.runner.device)
         if capture:
@@ -60,10 +60,9 @@ class StockStepGraphs(_BucketGraphs):
     def accept(self, drafts: torch.Tensor, logits: torch.Tensor):
         """drafts [bs, P], logits [bs, B, V] -> (accepted [bs], bonus [bs]) on the device."""
         top = logits.argmax(dim=-1)
-        if not self.simulate:
+        if self.simulate is None:
             return greedy_accept(drafts, top)
-        accepted = (self.sim_rows - 1).expand(drafts.shape[0])
-        return accepted, top.gather(1, accepted[:, None]).squeeze(1)
+        return self.simulate.accept(top, self.sim_rows)
 
     @torch.inference_mode()
     def run(self, rows_l: list[int], prefix_lens: list[int], anchors: torch.Tensor,
@@ -72,7 +71,7 @@ class StockStepGraphs(_BucketGraphs):
         [R * B] the KV slots of the verified rows). sim_rows: the simulated acceptance's rows
         for this step (required when the worker simulates). Returns int64 [R, 2 + P] (accepted,
         bonus, drafts), a view valid until the next run."""
-        if self.simulate:
+        if self.simulate is not None:
             if sim_rows is None:
                 raise ValueError("the worker simulates acceptance: pass sim_rows")
             self.sim_rows.fill_(sim_rows)

@@ -186,7 +186,8 @@ class StockSpecWorker:
                 prop.tokens, p.shape[-1]).float()
             accepted, nxt = rejection_accept(prop.tokens, q, p, *self._randomness(wb, r, b, p))
         if self.simulate is not None:
-            accepted, nxt = self.simulate.override(prop.tokens, logits.view(r, b, -1), b)
+            rows = torch.tensor([self.simulate.draw(b)], device=rn.device)
+            accepted, nxt = self.simulate.accept(logits.argmax(-1).view(r, b), rows)
         early = rn.commit_takes_device_counts()
         if early:  # queue the commit before the copy below: its launches overlap the GPU's work
             self._commit(aux, starts, loc, accepted)

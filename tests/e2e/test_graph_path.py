@@ -99,7 +99,8 @@ def test_stock_step_graph_equals_ar(setup):
 
 def test_stock_step_graph_simulated_acceptance(setup, monkeypatch):
     """Simulated acceptance through the step graph: the same accept counts and tokens as the
-    separate-graph path, step for step (both draw the count from the same seeded stream)."""
+    separate-graph path, step for step (both draw the count from the same seeded stream); in
+    fixed token mode the same counts with filler ids."""
     target, drafter, _ = setup
     monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", "2.5")
     outs = []
@@ -113,6 +114,13 @@ def test_stock_step_graph_simulated_acceptance(setup, monkeypatch):
         assert 3 in calls
     assert outs[0] == outs[1]
     assert outs[0][0][1] < NEW  # more than one token per step
+    monkeypatch.setenv("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed")  # filler ids, same counts
+    eng = _stock(target, drafter)
+    eng.worker.enable_cuda_graphs(max_bs=4, capture=False)
+    fixed = [(o.output_ids, o.meta["spec_verify_ct"]) for o in eng.generate(prompts(), GREEDY)]
+    assert [c for _, c in fixed] == [c for _, c in outs[0]]
+    # the first token comes from prefill, which is not simulated
+    assert all(ids[1:] == [eng.worker.simulate.filler_id] * (NEW - 1) for ids, _ in fixed)
 
 
 def test_backend_flag_checks(setup):

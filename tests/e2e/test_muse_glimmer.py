@@ -13,7 +13,7 @@ from specpilot.config import ServerArgs
 from specpilot.core import SamplingParams
 from specpilot.offline import OfflineEngine
 from tests.e2e.tiny_drafters import make_drafter
-from tests.e2e.tiny_models import hf_greedy_ids
+from tests.e2e.tiny_models import FreshRequestBackend, hf_greedy_ids
 from tests.e2e.tiny_muse import (HIDDEN, IMAGE_ID, LAYERS, VOCAB, WINDOW, load_hf_target,
                                  make_text_only, make_tiny_assistant, make_tiny_muse)
 
@@ -100,27 +100,12 @@ def test_model_contract(target):
     with torch.no_grad():
         res = hf(input_ids=ids, output_hidden_states=True)
         capture = (0, 3, LAYERS - 1)
-        hidden, aux = model(ids[0], torch.arange(ids.shape[1]), _FullBackend(), capture)
+        hidden, aux = model(ids[0], torch.arange(ids.shape[1]), FreshRequestBackend(), capture)
         logits = model.compute_logits(hidden)
     want = torch.cat([res.hidden_states[i + 1][0] for i in capture], dim=-1)
     assert aux.shape == (ids.shape[1], len(capture) * HIDDEN)
     torch.testing.assert_close(aux, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(logits, res.logits[0].float(), rtol=1e-5, atol=1e-5)
-
-
-class _FullBackend:
-    """One request, all rows new: causal (optionally windowed) SDPA without a KV cache."""
-
-    def forward(self, q, k, v, layer_id, scale, window=None):
-        t = q.shape[0]
-        pos = torch.arange(t)
-        mask = pos[None, :] <= pos[:, None]
-        if window is not None:
-            mask &= pos[:, None] - pos[None, :] < window
-        o = torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, scale=scale,
-            enable_gqa=True)
-        return o.transpose(0, 1)
 
 
 @pytest.fixture(scope="module")

@@ -60,3 +60,19 @@ def hf_greedy(path: str, prompts: list[list[int]], max_new_tokens: int) -> list[
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     return [hf_greedy_ids(model, p, max_new_tokens) for p in prompts]
+
+
+class FreshRequestBackend:
+    """Attention backend of one fresh request, all rows new: causal (optionally windowed) SDPA
+    without a KV cache, for running a model's layer stack directly."""
+
+    def forward(self, q, k, v, layer_id, scale, window=None):
+        t = q.shape[0]
+        pos = torch.arange(t)
+        mask = pos[None, :] <= pos[:, None]
+        if window is not None:
+            mask &= pos[:, None] - pos[None, :] < window
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, scale=scale,
+            enable_gqa=True)
+        return o.transpose(0, 1)

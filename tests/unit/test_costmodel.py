@@ -174,17 +174,23 @@ def test_timer_charges_exclusive_time():
     assert timer.mean_ms() == {"outer": 7.0, "inner": 3.0}
 
 
+def _tiny_config_dirs(tmp_path) -> dict[str, str]:
+    """{"t": tiny hybrid target folder, "d": tiny DFlash2 drafter folder} (configs only)."""
+    dirs = {}
+    for name, cfg in (("t", TINY_HYBRID), ("d", TINY_DFLASH2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(cfg))
+        dirs[name] = str(tmp_path / name)
+    return dirs
+
+
 def test_profile_plumbing_on_cpu(tmp_path):
     """A tiny hybrid target + DFlash2 drafter, eager on the CPU clock: every timed label is a
     counted component (and vice versa), and the engine is left as it was."""
     from specpilot.engine import model_runner
     from specpilot.spec import stock_worker
 
-    dirs = {}
-    for name, cfg in (("t", TINY_HYBRID), ("d", TINY_DFLASH2)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text(json.dumps(cfg))
-        dirs[name] = str(tmp_path / name)
+    dirs = _tiny_config_dirs(tmp_path)
     eng = prof.build_engine(dirs["t"], dirs["d"], 2, 12, 4, 2.5, 40, device="cpu",
                             dtype="float32", attention_backend="torch")
     sample, proposer = model_runner.sample, eng.worker.proposer
@@ -211,11 +217,7 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     kernels run in the interpreter): ar's DECODE graph and stock's whole-step graph are what the
     steps run, every label of their components is a counted component, and the report takes its
     measured columns and host gap from that pass."""
-    dirs = {}
-    for name, cfg in (("t", TINY_HYBRID), ("d", TINY_DFLASH2)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text(json.dumps(cfg))
-        dirs[name] = str(tmp_path / name)
+    dirs = _tiny_config_dirs(tmp_path)
     eng = prof.build_engine(dirs["t"], dirs["d"], 2, 12, 4, 2.5, 40, device="cpu",
                             dtype="float32", attention_backend="triton")
     eng.runner.enable_cuda_graphs(2, capture=False)

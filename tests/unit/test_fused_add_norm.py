@@ -16,6 +16,7 @@ from specpilot.layers import norm as layers_norm
 from specpilot.layers.norm import RMSNorm, ZeroCenteredRMSNorm
 from specpilot.models import muse_glimmer
 from specpilot.models.muse_glimmer import MuseRMSNorm
+from tests.e2e.tiny_models import FreshRequestBackend
 
 EPS = 1e-6
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -92,9 +93,9 @@ def test_forward_add_triton_path(monkeypatch, dtype):
 # --- whole models: the layer stack with feature capture --------------------------------------
 
 
-class Backend:
-    """One fresh request, all rows new: causal (optionally windowed) SDPA without a KV cache, and
-    the torch reference recurrence for Gated DeltaNet layers."""
+class Backend(FreshRequestBackend):
+    """One fresh request (tiny_models.FreshRequestBackend), plus the torch reference recurrence
+    for Gated DeltaNet layers."""
 
     def __init__(self, model, t):
         self.t = t
@@ -105,16 +106,6 @@ class Backend:
 
     def row_segments(self):
         return [(0, self.t)]
-
-    def forward(self, q, k, v, layer_id, scale, window=None):
-        pos = torch.arange(self.t)
-        mask = pos[None, :] <= pos[:, None]
-        if window is not None:
-            mask &= pos[:, None] - pos[None, :] < window
-        o = torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, scale=scale,
-            enable_gqa=True)
-        return o.transpose(0, 1)
 
 
 def old_forward(model, ids, positions, backend, capture):
