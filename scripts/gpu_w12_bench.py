@@ -189,7 +189,8 @@ def correctness(quick: bool) -> None:
         for M in SWEEP_M:
             a = torch.randn(M, Kd, device="cuda").bfloat16()
             cands = K.candidate_configs(M, N, Kd, K._num_sms(a.device))
-            for cfg in (cands[0], cands[-1]):
+            picks = [next(c for c in cands if c.carry), next(c for c in cands if not c.carry)]
+            for cfg in picks:  # one config with carried decoded tiles, one decoding in place
                 same, err, fl = rel_error(K.w12_matmul(a, p, config=cfg), a, xc)
                 pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
                 y12 = K.w12_matmul(a, p, reproducible=True, config=cfg)
@@ -308,6 +309,9 @@ def main() -> int:
     ap.add_argument("--eager", action="store_true", help="time eager loops instead of CUDA graphs")
     ap.add_argument("--quick", action="store_true", help="smaller correctness sweep, M = 1, 16, 64")
     ap.add_argument("--no-ptx", action="store_true", help="plain-Triton decode instead of the PTX")
+    ap.add_argument("--save-tuning", default=None,
+                    help="also write the tuned configs here (kernel.save_tuning format, which "
+                         "$SPECPILOT_W12_TUNE_FILE loads, e.g. for scripts/gpu_w12_e2e.py)")
     args = ap.parse_args()
     if not torch.cuda.is_available() or not K.HAS_TRITON or K.INTERPRET:
         raise SystemExit("needs CUDA and Triton (and TRITON_INTERPRET unset)")
@@ -331,6 +335,8 @@ def main() -> int:
     timing(models, m_values, args, t0 + args.tune_budget)
     model_totals(models, m_values)
     RESULTS["tuned_configs"] = {k: vars(v) for k, v in K._TUNED.items()}
+    if args.save_tuning:
+        K.save_tuning(args.save_tuning)
     RESULTS["elapsed_s"] = time.time() - t0
     with open(args.out, "w") as f:
         json.dump(RESULTS, f, indent=1)

@@ -106,7 +106,9 @@ def load_w12(out_dir: str, with_info: bool = False):
     with safe_open(path, framework="pt") as sf:
         meta = json.loads(sf.metadata()["w12"])
         if meta.get("format") != FORMAT_NAME:
-            raise ValueError(f"unknown W12 format {meta.get('format')!r}")
+            raise ValueError(f"{path}: W12 format {meta.get('format')!r}, this version reads "
+                             f"{FORMAT_NAME!r} only; convert the bf16 checkpoint again "
+                             f"(python -m specpilot.w12 convert)")
         for name, info in meta["tensors"].items():
             if info["kind"] == "w12":
                 parts = {p: sf.get_tensor(f"{name}.w12.{p}") for p in PARTS}

@@ -1,19 +1,23 @@
-"""W12-v1: lossless 12-bit storage of bf16 weight matrices (CPU reference encoder/decoder).
+"""W12-v2: lossless 12-bit storage of bf16 weight matrices (encoder and CPU decoders).
 
-Layout follows docs/w12.md (and the design study, section 2.1):
+Normative description: docs/w12.md. In short:
 
-* bf16 word, high to low: ``s e7..e1 | e0 m6..m0``.
-* Plane L ``uint8[N, Kp]``: the bf16 low byte verbatim (``e0 m6..m0``).
-* Plane H ``uint8[N, Kp/2]``: nibble ``s d2 d1 d0`` with ``d = (e >> 1) - hb``; split-halves
-  pairing: byte ``(n, j)`` holds element ``j`` in its low nibble and ``j + Kp/2`` in its high one.
-* ``hb`` (7-bit half-exponent base, per tensor or per row): window = exponents
-  ``[2*hb, 2*hb + 14]`` (15 usable); ``d == 7 and e0 == 1`` (exponent ``2*hb + 15``) is the
-  reserved ESCAPE code, which decodes to signed zero (sign from the nibble).
-* Exact +-0 outside the window use the escape code and need no side entry.
-* Any other value outside the window is escaped: ESCAPE code in the planes, exact bf16 bits in a
-  per-tile CSR list (tiles of ``TILE_N`` rows x ``TILE_K`` columns, row-major tile order).
-  Entry = int32 ``(local_offset << 16) | bf16_bits`` with ``local_offset = r*TILE_K + c``.
-* Reconstruction: ``word = s<<15 | (d + hb)<<8 | L``; escape -> ``s<<15``; then patch escapes.
+* bf16 word, high to low: ``s e7..e1 | e0 m6..m0``; "hi7" = ``e >> 1`` (7 bits).
+* Plane L ``uint8[N, Kp]``: the bf16 low byte verbatim (``e0 m6..m0``), 0 for an escape.
+* Plane H ``uint8[N, Kp/2]``: per weight a 3-bit code ``d`` and its sign. Code ``d`` in 0..6
+  means ``hi7 = hb + d``; code 7 means ``hi7 = 0`` (signed zero, subnormals and the smallest
+  normal binade are stored exactly with it) and is also the escape code (with L = 0 it decodes
+  to signed zero). ``hb`` (per tensor or per row) places the 14-exponent window
+  ``[2*hb, 2*hb + 13]``.
+* H is packed in 32-bit little-endian words, one per 4 pair columns ``4q..4q+3``. Pair column
+  ``c`` stands for the two weights ``c`` ("first half", a) and ``Kp/2 + c`` (b). With
+  ``i = c - 4q``: ``d(a_i)`` in bits ``4i..4i+2``, ``d(b_i)`` in bits ``16+4i..16+4i+2``,
+  ``sign(a_i)`` in bit ``8i+7``, ``sign(b_i)`` in bit ``8i+3``. This is the layout the GPU
+  decode wants: masking the sign bits out leaves the codes as ``prmt`` byte selectors of an
+  8-byte table ``T[d] = hb + d, T[7] = 0``, and the sign bits already sit at bit 7 of each
+  selected byte (a's) or 4 bits below it (b's).
+* Decode: ``word = s << 15 | T[d] << 8 | L``; then the escape side list (per 64 x 512 tile,
+  CSR) overwrites escapes with their exact bits.
 """
 from __future__ import annotations
 
@@ -21,12 +25,15 @@ from dataclasses import dataclass
 
 import torch
 
-FORMAT_NAME = "W12-v1"
+FORMAT_NAME = "W12-v2"
 TILE_N = 64          # escape tile rows
 TILE_K = 512         # escape tile columns (local offset < 2**15 fits 16 bits)
 PAD_K = 32           # K padded to a multiple of 32 -> H rows are 16-byte multiples
-HB_MAX = 120         # 2*hb + 15 <= 255
+D_WINDOW = 7         # codes 0..6 are window exponents; code 7 is hi7 = 0 (zero / escape)
+ZCODE = 7
+HB_MAX = 127 - (D_WINDOW - 1)  # hb + 6 <= 127
 ESC_THRESHOLD = 1e-3  # escape rate above which per-row bases are tried, then bf16 is kept
+CHUNK = 1 << 24      # weights per encode step (bounds the temporaries of huge tensors)
 
 
 @dataclass
@@ -79,77 +86,113 @@ def _as_2d(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(x.shape[0], -1)
 
 
-def choose_hb(u: torch.Tensor, per_row: bool) -> torch.Tensor:
-    """Best half-exponent base (max coverage of non-zero exponents; ties -> larger magnitudes).
+def _row_chunks(N: int, K: int):
+    """Row ranges of about ``CHUNK`` weights each (multiples of TILE_N rows)."""
+    step = max(TILE_N, (CHUNK // max(1, K)) // TILE_N * TILE_N)
+    for r0 in range(0, N, step):
+        yield r0, min(N, r0 + step)
 
-    ``u``: int32 [N, K] raw bits. Returns int32 [1] or [N].
-    """
-    e = (u >> 7) & 0xFF
-    nz = ((u & 0x7FFF) != 0).to(torch.int64)
-    rows = u.shape[0] if per_row else 1
-    ridx = torch.arange(u.shape[0]).unsqueeze(1).expand_as(e) if per_row else torch.zeros_like(e)
-    hist = torch.zeros(rows * 256, dtype=torch.int64)
-    hist.scatter_add_(0, (ridx * 256 + e).reshape(-1).to(torch.int64), nz.reshape(-1))
-    hist = hist.view(rows, 256)
-    c = torch.cat([torch.zeros(rows, 1, dtype=torch.int64), hist.cumsum(1)], dim=1)  # [rows, 257]
-    h = torch.arange(HB_MAX + 1)
-    cov = c[:, 2 * h + 15] - c[:, 2 * h]                  # [rows, 121]
-    # argmax, ties toward larger h: flip, argmax (first max), unflip
-    best = HB_MAX - cov.flip(1).argmax(1)
+
+def choose_hb(x2: torch.Tensor, per_row: bool) -> torch.Tensor:
+    """Best base (max window coverage of the weights with ``hi7 != 0``, which code 7 stores for
+    free; ties -> larger magnitudes). ``x2``: bf16 [N, K]. Returns int32 [1] or [N]."""
+    N, K = x2.shape
+    dev = x2.device
+    rows = N if per_row else 1
+    hist = torch.zeros(rows * 128, dtype=torch.int64, device=dev)
+    for r0, r1 in _row_chunks(N, K):
+        hi7 = (_u16(x2[r0:r1]) >> 8) & 0x7F
+        cnt = (hi7 != 0).to(torch.int64)
+        if per_row:
+            idx = torch.arange(r0, r1, device=dev).unsqueeze(1) * 128 + hi7
+        else:
+            idx = hi7
+        hist.scatter_add_(0, idx.reshape(-1).to(torch.int64), cnt.reshape(-1))
+    hist = hist.view(rows, 128)
+    c = torch.cat([torch.zeros(rows, 1, dtype=torch.int64, device=dev), hist.cumsum(1)], dim=1)
+    h = torch.arange(HB_MAX + 1, device=dev)
+    cov = c[:, h + D_WINDOW] - c[:, h]                    # [rows, HB_MAX + 1]
+    best = HB_MAX - cov.flip(1).argmax(1)                 # first max of the flipped = largest h
     return best.to(torch.int32)
 
 
+def _shifts(dev):
+    i = torch.arange(4, device=dev, dtype=torch.int64)
+    return 4 * i, 16 + 4 * i, 8 * i + 7, 8 * i + 3, 8 * i
+
+
+def pack_h(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """Codes ``d`` and signs ``s`` (int [N, Kp]) -> plane H uint8 [N, Kp/2] (module doc)."""
+    N, Kp = d.shape
+    half = Kp // 2
+    da, db, sa, sb, byte = _shifts(d.device)
+    g = lambda t: t.reshape(N, half // 4, 4).to(torch.int64)  # noqa: E731
+    word = ((g(d[:, :half]) << da) | (g(d[:, half:]) << db) | (g(s[:, :half]) << sa)
+            | (g(s[:, half:]) << sb)).sum(-1, keepdim=True)   # disjoint bits: sum == or
+    return ((word >> byte) & 0xFF).to(torch.uint8).reshape(N, half)
+
+
+def unpack_h(H: torch.Tensor):
+    """Plane H -> (d, s) int32 [N, Kp]."""
+    N, half = H.shape
+    da, db, sa, sb, byte = _shifts(H.device)
+    word = (H.reshape(N, half // 4, 4).to(torch.int64) << byte).sum(-1, keepdim=True)
+    f = lambda sh, m: ((word >> sh) & m).reshape(N, half)  # noqa: E731
+    d = torch.cat([f(da, 7), f(db, 7)], dim=1)
+    s = torch.cat([f(sa, 1), f(sb, 1)], dim=1)
+    return d.to(torch.int32), s.to(torch.int32)
+
+
 def encode(x: torch.Tensor, per_row: bool = False) -> W12Tensor:
-    """Encode a bf16 tensor (>= 1 dim; trailing dims flattened into K) into W12-v1."""
+    """Encode a bf16 tensor (>= 1 dim; trailing dims flattened into K) into W12-v2, on the
+    tensor's device, ``CHUNK`` weights at a time."""
     shape = tuple(x.shape)
     x2 = _as_2d(x)
     N, K = x2.shape
+    dev = x2.device
     Kp = ((K + PAD_K - 1) // PAD_K) * PAD_K
-    u = _u16(x2)
-    if Kp != K:  # padding is +0, which is free
-        u = torch.nn.functional.pad(u, (0, Kp - K))
-    hb = choose_hb(u[:, :K], per_row)
-    hbc = hb.view(-1, 1)
-    s = u >> 15
-    e = (u >> 7) & 0xFF
-    low = u & 0xFF
-    inwin = (e >= 2 * hbc) & (e <= 2 * hbc + 14)
-    zero = (u & 0x7FFF) == 0
-    side = ~inwin & ~zero                                  # needs an exact side entry
-    d = torch.where(inwin, (e >> 1) - hbc, torch.full_like(e, 7))
-    lo = torch.where(inwin, low, torch.full_like(low, 0x80))
-    nib = (s << 3) | d
-    half = Kp // 2
-    H = (nib[:, :half] | (nib[:, half:] << 4)).to(torch.uint8)
-    L = lo.to(torch.uint8)
+    hb = choose_hb(x2, per_row)
+    L = torch.empty((N, Kp), dtype=torch.uint8, device=dev)
+    H = torch.empty((N, Kp // 2), dtype=torch.uint8, device=dev)
+    esc_rows, esc_cols, esc_vals = [], [], []
+    for r0, r1 in _row_chunks(N, K):
+        u = _u16(x2[r0:r1])
+        if Kp != K:  # padding is +0: code 7, L = 0, free
+            u = torch.nn.functional.pad(u, (0, Kp - K))
+        hbc = hb[r0:r1].view(-1, 1) if per_row else hb.view(1, 1)
+        hi7 = (u >> 8) & 0x7F
+        inwin = (hi7 >= hbc) & (hi7 < hbc + D_WINDOW)
+        low = hi7 == 0                                    # exact under code 7 (L verbatim)
+        d = torch.where(inwin, hi7 - hbc, torch.full_like(hi7, ZCODE))
+        L[r0:r1] = torch.where(inwin | low, u & 0xFF, torch.zeros_like(u)).to(torch.uint8)
+        H[r0:r1] = pack_h(d, u >> 15)
+        rr, cc = (~inwin & ~low).nonzero(as_tuple=True)   # escapes: code 7, L = 0, side entry
+        esc_rows.append(rr + r0)
+        esc_cols.append(cc)
+        esc_vals.append(u[rr, cc])
+    rr = torch.cat(esc_rows) if esc_rows else torch.zeros(0, dtype=torch.int64, device=dev)
+    cc = torch.cat(esc_cols) if esc_cols else torch.zeros(0, dtype=torch.int64, device=dev)
+    vals = torch.cat(esc_vals) if esc_vals else torch.zeros(0, dtype=torch.int32, device=dev)
 
     # escape CSR per (TILE_N x TILE_K) tile, row-major tile order, sorted by local offset
     n_tk = (Kp + TILE_K - 1) // TILE_K
     n_tiles = ((N + TILE_N - 1) // TILE_N) * n_tk
-    rr, cc = side.nonzero(as_tuple=True)
     tile = (rr // TILE_N) * n_tk + cc // TILE_K
     local = (rr % TILE_N) * TILE_K + cc % TILE_K
     order = torch.argsort(tile * (TILE_N * TILE_K) + local)
-    tile, local = tile[order], local[order]
-    vals = u[rr[order], cc[order]]
-    esc = ((local << 16) | vals).to(torch.int32)
+    tile, local, vals = tile[order], local[order], vals[order]
+    esc = ((local << 16) | vals.to(torch.int64)).to(torch.int32)
     counts = torch.bincount(tile, minlength=n_tiles)
-    esc_off = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)]).to(torch.int32)
-    return W12Tensor(shape, L.contiguous(), H.contiguous(), hb.to(torch.uint8), esc_off, esc)
+    esc_off = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev), counts.cumsum(0)]).to(torch.int32)
+    return W12Tensor(shape, L, H, hb.to(torch.uint8), esc_off, esc)
 
 
 def decode(w: W12Tensor) -> torch.Tensor:
     """Reference decoder: rebuild the exact bf16 bits (NaN payloads included)."""
-    N, Kp = w.L.shape
-    H = w.H.to(torch.int32)
-    nib = torch.cat([H & 0xF, H >> 4], dim=1)             # [N, Kp]
-    low = w.L.to(torch.int32)
+    d, s = unpack_h(w.H)
     hb = w.hb.to(torch.int32).view(-1, 1)
-    s = nib >> 3
-    d = nib & 7
-    word = (s << 15) | ((d + hb) << 8) | low
-    is_esc = (d == 7) & (low >= 0x80)
-    word = torch.where(is_esc, s << 15, word)
+    hi7 = torch.where(d == ZCODE, torch.zeros_like(d), d + hb)
+    word = (s << 15) | (hi7 << 8) | w.L.to(torch.int32)
     return _patch_and_finish(w, word)
 
 
@@ -159,7 +202,7 @@ def _patch_and_finish(w: W12Tensor, word: torch.Tensor) -> torch.Tensor:
     if w.esc.numel():
         n_tk = (Kp + TILE_K - 1) // TILE_K
         counts = (w.esc_off[1:] - w.esc_off[:-1]).to(torch.int64)
-        tile = torch.repeat_interleave(torch.arange(counts.numel()), counts)
+        tile = torch.repeat_interleave(torch.arange(counts.numel(), device=counts.device), counts)
         ent = w.esc.to(torch.int64)
         local = ent >> 16
         rows = (tile // n_tk) * TILE_N + local // TILE_K
@@ -190,23 +233,37 @@ def encode_auto(x: torch.Tensor, threshold: float = ESC_THRESHOLD):
     return None, min(w.escape_rate, wr.escape_rate)
 
 
-def decode_swar(w: W12Tensor) -> torch.Tensor:
-    """CPU emulation of the planned kernel decode: two weights per 32-bit word (SWAR).
+def _prmt(a: torch.Tensor, b: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+    """PTX ``prmt.b32`` (default mode, selector bit 3 clear) on int64 tensors holding uint32."""
+    a, b, sel = torch.broadcast_tensors(a, b, sel)
+    out = torch.zeros_like(a)
+    for i in range(4):
+        k = (sel >> (4 * i)) & 7
+        src = torch.where(k < 4, a, b)
+        out |= ((src >> (8 * (k & 3))) & 0xFF) << (8 * i)
+    return out
 
-    Lane 0 holds element ``j``, lane 1 element ``j + Kp/2`` (split-halves pairing), so one H byte
-    and two L bytes build one bf16x2 word with shifts, masks and one add (no per-element widening).
-    """
+
+def decode_swar(w: W12Tensor) -> torch.Tensor:
+    """CPU emulation of the GPU decode (``kernel.DECODE_PTX``), word for word: per H word (8
+    weights) a table ``T = (hb, hb+1, .., hb+6, 0)`` in two registers, one ``prmt`` lookup per 4
+    codes, the sign bits or-ed in place, and one ``prmt`` per two output weights."""
     N, Kp = w.L.shape
     half = Kp // 2
-    L = w.L.to(torch.int64)
-    h = w.H.to(torch.int64)
-    lo = L[:, :half] | (L[:, half:] << 16)                  # bytes -> lanes 0 and 2
-    n8 = ((h & 0xF) | ((h & 0xF0) << 12)) << 8              # nibbles -> byte lanes 1 and 3
-    hb = w.hb.to(torch.int64).view(-1, 1)
-    dsum = (n8 & 0x07000700) + hb * 0x01000100             # d + hb per lane, <= 127: no carry
-    sign = (n8 & 0x08000800) << 4                           # bit 11 -> 15, bit 27 -> 31
-    word = lo | dsum | sign
-    esc = (n8 >> 2) & (n8 >> 1) & n8 & ((lo << 1) & 0x01000100) & 0x01000100  # d == 7 and e0
-    word = word & ~((esc >> 8) * 0x7FFF)                    # escape -> signed zero
-    flat = torch.cat([word & 0xFFFF, word >> 16], dim=1).to(torch.int32)  # [N, Kp]
-    return _patch_and_finish(w, flat)
+    q = half // 4
+    as_words = lambda t: (t.reshape(N, q, 4).to(torch.int64)  # noqa: E731
+                          << torch.arange(0, 32, 8)).sum(-1)
+    h = as_words(w.H)
+    l0, l1 = as_words(w.L[:, :half]), as_words(w.L[:, half:])
+    hb4 = w.hb.to(torch.int64).view(-1, 1) * 0x01010101
+    t0 = hb4 + 0x03020100
+    t1 = (hb4 + 0x00060504) & 0x00FFFFFF
+    m = h & 0x77777777
+    ha = _prmt(t0, t1, m) | (h & 0x80808080)
+    hbb = _prmt(t0, t1, m >> 16) | ((h << 4) & 0x80808080)
+    words = [_prmt(l0, ha, torch.tensor(0x5140)), _prmt(l0, ha, torch.tensor(0x7362)),
+             _prmt(l1, hbb, torch.tensor(0x5140)), _prmt(l1, hbb, torch.tensor(0x7362))]
+    lanes = [torch.stack([wd & 0xFFFF, wd >> 16], -1) for wd in words]      # [N, q, 2] each
+    first = torch.cat(lanes[:2], -1).reshape(N, half)
+    second = torch.cat(lanes[2:], -1).reshape(N, half)
+    return _patch_and_finish(w, torch.cat([first, second], 1).to(torch.int32))

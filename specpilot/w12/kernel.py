@@ -21,18 +21,16 @@ Kernel design (one program = BLOCK_N weight rows x one split-K range x BLOCK_M a
   same order, so both kernels sum the same products in the same order.
 * Swapped operands: ``acc[BN, BM] = W_tile @ x_tile^T``. The decoded weight is the MMA A operand
   (Hopper wgmma takes it from registers), the few activation rows are the N side (>= 16).
-* Decode (``_decode_tiles``), SWAR on 32-bit words that hold two K-consecutive weights of one
-  half (the register pairing of the MMA operands, so nothing is repacked afterwards). On the GPU
-  it is inline PTX (``DECODE_PTX``, 4 elements = 8 weights per instance); per output word of two
-  weights: ``prmt`` the two L bytes into lanes (1), the H nibbles' exponent codes (1-2) and signs
-  (1-2), ``lo + d`` (1), escape test ``+ 241<<7`` per lane, which carries into bit 15/31 exactly
-  for e0 = 1 and d = 7 (1), ``prmt`` sign-replicate that carry into a lane mask (1), ``+ hb<<8``
-  (1) and one ``lop3`` ``(c & ~mask) | sign`` (1 after ptxas fuses not/and/or), plus a quarter of
-  the shared ``prmt`` spreading 4 H bytes and 4 hb bytes: ~9.5 instructions per 2 weights. The
-  compiled main loop (sm_90, BM=16, BN=64, BK=128) is ~830 SASS instructions per 128 weights per
-  thread including loads, the shared-memory round trip into the wgmma operand layout and the
-  wgmmas; the same algorithm in plain Triton ops compiles to ~1230 (each byte is extracted
-  separately) and a per-element decode to ~1300. The interpreter runs the plain-Triton version.
+* Decode (``_decode_tiles``) builds 32-bit words that hold two K-consecutive weights of one
+  half (the register pairing of the MMA operands). On the GPU it is inline PTX (``DECODE_PTX``,
+  4 pair columns = 8 weights per instance): the W12-v2 H word is laid out so that, with its sign
+  bits masked off, its code nibbles are ``prmt`` selectors into an 8-byte table
+  ``(hb, .., hb+6, 0)``: one ``prmt`` looks up 4 exponent bytes, one ``lop3`` ors the signs in
+  (already at bit 7 for the first half, one shift for the second), one ``prmt`` per output word
+  interleaves them with the L bytes. 16 instructions per 8 weights (2 per pair) before ptxas
+  fuses and/or into ``lop3``; the W12-v1 decode of the first H200 measurement
+  (``docs/benchmarks/w12.md``) took ~9.5 per pair and was bound by them. The interpreter runs the
+  format's rule in plain Triton ops (same bits).
 * Escapes. The format's escape code decodes to signed zero in the main loop. The exact value is
   applied in one of two ways:
   - fast mode (default): an epilogue per program, before the split-K reduction. Its escapes
@@ -181,30 +179,23 @@ def prepare(w: W12Tensor, device=None) -> W12Planes:
 # ---------------------------------------------------------------------------------------------
 
 
-def _ptx_lane_pair(out: str, lo_src: str, lo_sel: str, second_half: bool) -> str:
-    """PTX for one output register: two K-consecutive bf16 weights of one half (see _assemble).
-    Expects u = [0, h_a, 0, h_b] and b = [0, hb_a, 0, hb_b] (bytes 0-3, low to high)."""
-    d = "shr.b32 d, u, 4; and.b32 d, d, 0x07000700;" if second_half else "and.b32 d, u, 0x07000700;"
-    s = "and.b32 s, u, 0x80008000;" if second_half else "shl.b32 s, u, 4; and.b32 s, s, 0x80008000;"
-    return (f"prmt.b32 lo, {lo_src}, z, {lo_sel}; {d} {s} add.u32 c, lo, d; "
-            f"add.u32 m, c, 0x78807880; prmt.b32 m, m, m, 0xBB99; add.u32 c, c, b; "
-            f"not.b32 m, m; and.b32 c, c, m; or.b32 {out}, c, s;\n")
-
-
-# Inline PTX of the decode (tl.inline_asm_elementwise, pack=4: 4 elements per instance, 8
-# weights). Inputs: $4 / $5 = L bytes of 4 first-half / second-half elements, $6 = their H
-# bytes, $7 = their rows' hb. Outputs: $0 / $1 = first-half elements (0, 1) / (2, 3) as bf16x2,
-# $2 / $3 = the second half's. prmt selectors: 0x1404 / 0x3424 put bytes 0,1 / 2,3 into byte
-# lanes 1 and 3 (z = 0 fills lanes 0 and 2); 0x4140 / 0x4342 put bytes 0,1 / 2,3 into lanes 0 and
-# 2; 0xBB99 replicates bit 15 over lanes 0-1 and bit 31 over lanes 2-3.
-DECODE_PTX = ("{\n.reg .b32 z, u, b, lo, d, s, c, m;\nmov.b32 z, 0;\n"
-              "prmt.b32 u, $6, z, 0x1404; prmt.b32 b, $7, z, 0x1404;\n"
-              + _ptx_lane_pair("$0", "$4", "0x4140", False)
-              + _ptx_lane_pair("$2", "$5", "0x4140", True)
-              + "prmt.b32 u, $6, z, 0x3424; prmt.b32 b, $7, z, 0x3424;\n"
-              + _ptx_lane_pair("$1", "$4", "0x4342", False)
-              + _ptx_lane_pair("$3", "$5", "0x4342", True)
-              + "}")
+# Inline PTX of the decode (tl.inline_asm_elementwise, pack=4: 4 pair columns = 8 weights per
+# instance). Inputs: $4 / $5 = the L bytes of the 4 first-half (a) / second-half (b) weights,
+# $6 = their H word (format.py: codes d at nibbles 0-3 (a) and 4-7 (b), sign(a_i) at bit 8i+7,
+# sign(b_i) at bit 8i+3), $7 = their rows' hb in every byte. Outputs: $0 / $1 = a's weights
+# (0, 1) / (2, 3) as bf16x2, $2 / $3 = b's. The table T = (hb, hb+1, .., hb+6, 0) sits in two
+# registers; with the sign bits masked off each code nibble is a prmt byte selector into it, and
+# a's sign bits are then already at bit 7 of their looked-up bytes (b's 4 bits lower). prmt
+# 0x5140 / 0x7362 interleave L bytes 0,1 / 2,3 with hi bytes 0,1 / 2,3 into two bf16 lanes.
+# 16 instructions per 8 weights before ptxas fuses and/or pairs into lop3.
+DECODE_PTX = ("{\n.reg .b32 t0, t1, m, e, s;\n"
+              "add.u32 t0, $7, 0x03020100; add.u32 t1, $7, 0x00060504;\n"
+              "and.b32 t1, t1, 0x00FFFFFF; and.b32 m, $6, 0x77777777;\n"
+              "prmt.b32 e, t0, t1, m; and.b32 s, $6, 0x80808080; or.b32 e, e, s;\n"
+              "prmt.b32 $0, $4, e, 0x5140; prmt.b32 $1, $4, e, 0x7362;\n"
+              "shr.b32 m, m, 16; prmt.b32 e, t0, t1, m; shl.b32 s, $6, 4;\n"
+              "and.b32 s, s, 0x80808080; or.b32 e, e, s;\n"
+              "prmt.b32 $2, $5, e, 0x5140; prmt.b32 $3, $5, e, 0x7362;\n}")
 
 
 if HAS_TRITON:
@@ -215,12 +206,12 @@ if HAS_TRITON:
 
     @triton.jit
     def _decode_tiles(l0, l1, h, hbt, PTX: tl.constexpr):
-        """SWAR decode of one K-step -> (t0, t1): uint16 [R, C] bf16 bit tiles of the first-half
+        """Decode of one K-step -> (t0, t1): uint16 [R, C] bf16 bit tiles of the first-half
         columns (bytes from ``l0``) and of the second-half ones (``l1``); escapes -> signed zero.
 
         ``l0``/``l1``/``h``: uint8 [R, C] tiles of L[:, j:j+C], L[:, Kp/2+j:...], H[:, j:j+C];
         ``hbt``: uint8 [R, C], every element's hb. ``PTX``: the inline-PTX routine (``DECODE_PTX``);
-        else the same algorithm in Triton ops (used by the interpreter; bitwise identical).
+        else the format's rule in Triton ops (used by the interpreter; bitwise identical).
         """
         if PTX:
             t0, t1 = tl.inline_asm_elementwise(_DECODE_PTX, "=r,=r,=r,=r,r,r,r,r", [l0, l1, h, hbt],
@@ -228,16 +219,14 @@ if HAS_TRITON:
         else:
             R: tl.constexpr = l0.shape[0]
             C: tl.constexpr = l0.shape[1]
-            a_e, a_o = tl.split(tl.reshape(l0, (R, C // 2, 2)))
-            b_e, b_o = tl.split(tl.reshape(l1, (R, C // 2, 2)))
-            h_e, h_o = tl.split(tl.reshape(h, (R, C // 2, 2)))
-            g_e, g_o = tl.split(tl.reshape(hbt, (R, C // 2, 2)))
-            u = (h_e.to(tl.uint32) << 8) | (h_o.to(tl.uint32) << 24)   # prmt: [0, h_e, 0, h_o]
-            b = (g_e.to(tl.uint32) << 8) | (g_o.to(tl.uint32) << 24)
-            t0 = _halves(_assemble(a_e.to(tl.uint32) | (a_o.to(tl.uint32) << 16), u & 0x07000700,
-                                   (u << 4) & 0x80008000, b))
-            t1 = _halves(_assemble(b_e.to(tl.uint32) | (b_o.to(tl.uint32) << 16),
-                                   (u >> 4) & 0x07000700, u & 0x80008000, b))
+            i = tl.arange(0, 4)[None, None, :]
+            word = tl.sum(tl.reshape(h, (R, C // 4, 4)).to(tl.uint32) << (8 * i).to(tl.uint32),
+                          axis=2)[:, :, None]                           # [R, C/4, 1]
+            hb = hbt.to(tl.uint32)
+            t0 = _assemble(l0, tl.reshape((word >> (4 * i)) & 7, (R, C)),
+                           tl.reshape((word >> (8 * i + 7)) & 1, (R, C)), hb)
+            t1 = _assemble(l1, tl.reshape((word >> (16 + 4 * i)) & 7, (R, C)),
+                           tl.reshape((word >> (8 * i + 3)) & 1, (R, C)), hb)
         return t0, t1
 
     @triton.jit
@@ -251,22 +240,11 @@ if HAS_TRITON:
         return hbt
 
     @triton.jit
-    def _assemble(lo, d, s, b):
-        """Two bf16 lanes from L bytes (``lo``: byte lanes 0/2), exponent codes ``d`` (bits 8-10 /
-        24-26), signs ``s`` (bits 15 / 31) and ``b`` = hb << 8 per lane: ``lo + d + b``, except
-        that an escape (e0 = 1 and d = 7: bits 7-10 all ones) becomes the signed zero ``s``. The
-        escape test adds 241 << 7 per lane to ``lo + d``, which carries into bit 15 (31) exactly for
-        bits 7-10 == 15; the carry becomes a 0xFFFF lane mask."""
-        c = lo + d
-        m = (((c + 0x78807880) >> 15) & 0x00010001) * 0xFFFF  # prmt sign-replicate in the PTX
-        return ((c + b) & ~m) | s
-
-    @triton.jit
-    def _halves(w):
-        """uint32 [R, C] words -> uint16 [R, 2C]: lane 0 of word p at column 2p, lane 1 at 2p+1."""
-        R: tl.constexpr = w.shape[0]
-        C: tl.constexpr = w.shape[1]
-        return tl.reshape(tl.join(w.to(tl.uint16), (w >> 16).to(tl.uint16)), (R, 2 * C))
+    def _assemble(lo, d, s, hb):
+        """bf16 bits from the L byte, code ``d``, sign ``s`` and base: hi7 = hb + d, or 0 for
+        code 7 (format.py)."""
+        hi7 = tl.where(d == 7, 0, hb + d)
+        return ((s << 15) | (hi7 << 8) | lo.to(tl.uint32)).to(tl.uint16)
 
     @triton.jit
     def _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF, G,
@@ -299,6 +277,40 @@ if HAS_TRITON:
             acc = tl.dot(a, b, acc)
         return acc
 
+    @triton.jit
+    def _x_tiles(x_tile, j, rk, m_ok, K, HALF, EVEN_K: tl.constexpr):
+        """The two activation tiles of K-step ``j``: x[:, j:j+BK]^T and x[:, HALF+j:...]^T."""
+        if EVEN_K:
+            x_m0 = m_ok[None, :]
+            x_m1 = m_ok[None, :]
+        else:
+            k0 = j + rk
+            x_m0 = m_ok[None, :] & ((k0 < HALF) & (k0 < K))[:, None]
+            x_m1 = m_ok[None, :] & ((k0 < HALF) & (k0 + HALF < K))[:, None]
+        x0 = tl.load(x_tile + j, mask=x_m0, other=0.0, eviction_policy="evict_last")
+        x1 = tl.load(x_tile + HALF + j, mask=x_m1, other=0.0, eviction_policy="evict_last")
+        return x0, x1
+
+    @triton.jit
+    def _w12_tile(w_tile, h_tile, hbt, j, n_ok, rk, koff_ptr, kent_ptr, kval_ptr, n0, N, HALF, G,
+                  EVEN_K: tl.constexpr, ESC_MODE: tl.constexpr, PTX: tl.constexpr,
+                  BN: tl.constexpr, BK: tl.constexpr, NRB: tl.constexpr):
+        """Load and decode the two weight tiles of K-step ``j`` -> bf16 [BN, BK] x 2. Masked-out
+        pairs load as 0 bytes and decode to finite values that meet x == +0, so both kernels get
+        +0 products wherever x is masked. ESC_MODE 2 patches the escapes' exact bits in."""
+        if EVEN_K:
+            w_mp = n_ok[:, None]
+        else:  # W12 planes: every pair column < HALF is stored (K padding holds +0)
+            w_mp = n_ok[:, None] & ((j + rk) < HALF)[None, :]
+        l0 = tl.load(w_tile + j, mask=w_mp, other=0, eviction_policy="evict_first")
+        l1 = tl.load(w_tile + HALF + j, mask=w_mp, other=0, eviction_policy="evict_first")
+        hh = tl.load(h_tile + j, mask=w_mp, other=0, eviction_policy="evict_first")
+        t0, t1 = _decode_tiles(l0, l1, hh, hbt, PTX)
+        if ESC_MODE == 2:
+            t0, t1 = _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF, G,
+                                    BN, BK, NRB)
+        return t0.to(tl.bfloat16, bitcast=True), t1.to(tl.bfloat16, bitcast=True)
+
     # M, G and the split values would otherwise be specialized (== 1, % 16), each a new compile
     @triton.jit(do_not_specialize=["M", "G", "SPLIT_K", "STEPS_PER_SPLIT"])
     def _gemm_kernel(x_ptr, y_ptr, ws_ptr, lock_ptr, w_ptr, h_ptr, hb_ptr, koff_ptr, kent_ptr,
@@ -307,7 +319,7 @@ if HAS_TRITON:
                      W12: tl.constexpr, HB_PER_ROW: tl.constexpr, ESC_MODE: tl.constexpr,
                      USE_SPLIT: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
                      PTX: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                     NRB: tl.constexpr):
+                     NRB: tl.constexpr, CARRY: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T; W from W12 planes (W12) or a bf16 matrix (w_ptr).
 
         ESC_MODE (W12 only): 1 = escapes added in the epilogue, 2 = patched into the tiles.
@@ -331,40 +343,46 @@ if HAS_TRITON:
             h_tile = h_ptr + rn.to(tl.int64)[:, None] * stride_h + rk[None, :]
             hbt = _hb_tile(hb_ptr, rn, n_ok, BK, HB_PER_ROW)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
-        for s in range(s0, s1):
-            j = s * BK
-            if EVEN_K:
-                w_mp = n_ok[:, None]
-                w_m0 = n_ok[:, None]
-                w_m1 = n_ok[:, None]
-                x_m0 = m_ok[None, :]
-                x_m1 = m_ok[None, :]
-            else:  # W12 planes: every pair column < HALF is stored (K padding holds +0)
-                k0 = j + rk
-                w_mp = n_ok[:, None] & (k0 < HALF)[None, :]
-                w_m0 = n_ok[:, None] & ((k0 < HALF) & (k0 < K))[None, :]
-                w_m1 = n_ok[:, None] & ((k0 < HALF) & (k0 + HALF < K))[None, :]
-                x_m0 = m_ok[None, :] & ((k0 < HALF) & (k0 < K))[:, None]
-                x_m1 = m_ok[None, :] & ((k0 < HALF) & (k0 + HALF < K))[:, None]
-            if W12:
-                # masked-out pairs decode to finite values that meet x == +0, so both kernels
-                # get +0 products wherever x is masked
-                l0 = tl.load(w_tile + j, mask=w_mp, other=0, eviction_policy="evict_first")
-                l1 = tl.load(w_tile + HALF + j, mask=w_mp, other=0, eviction_policy="evict_first")
-                hh = tl.load(h_tile + j, mask=w_mp, other=0, eviction_policy="evict_first")
-                t0, t1 = _decode_tiles(l0, l1, hh, hbt, PTX)
-                if ESC_MODE == 2:
-                    t0, t1 = _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF,
-                                            G, BN, BK, NRB)
-                w0 = t0.to(tl.bfloat16, bitcast=True)
-                w1 = t1.to(tl.bfloat16, bitcast=True)
-            else:
+        if W12 and CARRY:
+            # the decoded tiles are carried into the next iteration: a loop-carried dot operand
+            # goes to shared memory in the MMA layout (wide stores) and wgmma reads it there, and
+            # step s+1's decode overlaps step s's MMAs. Decoded in place for the dot (CARRY off),
+            # the tile takes a register-layout conversion per step instead.
+            c0, c1 = _w12_tile(w_tile, h_tile, hbt, s0 * BK, n_ok, rk, koff_ptr, kent_ptr,
+                               kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, NRB)
+            for s in range(s0, s1):
+                j = s * BK
+                x0, x1 = _x_tiles(x_tile, j, rk, m_ok, K, HALF, EVEN_K)
+                nxt = tl.minimum(j + BK, (s1 - 1) * BK)   # the last step reloads its own tile
+                n0_, n1_ = _w12_tile(w_tile, h_tile, hbt, nxt, n_ok, rk, koff_ptr, kent_ptr,
+                                     kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, NRB)
+                acc = _mma(c0, x0, acc, DOT_F32)
+                acc = _mma(c1, x1, acc, DOT_F32)
+                c0 = n0_
+                c1 = n1_
+        elif W12:
+            for s in range(s0, s1):
+                j = s * BK
+                x0, x1 = _x_tiles(x_tile, j, rk, m_ok, K, HALF, EVEN_K)
+                w0, w1 = _w12_tile(w_tile, h_tile, hbt, j, n_ok, rk, koff_ptr, kent_ptr,
+                                   kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, NRB)
+                acc = _mma(w0, x0, acc, DOT_F32)
+                acc = _mma(w1, x1, acc, DOT_F32)
+        else:
+            for s in range(s0, s1):
+                j = s * BK
+                if EVEN_K:
+                    w_m0 = n_ok[:, None]
+                    w_m1 = n_ok[:, None]
+                else:
+                    k0 = j + rk
+                    w_m0 = n_ok[:, None] & ((k0 < HALF) & (k0 < K))[None, :]
+                    w_m1 = n_ok[:, None] & ((k0 < HALF) & (k0 + HALF < K))[None, :]
                 w0 = tl.load(w_tile + j, mask=w_m0, other=0.0, eviction_policy="evict_first")
                 w1 = tl.load(w_tile + HALF + j, mask=w_m1, other=0.0, eviction_policy="evict_first")
-            x0 = tl.load(x_tile + j, mask=x_m0, other=0.0, eviction_policy="evict_last")
-            x1 = tl.load(x_tile + HALF + j, mask=x_m1, other=0.0, eviction_policy="evict_last")
-            acc = _mma(w0, x0, acc, DOT_F32)
-            acc = _mma(w1, x1, acc, DOT_F32)
+                x0, x1 = _x_tiles(x_tile, j, rk, m_ok, K, HALF, EVEN_K)
+                acc = _mma(w0, x0, acc, DOT_F32)
+                acc = _mma(w1, x1, acc, DOT_F32)
 
         if W12 and ESC_MODE == 1:
             # epilogue: out[m, n] += x[m, col] * value for this program's escapes
@@ -452,6 +470,7 @@ class GemmConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 3
+    carry: bool = True  # W12: decoded tiles carried to the next step (see _gemm_kernel)
 
     def __post_init__(self):
         sizes = (self.block_m, self.block_n, self.block_k)
@@ -504,20 +523,34 @@ def default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemmConfig:
     bk = _block_k(128 if K >= 1024 else 64, K)
     tiles = _cdiv(N, 64) * _cdiv(M, bm)
     split = _pick_split(tiles, _cdiv(_cdiv(K, 32) * 16, bk), n_sm)
+    if bm == 16 and bk == 128:  # W12: the sweep's most frequent winner (bf16: same tiling)
+        return GemmConfig(bm, 64, bk, split, 4, 3, False)
     return GemmConfig(bm, 64, bk, split, 4, 3 if bm == 64 else 4)
 
 
-def candidate_configs(M: int, N: int, K: int, n_sm: int = 132) -> list:
-    """The autotune space for one shape: 3 tilings x 2 split-K values (kept small: every tiling is
-    a separate compile, and the GPU bench must tune ~150 problems in a few minutes)."""
+def candidate_configs(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") -> list:
+    """The autotune space for one shape (kept small: every tiling is a separate compile, and the
+    GPU bench must tune ~150 problems in a few minutes). bf16: 3 tilings x 2 split-K values. W12:
+    the tilings that won an H200 sweep of 132 configs (docs/benchmarks/w12.md): BLOCK_N 64 with
+    BLOCK_K 128, 4 warps, either the decoded tiles carried over 2 stages or decoded in place over
+    3, at 1x / 2x / 4x the split-K that fills the GPU, plus BLOCK_K 64 and the large-M tiling."""
     bm = _block_m(M)
-    bases = [(64, 64, 4, 4 if bm == 16 else 3), (64, 128, 4, 3), (128, 64, 8, 3)]
+    if kind == "w12":
+        bases = [(64, 128, 4, 2, True), (64, 128, 4, 3, False), (64, 64, 4, 3, True),
+                 (128, 64, 8, 3, False)]
+        mults = (1, 2, 4) if M <= 32 else (1, 2)
+    else:
+        bases = [(64, 64, 4, 4 if bm == 16 else 3, True), (64, 128, 4, 3, True),
+                 (128, 64, 8, 3, True)]
+        mults = (1, 2)
     out = {}
-    for bn, bk, warps, stages in bases:
+    for bn, bk, warps, stages, carry in bases:
         bk = _block_k(bk, K)
+        if bn == 128 and M <= 32:
+            continue
         s = _pick_split(_cdiv(N, bn) * _cdiv(M, bm), _cdiv(_cdiv(K, 32) * 16, bk), n_sm)
-        for split in (s, min(2 * s, 32)):
-            cfg = GemmConfig(bm, bn, bk, split, warps, stages)
+        for mult in mults:
+            cfg = GemmConfig(bm, bn, bk, min(mult * s, 32), warps, stages, carry)
             out[cfg] = None
     return list(out)
 
@@ -572,7 +605,7 @@ def autotune(kind: str, x: torch.Tensor, w, candidates=None, rep_ms: int = 20) -
     """
     M, K = x.shape
     N = w.N if kind == "w12" else w.shape[0]
-    cands = candidates or candidate_configs(M, N, K, _num_sms(x.device))
+    cands = candidates or candidate_configs(M, N, K, _num_sms(x.device), kind)
     best, best_t = None, math.inf
     for cfg in cands:
         fn = ((lambda c=cfg: _launch(x, w, c, True, 1)) if kind == "w12"
@@ -681,7 +714,7 @@ def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> to
         W12=w12, HB_PER_ROW=w12 and w.per_row, ESC_MODE=esc_mode, USE_SPLIT=split > 1,
         EVEN_K=(Kp == K and half % cfg.block_k == 0), DOT_F32=INTERPRET, PTX=_ptx_decode(),
         BM=cfg.block_m, BN=cfg.block_n, BK=cfg.block_k, NRB=_cdiv(cfg.block_n, ROW_BLOCK),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        CARRY=w12 and cfg.carry, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return y
 
 

@@ -44,17 +44,20 @@ def test_edge_values_alone_and_mixed():
     x.view(-1)[idx] = e.repeat(5)
     w = roundtrip(x)
     roundtrip(x, per_row=True)
-    assert w.n_escapes >= len(EDGE) * 5 - 10  # zeros are free, the rest escape
+    # code 7 stores every value with e >> 1 == 0 exactly (zeros, subnormals, the smallest
+    # normals: 7 of the 18 edges); the rest but +-1 lie outside the bulk's window and escape
+    free = sum(1 for v in EDGE if (v >> 8) & 0x7F == 0)
+    assert free == 7 and w.n_escapes >= (len(EDGE) - free - 2) * 5
 
 
 def test_values_just_outside_window():
     x = (torch.randn(64, 256) * 0.02).bfloat16()
     w = encode(x)
     hb = int(w.hb[0])
-    lo_e, hi_e = 2 * hb, 2 * hb + 14
+    lo_e, hi_e = 2 * hb, 2 * hb + 13           # the 14-exponent window
     u = x.view(torch.int16)
     cases = []
-    for e in (lo_e - 1, lo_e, hi_e, hi_e + 1):  # hi_e+1 is the reserved escape exponent
+    for e in (lo_e - 1, lo_e, hi_e, hi_e + 1):
         for s in (0, 1):
             for m in (0, 1, 0x7F):
                 cases.append((s << 15) | (e << 7) | m)
@@ -62,8 +65,9 @@ def test_values_just_outside_window():
     u.view(-1)[: len(cases)] = vals
     w2 = roundtrip(x)
     assert int(w2.hb[0]) == hb  # window unchanged by the few planted values
-    # in-window ones cost nothing; exponents lo_e-1 and hi_e+1 (not zero mantissa/sign) escape
+    # in-window ones cost nothing; exponents lo_e-1 and hi_e+1 escape (12 planted)
     assert w2.n_escapes >= 12
+    assert int(decode(w2).view(torch.int16).reshape(-1)[: len(cases)].ne(vals).sum()) == 0
 
 
 @pytest.mark.parametrize("scale", [1e-30, 1e-4, 0.02, 1.0, 300.0, 1e30])
@@ -85,12 +89,44 @@ def test_layout_sizes_and_escape_code():
     assert w.L.dtype == w.H.dtype == torch.uint8 and (Kp // 2) % 16 == 0
     n_tiles = ((100 + TILE_N - 1) // TILE_N) * ((Kp + TILE_K - 1) // TILE_K)
     assert w.esc_off.numel() == n_tiles + 1 and int(w.esc_off[-1]) == w.n_escapes
-    # signed zeros use the reserved code without side entries
+    # signed zeros and subnormals use code 7 without side entries
     z = torch.zeros(4, 64, dtype=torch.bfloat16)
     z[1] = -0.0
     z[2, :32] = 1.0
+    z[3, :16] = bits([0x0001, 0x807F, 0x0080, 0x80FF] * 4)
     wz = roundtrip(z)
     assert wz.n_escapes == 0
+
+
+def test_h_plane_bit_layout():
+    """The documented H word layout, bit by bit: pair column c = 4q + i holds a = column c and
+    b = column Kp/2 + c; d(a) at bits 4i..4i+2, d(b) at 16+4i.., sign(a) at 8i+7, sign(b) at 8i+3."""
+    from specpilot.w12.format import pack_h, unpack_h
+    g = torch.Generator().manual_seed(1)
+    d = torch.randint(0, 8, (3, 64), generator=g)
+    s = torch.randint(0, 2, (3, 64), generator=g)
+    H = pack_h(d, s)
+    assert H.shape == (3, 32) and H.dtype == torch.uint8
+    for r in range(3):
+        for c in range(32):
+            q, i = divmod(c, 4)
+            word = sum(int(H[r, 4 * q + k]) << (8 * k) for k in range(4))
+            assert (word >> (4 * i)) & 7 == d[r, c] and (word >> (16 + 4 * i)) & 7 == d[r, 32 + c]
+            assert (word >> (8 * i + 7)) & 1 == s[r, c] and (word >> (8 * i + 3)) & 1 == s[r, 32 + c]
+    d2, s2 = unpack_h(H)
+    assert torch.equal(d2, d.int()) and torch.equal(s2, s.int())
+
+
+def test_chunked_encode_equals_one_piece(monkeypatch):
+    """Huge tensors are encoded CHUNK weights at a time: the same bytes as in one piece."""
+    import specpilot.w12.format as F
+    x = (torch.randn(300, 700) * 0.02).bfloat16()
+    x.view(-1)[torch.randperm(x.numel())[:200]] = bits(EDGE * 12)[:200]
+    ref = F.encode(x, per_row=True)
+    monkeypatch.setattr(F, "CHUNK", 64 * 704)            # 64 rows per chunk: 5 chunks
+    got = F.encode(x, per_row=True)
+    for part in ("L", "H", "hb", "esc_off", "esc"):
+        assert torch.equal(getattr(ref, part), getattr(got, part)), part
 
 
 def test_all_escape_and_threshold_fallback():

@@ -119,18 +119,21 @@ def test_decode_kernel_bitwise(N, K_, per_row):
 
 
 def _all_code_planes(hb: int) -> W12Tensor:
-    """Planes holding every (L byte, H nibble) combination in both halves, no side escapes."""
+    """Planes holding every (L byte, code, sign) combination in both halves, no side escapes."""
+    from specpilot.w12.format import pack_h
     rows, half = 16, 256
     L = torch.empty(rows, 2 * half, dtype=torch.uint8)
     L[:, :half] = torch.arange(256, dtype=torch.uint8)
     L[:, half:] = torch.arange(255, -1, -1).to(torch.uint8)
-    r = torch.arange(rows).view(-1, 1)
-    H = ((r + torch.zeros(1, half, dtype=torch.int64)) | (((r * 7 + 3) % 16) << 4)).to(torch.uint8)
-    return W12Tensor((rows, 2 * half), L, H, torch.tensor([hb], dtype=torch.uint8),
+    r = torch.arange(rows).view(-1, 1).expand(rows, half)
+    c0, c1 = r, (r * 7 + 3) % 16                       # (sign, code) per half and row
+    d = torch.cat([c0 & 7, c1 & 7], 1)
+    s = torch.cat([c0 >> 3, c1 >> 3], 1)
+    return W12Tensor((rows, 2 * half), L, pack_h(d, s), torch.tensor([hb], dtype=torch.uint8),
                      torch.zeros(2, dtype=torch.int32), torch.zeros(0, dtype=torch.int32))
 
 
-@pytest.mark.parametrize("hb", [0, 57, 120])
+@pytest.mark.parametrize("hb", [0, 57, 121])
 def test_decode_kernel_every_code(hb):
     w = _all_code_planes(hb)
     assert bitwise_equal(K.decode_w12_gpu(K.prepare(w, DEV)).cpu(), decode(w))
@@ -153,16 +156,18 @@ def _ptx_run(ptx: str, regs: dict) -> dict:
         if op == "mov.b32":
             regs[a[0]] = np.uint32(0) + val(a[1])
         elif op == "prmt.b32":
-            src = [(val(a[1]) >> np.uint32(8 * i)) & np.uint32(0xFF) for i in range(4)]
-            src += [(val(a[2]) >> np.uint32(8 * i)) & np.uint32(0xFF) for i in range(4)]
-            sel = int(a[3], 0)
+            src = np.stack([(val(a[1]) >> np.uint32(8 * i)) & np.uint32(0xFF) for i in range(4)]
+                           + [(val(a[2]) >> np.uint32(8 * i)) & np.uint32(0xFF) for i in range(4)])
+            sel = val(a[3])                    # an immediate or a register (per element)
             out = np.uint32(0)
             for i in range(4):
-                nib = (sel >> (4 * i)) & 0xF
-                byte = src[nib & 7]
-                if nib & 8:  # replicate the selected byte's sign bit
-                    byte = np.where(byte & np.uint32(0x80), np.uint32(0xFF), np.uint32(0))
-                out = out | (np.uint32(byte) << np.uint32(8 * i))
+                nib = (sel >> np.uint32(4 * i)) & np.uint32(0xF)
+                byte = np.take_along_axis(src, np.broadcast_to(nib & np.uint32(7), src.shape[1:])
+                                          [None].astype(np.int64), 0)[0]
+                # bit 3: replicate the selected byte's sign bit
+                byte = np.where(nib & np.uint32(8), np.where(byte & np.uint32(0x80), np.uint32(0xFF),
+                                                             np.uint32(0)), byte)
+                out = out | (byte.astype(np.uint32) << np.uint32(8 * i))
             regs[a[0]] = out
         elif op in ("and.b32", "or.b32", "add.u32"):
             f = {"and.b32": np.bitwise_and, "or.b32": np.bitwise_or, "add.u32": np.add}[op]
@@ -178,29 +183,57 @@ def _ptx_run(ptx: str, regs: dict) -> dict:
 
 
 def test_decode_ptx_program():
-    """DECODE_PTX, emulated, equals the format's decode rule on every (L, nibble) pair."""
+    """DECODE_PTX, emulated, equals the format's decode rule (format.decode) on every
+    (L byte, code, sign) combination, in every lane of both halves, for edge bases."""
     g = np.random.default_rng(0)
     n = 1 << 16
-    l0, l1, h = (g.integers(0, 256, (n, 4), dtype=np.uint32) for _ in range(3))
-    l0[: 4096, 0] = np.arange(4096) % 256      # every L byte with every H byte, lane 0
-    h[: 4096, 0] = np.arange(4096) // 16
-    hb = g.choice(np.array([0, 1, 60, 119, 120], dtype=np.uint32), (n, 4))
+    l0, l1 = (g.integers(0, 256, (n, 4), dtype=np.uint32) for _ in range(2))
+    h = g.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    l0[:4096] = (np.arange(4096) % 256)[:, None]          # every L byte with every code byte
+    h[:4096] = (np.arange(4096) // 16) * np.uint32(0x01010101)
+    hb = g.choice(np.array([0, 1, 60, 120, 121], dtype=np.uint32), n)
 
-    def pack(a):
-        return a[:, 0] | (a[:, 1] << 8) | (a[:, 2] << 16) | (a[:, 3] << 24)
+    out = _ptx_run(K.DECODE_PTX, {"$4": _pack(l0), "$5": _pack(l1), "$6": h,
+                                  "$7": hb * np.uint32(0x01010101)})
 
-    out = _ptx_run(K.DECODE_PTX, {"$4": pack(l0), "$5": pack(l1), "$6": pack(h), "$7": pack(hb)})
+    def ref(L, d, s):
+        hi7 = np.where(d == 7, 0, d + hb[:, None])
+        return (s << 15) | (hi7 << 8) | L
 
-    def ref(L, nib):
-        s, d = nib >> 3, nib & 7
-        word = (s << 15) | ((d + hb) << 8) | L
-        return np.where((d == 7) & (L >= 0x80), s << 15, word)
-
-    r0, r1 = ref(l0, h & 0xF), ref(l1, h >> 4)
+    i = np.arange(4, dtype=np.uint32)[None, :]
+    col = h[:, None]
+    r0 = ref(l0, (col >> (4 * i)) & 7, (col >> (8 * i + 7)) & 1)
+    r1 = ref(l1, (col >> (16 + 4 * i)) & 7, (col >> (8 * i + 3)) & 1)
     assert np.array_equal(out["$0"], r0[:, 0] | (r0[:, 1] << 16))
     assert np.array_equal(out["$1"], r0[:, 2] | (r0[:, 3] << 16))
     assert np.array_equal(out["$2"], r1[:, 0] | (r1[:, 1] << 16))
     assert np.array_equal(out["$3"], r1[:, 2] | (r1[:, 3] << 16))
+
+
+def _pack(a):
+    return (a[:, 0] | (a[:, 1] << 8) | (a[:, 2] << 16) | (a[:, 3] << 24)).astype(np.uint32)
+
+
+def test_decode_ptx_equals_swar_emulation():
+    """The PTX program and format.decode_swar (the CPU emulation ``check`` runs) agree with the
+    reference decoder on real planes (escapes patched afterwards by both)."""
+    from specpilot.w12.format import decode_swar
+    w = encode(make_weight(64, 256, 3, per_row=True), per_row=True)
+    assert bitwise_equal(decode_swar(w), decode(w))
+    half = w.L.shape[1] // 2
+    q = half // 4
+    L = w.L.numpy().astype(np.uint32)
+    l0 = _pack(L[:, :half].reshape(-1, 4))
+    l1 = _pack(L[:, half:].reshape(-1, 4))
+    h = _pack(w.H.numpy().astype(np.uint32).reshape(-1, 4))
+    hb = np.repeat(w.hb.numpy().astype(np.uint32), q) * np.uint32(0x01010101)
+    out = _ptx_run(K.DECODE_PTX, {"$4": l0, "$5": l1, "$6": h, "$7": hb})
+    lanes = lambda r: np.stack([r & 0xFFFF, r >> 16], -1)  # noqa: E731
+    first = np.concatenate([lanes(out["$0"]), lanes(out["$1"])], -1).reshape(64, half)
+    second = np.concatenate([lanes(out["$2"]), lanes(out["$3"])], -1).reshape(64, half)
+    words = torch.from_numpy(np.concatenate([first, second], 1).astype(np.int32))
+    from specpilot.w12.format import _patch_and_finish
+    assert bitwise_equal(_patch_and_finish(w, words), decode(w))
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,10 +257,11 @@ CONFIGS = [
     K.GemmConfig(16, 64, 32, split_k=1, num_stages=2),
     K.GemmConfig(32, 32, 64, split_k=3, num_stages=2),             # BN < 64-row escape block
     K.GemmConfig(16, 128, 32, split_k=1, num_warps=8, num_stages=2),  # two escape row blocks
+    K.GemmConfig(16, 64, 32, split_k=3, num_stages=3, carry=False),   # decoded in place
 ]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"m{c.block_m}n{c.block_n}k{c.block_k}s{c.split_k}")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"m{c.block_m}n{c.block_n}k{c.block_k}s{c.split_k}c{int(c.carry)}")
 @pytest.mark.parametrize("per_row", [False, True])
 def test_reproducible_equals_bf16_kernel(cfg, per_row):
     N, K_ = 136, 300                  # 3 escape row blocks, the last partial; K padded

@@ -1,0 +1,165 @@
+"""--weight-format w12 end to end on the GPU (one script, a few minutes on an H200).
+
+    PYTHONPATH=. python scripts/gpu_w12_e2e.py [--demo-model DIR] [--target qwen38-27b] \
+        [--batch 1,4] [--out w12_e2e.json]
+
+1. Demo model (``--demo-model``, real SmolLM2 weights, bf16, Triton attention + CUDA graphs):
+   greedy output of ``ar`` with ``--weight-format w12`` against the same engine in bf16 on the
+   held-out gsm8k prompts, token for token; then ``stock`` with the shipped drafter, w12 against
+   bf16. The W12 GEMM's fast mode sums the same exact products as a bf16 GEMM but in another
+   fp32 order than cuBLAS, so an argmax near-tie may flip: the script counts identical outputs
+   and prints where the first divergence is, it does not assume identity.
+2. Real shape (``--target``, random weights, bf16): ``ar`` decode with CUDA graphs at the given
+   batches, bf16 against ``--weight-format w12`` (the weights converted on the GPU at load time,
+   the same seed so both engines hold the same weights), milliseconds per step and tokens/s side
+   by side, and the weight bytes each step reads.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from gpu_real_shapes import decode_ms_per_step  # noqa: E402
+
+from specpilot.config import ServerArgs  # noqa: E402
+from specpilot.core import SamplingParams  # noqa: E402
+from specpilot.offline import OfflineEngine  # noqa: E402
+from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
+from specpilot.settings import ASSETS_DIR  # noqa: E402
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
+DATA = os.path.join(os.path.dirname(__file__), "..", "data", "evals")
+
+
+def free():
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def step_bytes(model) -> int:
+    """Bytes of parameters and buffers one decode step reads (an untied input embedding: none)."""
+    emb = model.get_input_embeddings().weight
+    head = getattr(model, "lm_head", None)
+    tied = head is not None and getattr(head, "weight", None) is not None and \
+        head.weight.data_ptr() == emb.data_ptr()
+    seen, total = set(), 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        if t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        total += t.numel() * t.element_size()
+    return total if tied else total - emb.numel() * emb.element_size()
+
+
+def demo_prompts(model_dir: str, n: int):
+    """The held-out gsm8k half (never used for drafter training), chat-rendered."""
+    from transformers import AutoTokenizer
+
+    from specpilot.train_drafter.prompts import eval_prompts, render
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    return [render(tok, it["prompt"]) for it in eval_prompts(DATA, "gsm8k-heldout", n)]
+
+
+def demo(a) -> dict:
+    prompts = demo_prompts(a.demo_model, a.prompts)
+    sp = SamplingParams(temperature=0, max_new_tokens=a.new, ignore_eos=True)
+    common = dict(model_path=a.demo_model, device=a.device, dtype="bfloat16", max_total_tokens=16384,
+                  max_running_requests=len(prompts), cuda_graph_max_bs=len(prompts))
+    res = {}
+    for engine, extra in (("ar", {}), ("stock", dict(speculative_draft_model_path=str(
+            ASSETS_DIR / "smollm2-135m-dflash")))):
+        outs = {}
+        for fmt in ("auto", "w12"):
+            eng = OfflineEngine(ServerArgs(**common, **extra, weight_format=fmt))
+            t = time.perf_counter()
+            outs[fmt] = [o.output_ids for o in eng.generate(prompts, sp)]
+            print(f"demo {engine} {fmt}: {time.perf_counter() - t:.1f}s", flush=True)
+            del eng
+            free()
+        same = sum(x == y for x, y in zip(outs["auto"], outs["w12"]))
+        first = [next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), None)
+                 for x, y in zip(outs["auto"], outs["w12"])]
+        res[engine] = dict(identical=same, prompts=len(prompts), new_tokens=a.new,
+                           first_divergence=[f for f in first if f is not None])
+        print(f"demo {engine}: w12 == bf16 on {same}/{len(prompts)} prompts "
+              f"(first divergences at {res[engine]['first_divergence']})", flush=True)
+    return res
+
+
+def time_format(a, fmt: str):
+    """Build the ``--target`` engine with weight format ``fmt``, time ar decode per batch."""
+    t0 = time.perf_counter()
+    eng = OfflineEngine(ServerArgs(
+        model_path=os.path.join(CONFIGS, a.target), device=a.device, dtype="bfloat16",
+        load_format="dummy", context_length=4096, max_total_tokens=max(a.batch) * 1024,
+        max_running_requests=max(a.batch), skip_tokenizer_init=True,
+        cuda_graph_max_bs=max(a.batch), weight_format=fmt, random_seed=0))
+    rn = eng.runner
+    info = dict(build_s=time.perf_counter() - t0, step_bytes=step_bytes(rn.model))
+    if torch.cuda.is_available():
+        info["gib"] = torch.cuda.memory_allocated() / 2**30
+    if fmt == "w12":
+        info.update(converted=rn.w12_report["converted"], kept=rn.w12_report["kept"])
+    print(f"{a.target} {fmt}: {info}", flush=True)
+    vocab = rn.info.vocab_size
+    rows = {}
+    for bs in a.batch:
+        # warm-up first: JIT, W12 autotuning (eager, before capture) and the graphs
+        decode_ms_per_step(Scheduler(rn, None, max(a.batch), 8192, 65536), bs, a.prompt_len, 8,
+                           vocab)
+        ms, tps = decode_ms_per_step(Scheduler(rn, None, max(a.batch), 8192, 65536), bs,
+                                     a.prompt_len, a.new, vocab)
+        rows[bs] = dict(ms=ms, tps=tps)
+        print(f"  bs {bs}: {ms:.2f} ms/step, {tps:.1f} tok/s", flush=True)
+    return info, rows
+
+
+def real_shape(a) -> dict:
+    rows, info = {}, {}
+    for fmt in ("auto", "w12"):
+        info[fmt], r = time_format(a, fmt)
+        for bs, v in r.items():
+            rows.setdefault(bs, {})[fmt] = v
+        free()
+    for bs, r in rows.items():
+        r["speedup"] = r["auto"]["ms"] / r["w12"]["ms"]
+        print(f"{a.target} ar bs {bs}: bf16 {r['auto']['ms']:.2f} ms, w12 {r['w12']['ms']:.2f} ms, "
+              f"w12 speedup {r['speedup']:.3f}x", flush=True)
+    return dict(target=a.target, prompt_len=a.prompt_len, new=a.new, info=info, rows=rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--demo-model", default=None)
+    ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument("--target", default="qwen38-27b", help="model_configs name ('' to skip)")
+    ap.add_argument("--batch", default="1,4")
+    ap.add_argument("--prompt-len", type=int, default=256)
+    ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--device", default="cuda", help="cpu: a plumbing check only (reference path)")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    a.batch = [int(b) for b in a.batch.split(",")]
+    res = {}
+    if a.demo_model:
+        res["demo"] = demo(a)
+    if a.target:
+        res["real_shape"] = real_shape(a)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
