@@ -201,7 +201,6 @@ DECODE_PTX = ("{\n.reg .b32 t0, t1, m, e, s;\n"
 if HAS_TRITON:
     _ROW_BLOCK = tl.constexpr(ROW_BLOCK)
     _GROUP = tl.constexpr(GROUP)
-    _ESC_CHUNK = tl.constexpr(ESC_CHUNK)
     _DECODE_PTX = tl.constexpr(DECODE_PTX)
 
     @triton.jit
@@ -319,7 +318,7 @@ if HAS_TRITON:
                      W12: tl.constexpr, HB_PER_ROW: tl.constexpr, ESC_MODE: tl.constexpr,
                      USE_SPLIT: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
                      PTX: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                     NRB: tl.constexpr, CARRY: tl.constexpr):
+                     NRB: tl.constexpr, CARRY: tl.constexpr, ESC_CH: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T; W from W12 planes (W12) or a bf16 matrix (w_ptr).
 
         ESC_MODE (W12 only): 1 = escapes added in the epilogue, 2 = patched into the tiles.
@@ -388,13 +387,13 @@ if HAS_TRITON:
             # epilogue: out[m, n] += x[m, col] * value for this program's escapes
             g0 = tl.minimum(s0 * BK // _GROUP, G)
             g1 = tl.minimum(s1 * BK // _GROUP, G)
-            cols_e = tl.arange(0, _ESC_CHUNK)
+            cols_e = tl.arange(0, ESC_CH)
             for rb in tl.static_range(NRB):
                 blk = n0 // _ROW_BLOCK + rb
                 if blk * _ROW_BLOCK < N:
                     lo = tl.load(koff_ptr + blk * G + g0)
                     hi = tl.load(koff_ptr + blk * G + g1)
-                    for e0 in range(lo, hi, _ESC_CHUNK):
+                    for e0 in range(lo, hi, ESC_CH):
                         idx = e0 + cols_e
                         em = idx < hi
                         ent = tl.load(kent_ptr + idx, mask=em, other=0)
@@ -405,7 +404,7 @@ if HAS_TRITON:
                         xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
                                      mask=ok[:, None] & m_ok[None, :], other=0.0)        # [16, BM]
                         hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]
-                        vt = tl.where(hit, val[None, :], tl.zeros((BN, _ESC_CHUNK), tl.bfloat16))
+                        vt = tl.where(hit, val[None, :], tl.zeros((BN, ESC_CH), tl.bfloat16))
                         acc = _mma(vt, xg, acc, DOT_F32)
 
         y_off = rm.to(tl.int64)[None, :] * N + rn[:, None]
@@ -714,7 +713,8 @@ def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> to
         W12=w12, HB_PER_ROW=w12 and w.per_row, ESC_MODE=esc_mode, USE_SPLIT=split > 1,
         EVEN_K=(Kp == K and half % cfg.block_k == 0), DOT_F32=INTERPRET, PTX=_ptx_decode(),
         BM=cfg.block_m, BN=cfg.block_n, BK=cfg.block_k, NRB=_cdiv(cfg.block_n, ROW_BLOCK),
-        CARRY=w12 and cfg.carry, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        CARRY=w12 and cfg.carry, ESC_CH=ESC_CHUNK, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages)
     return y
 
 
