@@ -21,7 +21,7 @@ Run from the repository root on a CUDA machine (needs torch, triton and the repo
    entries; bf16: 2 bytes per weight), W12/cuBLAS and
    W12/Triton speedups (time ratios, > 1 = W12 faster), and per-model sums weighted by how often
    each layer runs per token.
-   Autotuning (kernel.autotune: do_bench, L2 cleared per run) stops --tune-budget seconds after
+   Autotuning (kernel.autotune: graph replays over a weight ring, as here) stops --tune-budget seconds after
    the start (default 200); later problems use kernel.default_config, marked '*'.
 
 Weights for timing: one encoded block of --block-rows rows per K, replicated to N rows on the
@@ -132,11 +132,6 @@ def replicate(block_w: W12Tensor, block_x: torch.Tensor, N: int):
     return W12Tensor((N, block_x.shape[1]), L, H, block_w.hb, esc_off, esc), x
 
 
-def streamed_bytes(p: K.W12Planes) -> int:
-    """Weight bytes a W12 GEMM reads: the L and H planes and the escape entries."""
-    return sum(t.numel() * t.element_size() for t in (p.L, p.H, p.kent, p.kval))
-
-
 # ---------------------------------------------------------------------------------------------
 # checks and timing
 # ---------------------------------------------------------------------------------------------
@@ -202,27 +197,21 @@ def correctness(quick: bool) -> None:
 
 
 def time_calls(fn, n_ring: int, eager: bool) -> float:
-    """us per call of fn(i) rotating over i in range(n_ring); median of 5 repetitions."""
-    calls = n_ring * max(1, -(-24 // n_ring))
+    """us per call of fn(i) rotating over i in range(n_ring): a replayed CUDA graph of the calls
+    (``kernel.time_calls_us``, the autotuner's timing), or with ``eager`` plain launches,
+    median of 5 repetitions."""
     for i in range(n_ring):
         fn(i)
     torch.cuda.synchronize()
+    if not eager:
+        return K.time_calls_us(fn, n_ring)
+    calls = n_ring * max(1, -(-24 // n_ring))
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    if eager:
-        def run():
-            for c in range(calls):
-                fn(c % n_ring)
-    else:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for c in range(calls):
-                fn(c % n_ring)
-        run = graph.replay
-    run()
     times = []
     for _ in range(5):
         start.record()
-        run()
+        for c in range(calls):
+            fn(c % n_ring)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1000.0 / calls)
@@ -255,7 +244,7 @@ def time_shape(model, name, N, Kd, count, block, m_values, args, deadline) -> No
     p = K.prepare(wbig, "cuda")
     report(f"decode kernel == weights, replicated {N}x{Kd}", same_bits(K.decode_w12_gpu(p), xbig),
            f"{wbig.n_escapes} escapes")
-    bf16_bytes, w12_bytes = N * Kd * 2, streamed_bytes(p)
+    bf16_bytes, w12_bytes = N * Kd * 2, K.weight_bytes(p)
     n_ring = max(2, -(-args.ring_mb * 2**20 // w12_bytes))
     ring16 = [xbig] + [xbig.clone() for _ in range(n_ring - 1)]
     ring12 = [p] + [K.W12Planes(N=p.N, K=p.K, L=p.L.clone(), H=p.H.clone(), hb=p.hb, koff=p.koff,

@@ -12,7 +12,9 @@ stock flags give the block and its concurrency the default batch. --engine ar dr
 Without --measure the report has the analytic floors only (CPU is fine). --measure (CUDA only)
 builds the engine with random weights of these shapes, measures the copy bandwidth and bf16
 matrix rate (they replace the nominal rates unless --bw / --flops are given), and times ar and
-stock steps at SIMULATED acceptance --accept (random drafters accept nothing).
+stock steps at SIMULATED acceptance --accept (random drafters accept nothing); times inside the
+CUDA graphs are corrected for the measured cost of their timing spans (--json also has the raw
+times and the calibration).
 """
 
 from __future__ import annotations

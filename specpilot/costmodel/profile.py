@@ -15,13 +15,16 @@ random prompt tokens are prefilled, a few warm-up steps run, then N steps are ti
   2. graphs, instrumented with leaf spans only (no span contains another): the bucket's graph
      is captured once more with the spans inside it (CUDA events recorded as graph nodes,
      `external=True`), swapped in for the pass and swapped back after; every replay re-records
-     the same events, so a leaf's time is GPU time inside the graph without launch gaps. An
-     event node costs time of its own, but it lands between the spans (an H200 run timed the
-     leaf GEMMs equal to their profiler times), so "other" is not taken from the gaps: it is
-     pass 1's in-graph GPU time minus the leaves inside the graph (norms, RoPE, embedding,
-     residual and gate arithmetic, copies). A Gated DeltaNet layer's conv, recurrence and
-     output norm are its leaves for "gdn.recurrent". host gap = pass-1 wall - the components
-     (sampling, scheduling, input copies and anything else outside the graphs);
+     the same events, so a leaf's time is GPU time inside the graph without launch gaps. Each
+     span also carries a roughly fixed cost of its event nodes and dependency edges (an H200
+     run: 48 GDN kernels of ~10 us timed 5x their profiler total, the big GEMMs within a few %),
+     so on the GPU calibrate_spans() measures it on a graph of tiny spans and every label's
+     in-graph time is taken less (its spans per step) x the span overhead (correct_graph_pass).
+     "other" is not taken from the gaps: it is pass 1's in-graph GPU time (no events in that
+     graph) minus the corrected leaves inside the graph (norms, RoPE, embedding, residual and
+     gate arithmetic, copies). A Gated DeltaNet layer's conv, recurrence and output norm are
+     its leaves for "gdn.recurrent". host gap = pass-1 wall - the components (sampling,
+     scheduling, input copies and anything else outside the graphs);
   3. eager, graphs off: the wall;
   4. eager, instrumented: component times of the eager path (host gap = pass-3 wall - their sum).
 Graphs are switched off by setting the engine's graph attributes to None and restored after.
@@ -30,8 +33,10 @@ passes 1-2 time the same code with the host clock.
 
 Limits: in the eager passes a CUDA event pair also counts the time the GPU waits for the host to
 launch the kernels inside it, so when the host is the bottleneck component times absorb some of
-the host gap; the graph passes do not have that problem (pass 2's wall, slowed by its event
-nodes, is reported beside pass 1's).
+the host gap; the graph passes do not have that problem. The span correction assumes every span
+costs what a span around one tiny kernel costs; pass 2's wall, slowed by its event nodes, is
+reported beside pass 1's and beside itself less (spans per step) x the calibrated node overhead,
+which shows how well that holds.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ import os
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
 import torch
@@ -88,8 +93,9 @@ def clock_for(device: torch.device) -> Union[HostClock, CudaClock]:
 
 
 class ComponentTimer:
-    """Exclusive time per label over nested spans, summed over steps. Spans are recorded only
-    while `active`; toggle it between steps, never inside one."""
+    """Exclusive time and number of spans per label over nested spans, summed over steps (the
+    counts size the span-overhead correction of the graph pass). Spans are recorded only while
+    `active`; toggle it between steps, never inside one."""
 
     def __init__(self, clock):
         self.clock = clock
@@ -97,6 +103,8 @@ class ComponentTimer:
         self.steps = 0
         self.totals: dict[str, float] = defaultdict(float)
         self.graph_totals: dict[str, float] = defaultdict(float)  # spans begun in a graph
+        self.counts: dict[str, int] = defaultdict(int)
+        self.graph_counts: dict[str, int] = defaultdict(int)
         self.in_graph = False  # set while a graph replays its eager twin or is captured
         # [label, start mark, end mark, child span indices, begun in a graph]
         self._spans: list[list] = []
@@ -126,8 +134,10 @@ class ComponentTimer:
         incl = [self.clock.ms(a, b) for _, a, b, _, _ in self._spans]
         for (label, _, _, children, in_graph), t in zip(self._spans, incl):
             self.totals[label] += t - sum(incl[c] for c in children)
+            self.counts[label] += 1
             if in_graph:
                 self.graph_totals[label] += t - sum(incl[c] for c in children)
+                self.graph_counts[label] += 1
         del self._spans[self._fixed:]
         self.steps += 1
 
@@ -135,6 +145,11 @@ class ComponentTimer:
         """Mean exclusive ms per step per label (graph_only: of the spans begun in a graph)."""
         totals = self.graph_totals if graph_only else self.totals
         return {k: v / max(self.steps, 1) for k, v in totals.items()}
+
+    def mean_spans(self, graph_only: bool = False) -> dict[str, float]:
+        """Mean number of spans per step per label (graph_only: of the spans begun in a graph)."""
+        counts = self.graph_counts if graph_only else self.counts
+        return {k: v / max(self.steps, 1) for k, v in counts.items()}
 
     @contextlib.contextmanager
     def graph_scope(self, graphs: list):
@@ -287,6 +302,15 @@ def instrument(timer: ComponentTimer, worker, leaves: bool = False):
 
 
 @dataclass
+class SpanCalibration:
+    """What one leaf span costs inside a captured graph (calibrate_spans). ms."""
+    span_overhead_ms: float  # a span's elapsed time beyond the kernel inside it
+    node_overhead_ms: float  # replay wall added per span (its event nodes and edges)
+    kernel_ms: float  # the tiny kernel's own time (reference replay / spans)
+    spans: int  # spans in the calibration graph
+
+
+@dataclass
 class StepProfile:
     """One engine's decode step at the profiled shape. Times in ms per step."""
     engine: str  # ar | stock
@@ -299,10 +323,22 @@ class StepProfile:
     graph_components_ms: Optional[dict[str, float]] = None  # with graphs (module docstring)
     graph_instrumented_ms: Optional[float] = None  # median wall of the instrumented graph pass
     graph_gpu_ms: Optional[float] = None  # mean GPU time inside the graph replays per step
+    graph_raw_ms: Optional[dict[str, float]] = None  # pass 2 as timed: uncorrected, no "other"
+    graph_spans: Optional[dict[str, float]] = None  # pass 2's spans per step inside the graphs
+    span_calibration: Optional[SpanCalibration] = None  # None: pass 2's spans ran eagerly
+    notes: list[str] = field(default_factory=list)  # what the correction clamped at 0
 
     @property
     def eager_host_gap_ms(self) -> float:
+        """Eager wall - the eager components (negative: instrumented times exceed the wall)."""
         return self.eager_ms - sum(self.components_ms.values())
+
+    @property
+    def graph_host_gap_ms(self) -> Optional[float]:
+        """Pass-1 wall - pass 2's corrected components (None without pass 2)."""
+        if not self.graph_components_ms:
+            return None
+        return self.graph_ms - sum(self.graph_components_ms.values())
 
     @property
     def measured_ms(self) -> dict[str, float]:
@@ -311,9 +347,18 @@ class StepProfile:
 
     @property
     def host_gap_ms(self) -> float:
-        if self.graph_components_ms:
-            return self.graph_ms - sum(self.graph_components_ms.values())
-        return self.eager_host_gap_ms
+        """The host gap the report uses (the graph pass's where it ran, else the eager one),
+        clamped at 0: build_report notes a negative one."""
+        gap = self.graph_host_gap_ms if self.graph_components_ms else self.eager_host_gap_ms
+        return max(0.0, gap)
+
+    @property
+    def event_nodes_ms(self) -> Optional[float]:
+        """What the leaf spans' event nodes add to the instrumented graph step's wall: spans per
+        step inside the graphs x the calibrated node overhead (None without a calibration)."""
+        if self.span_calibration is None:
+            return None
+        return sum(self.graph_spans.values()) * self.span_calibration.node_overhead_ms
 
 
 @dataclass
@@ -429,6 +474,77 @@ def instrumented_graphs(timer: ComponentTimer, graphs: list, batch: int):
             g.graphs[bs], g.outputs[bs] = graph, out
 
 
+def calibrate_spans(spans: int = 64, replays: int = 20, warmup: int = 3) -> SpanCalibration:
+    """The cost of one leaf span inside a captured graph, on the current CUDA device. Two graphs:
+    `spans` back-to-back spans, each a CudaClock mark pair (the event nodes ComponentTimer records
+    for a leaf) around one in-place add on a 1-element tensor, and the same adds without events.
+    They replay in pairs, `warmup` untimed, then `replays` timed with events around each replay
+    (outside it, as pass 1 times the step graphs), each timed replay queued behind an untimed one
+    of the same graph so that the host's launch latency stays out; figures are medians over the
+    pairs. span overhead = the spans' mean elapsed - the reference replay / spans (the add's own
+    time); node overhead = (instrumented replay - reference replay) / spans."""
+    clock = CudaClock()
+    x = torch.zeros(1, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        x.add_(1)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    ref, inst, marks = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph(), []
+    with torch.cuda.graph(ref, stream=stream):
+        for _ in range(spans):
+            x.add_(1)
+    with torch.cuda.graph(inst, stream=stream):
+        for _ in range(spans):
+            start = clock.mark()
+            x.add_(1)
+            marks.append((start, clock.mark()))
+
+    def replay(graph: torch.cuda.CUDAGraph) -> tuple:
+        graph.replay()  # the GPU runs this one while the host launches the timed one
+        a = clock.mark()
+        graph.replay()
+        return a, clock.mark()
+
+    ref_ms, span_extra, node_extra = [], [], []
+    for i in range(warmup + replays):
+        r, n = replay(ref), replay(inst)
+        clock.sync()
+        if i >= warmup:
+            ref_ms.append(clock.ms(*r))
+            span_extra.append(sum(clock.ms(a, b) for a, b in marks) - ref_ms[-1])
+            node_extra.append(clock.ms(*n) - ref_ms[-1])
+    return SpanCalibration(span_overhead_ms=statistics.median(span_extra) / spans,
+                           node_overhead_ms=statistics.median(node_extra) / spans,
+                           kernel_ms=statistics.median(ref_ms) / spans, spans=spans)
+
+
+def correct_graph_pass(timer: ComponentTimer, graph_gpu_ms: float,
+                       cal: Optional[SpanCalibration]) -> tuple[dict[str, float], list[str]]:
+    """Pass 2's component ms per step, corrected for the span overhead, and notes on what had to
+    be clamped. A label's time inside the graphs loses (its spans per step there) x
+    cal.span_overhead_ms, clamped at 0 (cal None: the spans ran eagerly, there are no event
+    nodes to remove); its time outside the graphs stays as timed. "other" = pass 1's in-graph
+    GPU time (graphs without events) - the corrected leaves inside the graphs, clamped at 0."""
+    overhead = 0.0 if cal is None else cal.span_overhead_ms
+    spans, raw_inside = timer.mean_spans(graph_only=True), timer.mean_ms(graph_only=True)
+    inside, notes = {}, []
+    for label, raw in raw_inside.items():
+        t = raw - spans[label] * overhead
+        if t < 0:
+            notes.append(f"{label}: {raw:.3f} ms in the graphs - {spans[label]:g} spans x "
+                         f"{overhead * 1e3:.2f} us = {t:.3f} ms, clamped at 0")
+        inside[label] = max(0.0, t)
+    comps = {label: t - raw_inside.get(label, 0.0) + inside.get(label, 0.0)
+             for label, t in timer.mean_ms().items()}
+    other = graph_gpu_ms - sum(inside.values())
+    if other < 0:
+        notes.append(f"other: graph GPU time {graph_gpu_ms:.3f} ms - leaves inside "
+                     f"{sum(inside.values()):.3f} ms = {other:.3f} ms, clamped at 0")
+    comps["other"] = max(0.0, other)
+    return comps, notes
+
+
 def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> StepProfile:
     """The passes of one engine (see the module docstring): graphs, graphs instrumented, eager,
     eager instrumented."""
@@ -442,7 +558,8 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
         return timed_steps(sched, batch, context, steps, warmup, clock, timer)
 
     graphs = step_graphs(worker)
-    graph_ms = graph_inst_ms = graph_comp = graph_gpu = None
+    graph_ms = graph_inst_ms = graph_comp = graph_gpu = graph_raw = graph_spans = cal = None
+    notes = []
     if graphs:
         replays = ComponentTimer(clock)  # pass 1: the wall, and the GPU time of the replays
         with contextlib.ExitStack() as stack:
@@ -452,18 +569,18 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
         graph_gpu = replays.mean_ms().get("graph", 0.0)
         timer = ComponentTimer(clock)  # pass 2: leaf components, in the graph and outside
         try:
+            # the spans become event nodes only where a graph is captured (not the CPU twins)
+            cal = calibrate_spans() if any(g.captured for g in graphs) else None
             with instrument(timer, worker, leaves=True), timer.graph_scope(graphs), \
                     instrumented_graphs(timer, graphs, batch):
                 graph_inst_ms, _ = run(timer)
-            graph_comp = timer.mean_ms()
-            # what the graph's GPU time leaves over after its leaf components: norms, RoPE,
-            # embedding, residual and gate arithmetic, copies (pass 1's graph, no events in it)
-            inside = sum(timer.mean_ms(graph_only=True).values())
-            graph_comp["other"] = max(0.0, graph_gpu - inside)
+            graph_raw, graph_spans = timer.mean_ms(), timer.mean_spans(graph_only=True)
+            graph_comp, notes = correct_graph_pass(timer, graph_gpu, cal)
         except RuntimeError as e:  # a capture the driver refuses: say so, report eager times
             log.warning("cost model: timing inside the CUDA graphs failed (%s); the report "
                         "uses the eager component times", e)
             sched.abort_all("costmodel: graph pass failed")
+            cal = None  # no graph pass to correct
     owners = graph_objects(worker)
     saved = [getattr(o, a) for o, a in owners]
     for o, a in owners:
@@ -478,7 +595,8 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
             setattr(o, a, g)
     engine = "ar" if worker is runner else "stock"
     return StepProfile(engine, getattr(worker, "num_draft_tokens", 1), accepted, eager_ms,
-                       inst_ms, graph_ms, timer.mean_ms(), graph_comp, graph_inst_ms, graph_gpu)
+                       inst_ms, graph_ms, timer.mean_ms(), graph_comp, graph_inst_ms, graph_gpu,
+                       graph_raw, graph_spans, cal, notes)
 
 
 def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, context: int,

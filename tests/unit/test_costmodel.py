@@ -174,6 +174,119 @@ def test_timer_charges_exclusive_time():
     assert timer.mean_ms() == {"outer": 7.0, "inner": 3.0}
 
 
+def _span(timer, clock, label: str, ms: float) -> None:
+    timer.begin(label)
+    clock.now += ms
+    timer.end()
+
+
+def _graph_pass_timer(steps: int = 2):
+    """Pass 2 of an ar step on the fake clock, `steps` steps alike. Spans inside the graph, as
+    timed (span overhead 0.02 ms each, CAL): gate_up 2 x 1.0 ms, down 2 x 0.8, lm_head 0.7,
+    qkv 2 x 0.3, attention[full] 40 small ones of 0.03, attn.o 3 x 0.019 (less than the
+    overhead: timing noise), gdn.commit 0.05; outside: sample/accept 0.1, gdn.commit 0.1."""
+    clock = _FakeClock()
+    timer = prof.ComponentTimer(clock)
+    for _ in range(steps):
+        timer.active = timer.in_graph = True
+        for label, n, ms in (("attn.mlp.gate_up", 2, 1.0), ("attn.mlp.down", 2, 0.8),
+                             ("lm_head", 1, 0.7), ("attn.qkv", 2, 0.3),
+                             ("attention[full]", 40, 0.03),
+                             ("attn.o", 3, 0.019), ("gdn.commit", 1, 0.05)):
+            for _ in range(n):
+                _span(timer, clock, label, ms)
+        timer.in_graph = False
+        _span(timer, clock, "sample/accept", 0.1)
+        _span(timer, clock, "gdn.commit", 0.1)
+        timer.active = False
+        timer.end_step()
+    return timer
+
+
+CAL = prof.SpanCalibration(span_overhead_ms=0.02, node_overhead_ms=0.03, kernel_ms=0.003,
+                           spans=64)
+
+
+def test_timer_counts_spans_per_step():
+    timer = _graph_pass_timer(steps=2)
+    assert timer.counts["attention[full]"] == 80 and timer.graph_counts["gdn.commit"] == 2
+    assert timer.mean_spans(graph_only=True) == {
+        "attn.mlp.gate_up": 2, "attn.mlp.down": 2, "lm_head": 1, "attn.qkv": 2,
+        "attention[full]": 40, "attn.o": 3, "gdn.commit": 1}
+    assert timer.mean_spans() == dict(timer.mean_spans(graph_only=True), **{
+        "sample/accept": 1, "gdn.commit": 2})
+
+
+def test_graph_pass_correction_subtracts_span_overhead():
+    """Inside the graph each label loses spans x overhead (clamped at 0, with a note); outside
+    it stays as timed; other = the uninstrumented graph GPU time - the corrected leaves."""
+    timer = _graph_pass_timer()
+    comps, notes = prof.correct_graph_pass(timer, 5.36, CAL)
+    want = {"attn.mlp.gate_up": 1.96, "attn.mlp.down": 1.56, "lm_head": 0.68, "attn.qkv": 0.56,
+            "attention[full]": 0.4, "attn.o": 0.0, "gdn.commit": 0.13, "sample/accept": 0.1,
+            "other": 5.36 - (1.96 + 1.56 + 0.68 + 0.56 + 0.4 + 0.03)}
+    assert comps == pytest.approx(want) and comps["attn.o"] == 0.0
+    assert notes == ["attn.o: 0.057 ms in the graphs - 3 spans x 20.00 us = -0.003 ms, "
+                     "clamped at 0"]
+    comps, notes = prof.correct_graph_pass(timer, 4.0, CAL)  # leaves exceed the graph time
+    assert comps["other"] == 0.0 and notes[-1].startswith("other: graph GPU time 4.000 ms")
+    raw, notes = prof.correct_graph_pass(timer, 5.36, None)  # eager twins: nothing to remove
+    assert raw == pytest.approx(dict(timer.mean_ms(), other=0.0)) and "other" in notes[0]
+
+
+def _graph_profile(cal) -> prof.Profile:
+    """An ar profile from _graph_pass_timer: graph wall 5.66 ms, 5.36 ms of it GPU time in the
+    graph (the correction leaves a 0.1 ms host gap; uncorrected, the components exceed the
+    wall, as on the H200)."""
+    timer = _graph_pass_timer()
+    comps, notes = prof.correct_graph_pass(timer, 5.36, cal)
+    spans = timer.mean_spans(graph_only=True)
+    ar = prof.StepProfile("ar", 1, 1.0, 6.0, 7.0, 5.66, {"attn.qkv": 1.0}, comps, 7.2, 5.36,
+                          timer.mean_ms(), spans, cal, notes)
+    return prof.Profile("cuda:0", Rates(), 1, 10, 2, ar)
+
+
+def test_report_after_span_correction():
+    """The host gap and "other" are consistent with the corrected leaves, and attention[full]
+    (40 small spans) leaves the three largest gaps once its span overhead is removed."""
+    shape, step = TargetShape.from_config(LLAMA), Step(1, 10)
+    rep = build_report(shape, None, step, Rates(), _graph_profile(CAL))
+    rows = {r["name"]: r["measured_ms"] for r in rep["components"]}
+    assert rows["host gap"] == pytest.approx(0.1) and rows["other"] == pytest.approx(0.17)
+    assert sum(v or 0.0 for v in rows.values()) == pytest.approx(5.66)  # the graph wall
+    assert rep["largest_gaps"] == ["attn.mlp.gate_up", "attn.mlp.down", "lm_head"]
+    assert _gap_order_ok(rep)
+    ar = json.loads(json.dumps(rep))["measured"]["ar"]
+    assert ar["span_calibration"]["span_overhead_ms"] == 0.02
+    assert ar["graph_raw_ms"]["attention[full]"] == pytest.approx(1.2)
+    assert ar["graph_spans_per_step"] == 51 and ar["event_nodes_ms"] == pytest.approx(1.53)
+    assert rep["notes"] == ["measured ar: attn.o: 0.057 ms in the graphs - 3 spans x 20.00 us "
+                            "= -0.003 ms, clamped at 0"]
+    text = render(rep)
+    assert "CORRECTED: each less its spans x the span overhead" in text
+    assert ("span overhead 20.00 us, node overhead 30.00 us per span, add 3.00 us; spans per "
+            "step in the graphs: ar 51") in text
+    assert "(instrumented 7.20, 5.67 less 51 spans x node overhead, host gap 0.10)" in text
+    # the instrumented wall less the node overhead matches the plain wall: no warning
+    assert ar["residual_span_ms"] == pytest.approx((7.20 - 1.53 - 5.66) / 51)
+    assert "left after the correction: the instrumented graph step runs 0.2 us" in text
+    assert "WARNING" not in text
+    slow = _graph_profile(CAL)
+    slow.ar.graph_instrumented_ms += 51 * 0.015          # 15 us per span unexplained
+    text = render(build_report(shape, None, step, Rates(), slow))
+    assert "runs 15.2 us per span slower" in text
+    assert "WARNING: in-graph component times overstate by up to 0.77 ms per step" in text
+
+    raw = build_report(shape, None, step, Rates(), _graph_profile(None))  # uncorrected
+    rows = {r["name"]: r["measured_ms"] for r in raw["components"]}
+    assert raw["largest_gaps"] == ["attn.mlp.gate_up", "attn.mlp.down", "attention[full]"]
+    assert rows["host gap"] == 0.0 and rows["other"] == 0.0  # both negative, clamped
+    assert raw["notes"][-1] == ("measured ar: CUDA-graph host gap -0.747 ms (wall - components), "
+                                "printed as 0")
+    text = render(raw)
+    assert "(instrumented 7.20, host gap 0.00)" in text and "uncorrected" in text
+
+
 def _tiny_config_dirs(tmp_path) -> dict[str, str]:
     """{"t": tiny hybrid target folder, "d": tiny DFlash2 drafter folder} (configs only)."""
     dirs = {}
@@ -235,7 +348,10 @@ def test_profile_graph_pass_on_cpu(tmp_path):
         step = Step.for_engine(d, 2, 12, 4, 2.5)
         assert set(sp.graph_components_ms) == {c.name for c in step_costs(shape, d, step)}
         assert sp.graph_ms > 0 and sp.measured_ms is sp.graph_components_ms
-        assert sp.host_gap_ms == sp.graph_ms - sum(sp.graph_components_ms.values())
+        assert sp.host_gap_ms == max(0.0, sp.graph_ms - sum(sp.graph_components_ms.values()))
+        # eager twins: the spans were not event nodes, nothing calibrated, nothing removed
+        assert sp.span_calibration is None and sp.event_nodes_ms is None
+        assert sp.graph_spans["lm_head"] == 1 and set(sp.graph_raw_ms) < set(sp.graph_components_ms)
         # "other": the graph time its leaves leave over (clamped at 0: the CPU interpreter's
         # times differ between the two passes by more than the small ops they would show)
         assert sp.graph_components_ms["other"] >= 0 and 0 < sp.graph_gpu_ms < sp.graph_ms
@@ -244,3 +360,4 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     rep = build_report(shape, dc, Step.for_engine(dc, 2, 12, 4, 2.5), p.rates, p, ("t", "d"))
     text = render(rep)
     assert "inside the CUDA graphs" in text and "with CUDA graphs" in text
+    assert "not captured: uncorrected" in text and "span calibration" not in text
