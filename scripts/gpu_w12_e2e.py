@@ -9,6 +9,11 @@
    bf16. The W12 GEMM's fast mode sums the same exact products as a bf16 GEMM but in another
    fp32 order than cuBLAS, so an argmax near-tie may flip: the script counts identical outputs
    and prints where the first divergence is, it does not assume identity.
+   ``--reproducible`` adds the exact check: `ar` eager (no CUDA graphs, so the swapped layers
+   run), every linear layer that W12 converts running either our bf16 Triton GEMM
+   (``kernel.bf16_matmul``) or ``w12_matmul(reproducible=True)``, both with the untuned default
+   configs (``SPECPILOT_W12_AUTOTUNE=0``): the two GEMMs then sum the same products in the same
+   order, so the outputs must be identical token for token.
 2. Real shape (``--target``, random weights, bf16): ``ar`` decode with CUDA graphs at the given
    batches, bf16 against ``--weight-format w12`` (the weights converted on the GPU at load time,
    the same seed so both engines hold the same weights), milliseconds per step and tokens/s side
@@ -70,6 +75,61 @@ def demo_prompts(model_dir: str, n: int):
     return [render(tok, it["prompt"]) for it in eval_prompts(DATA, "gsm8k-heldout", n)]
 
 
+class TritonBF16Linear(torch.nn.Module):
+    """An nn.Linear's weight and bias through our bf16 Triton GEMM (the W12 kernels' template)."""
+
+    def __init__(self, lin: torch.nn.Linear):
+        super().__init__()
+        self.weight, self.bias = lin.weight, lin.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from specpilot.w12.kernel import bf16_matmul
+
+        y = bf16_matmul(x.reshape(-1, x.shape[-1]), self.weight)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def swap_linears(model: torch.nn.Module, names: set) -> int:
+    """Replace the nn.Linear children named in ``names`` by TritonBF16Linear; returns how many."""
+    n = 0
+    for mname, module in model.named_modules():
+        for cname, child in list(module.named_children()):
+            full = f"{mname}.{cname}" if mname else cname
+            if full in names and isinstance(child, torch.nn.Linear):
+                setattr(module, cname, TritonBF16Linear(child))
+                n += 1
+    return n
+
+
+def demo_reproducible(a, prompts, sp) -> dict:
+    """`ar` with the W12 layers in reproducible mode against the same layers on our bf16 Triton
+    GEMM, default configs on both sides: identical by construction (module doc)."""
+    from specpilot.w12.linear import convert_model_linears
+
+    os.environ["SPECPILOT_W12_AUTOTUNE"] = "0"
+    common = dict(model_path=a.demo_model, device=a.device, dtype="bfloat16",
+                  max_total_tokens=16384, max_running_requests=len(prompts),
+                  disable_cuda_graph=True)
+    outs = {}
+    eng = OfflineEngine(ServerArgs(**common))
+    report = convert_model_linears(eng.runner.model, reproducible=True)
+    names = {n for n, kind in report["layers"].items() if kind.startswith("w12")}
+    outs["w12 reproducible"] = [o.output_ids for o in eng.generate(prompts, sp)]
+    del eng
+    free()
+    eng = OfflineEngine(ServerArgs(**common))
+    swapped = swap_linears(eng.runner.model, names)
+    outs["triton bf16"] = [o.output_ids for o in eng.generate(prompts, sp)]
+    del eng
+    free()
+    same = sum(x == y for x, y in zip(outs["w12 reproducible"], outs["triton bf16"]))
+    print(f"demo ar, {len(names)} layers W12 reproducible vs {swapped} on the bf16 Triton GEMM "
+          f"(default configs, eager): identical on {same}/{len(prompts)} prompts", flush=True)
+    return dict(identical=same, prompts=len(prompts), layers=len(names), swapped=swapped)
+
+
 def demo(a) -> dict:
     prompts = demo_prompts(a.demo_model, a.prompts)
     sp = SamplingParams(temperature=0, max_new_tokens=a.new, ignore_eos=True)
@@ -93,6 +153,8 @@ def demo(a) -> dict:
                            first_divergence=[f for f in first if f is not None])
         print(f"demo {engine}: w12 == bf16 on {same}/{len(prompts)} prompts "
               f"(first divergences at {res[engine]['first_divergence']})", flush=True)
+    if a.reproducible:
+        res["reproducible"] = demo_reproducible(a, prompts, sp)
     return res
 
 
@@ -146,6 +208,8 @@ def main() -> int:
     ap.add_argument("--batch", default="1,4")
     ap.add_argument("--prompt-len", type=int, default=256)
     ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--reproducible", action="store_true",
+                    help="demo: also the exact check against our bf16 Triton GEMM (module doc)")
     ap.add_argument("--device", default="cuda", help="cpu: a plumbing check only (reference path)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
