@@ -245,10 +245,9 @@ def time_shape(model, name, N, Kd, count, block, m_values, args, deadline) -> No
     report(f"decode kernel == weights, replicated {N}x{Kd}", same_bits(K.decode_w12_gpu(p), xbig),
            f"{wbig.n_escapes} escapes")
     bf16_bytes, w12_bytes = N * Kd * 2, K.weight_bytes(p)
-    n_ring = max(2, -(-args.ring_mb * 2**20 // w12_bytes))
+    ring12 = K.weight_ring(p, args.ring_mb * 2**20)   # the autotuner's ring
+    n_ring = len(ring12)
     ring16 = [xbig] + [xbig.clone() for _ in range(n_ring - 1)]
-    ring12 = [p] + [K.W12Planes(N=p.N, K=p.K, L=p.L.clone(), H=p.H.clone(), hb=p.hb, koff=p.koff,
-                                kent=p.kent, kval=p.kval) for _ in range(n_ring - 1)]
     for M in m_values:
         acts = [torch.randn(M, Kd, device="cuda").bfloat16() for _ in range(n_ring)]
         c12, t12ok = pick_config("w12", acts[0], p, deadline)

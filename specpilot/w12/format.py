@@ -132,11 +132,17 @@ def pack_h(d: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return ((word >> byte) & 0xFF).to(torch.uint8).reshape(N, half)
 
 
+def _words(b: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, 4q] -> int64 [N, q]: each 4 bytes as one little-endian 32-bit word."""
+    N, n = b.shape
+    return (b.reshape(N, n // 4, 4).to(torch.int64) << _shifts(b.device)[4]).sum(-1)
+
+
 def unpack_h(H: torch.Tensor):
     """Plane H -> (d, s) int32 [N, Kp]."""
     N, half = H.shape
-    da, db, sa, sb, byte = _shifts(H.device)
-    word = (H.reshape(N, half // 4, 4).to(torch.int64) << byte).sum(-1, keepdim=True)
+    da, db, sa, sb, _ = _shifts(H.device)
+    word = _words(H).unsqueeze(-1)
     f = lambda sh, m: ((word >> sh) & m).reshape(N, half)  # noqa: E731
     d = torch.cat([f(da, 7), f(db, 7)], dim=1)
     s = torch.cat([f(sa, 1), f(sb, 1)], dim=1)
@@ -235,7 +241,7 @@ def encode_auto(x: torch.Tensor, threshold: float = ESC_THRESHOLD):
 
 def _prmt(a: torch.Tensor, b: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
     """PTX ``prmt.b32`` (default mode, selector bit 3 clear) on int64 tensors holding uint32."""
-    a, b, sel = torch.broadcast_tensors(a, b, sel)
+    a, b, sel = torch.broadcast_tensors(a, b, torch.as_tensor(sel, device=a.device))
     out = torch.zeros_like(a)
     for i in range(4):
         k = (sel >> (4 * i)) & 7
@@ -250,19 +256,16 @@ def decode_swar(w: W12Tensor) -> torch.Tensor:
     codes, the sign bits or-ed in place, and one ``prmt`` per two output weights."""
     N, Kp = w.L.shape
     half = Kp // 2
-    q = half // 4
-    as_words = lambda t: (t.reshape(N, q, 4).to(torch.int64)  # noqa: E731
-                          << torch.arange(0, 32, 8)).sum(-1)
-    h = as_words(w.H)
-    l0, l1 = as_words(w.L[:, :half]), as_words(w.L[:, half:])
+    h = _words(w.H)
+    l0, l1 = _words(w.L[:, :half]), _words(w.L[:, half:])
     hb4 = w.hb.to(torch.int64).view(-1, 1) * 0x01010101
     t0 = hb4 + 0x03020100
     t1 = (hb4 + 0x00060504) & 0x00FFFFFF
     m = h & 0x77777777
     ha = _prmt(t0, t1, m) | (h & 0x80808080)
     hbb = _prmt(t0, t1, m >> 16) | ((h << 4) & 0x80808080)
-    words = [_prmt(l0, ha, torch.tensor(0x5140)), _prmt(l0, ha, torch.tensor(0x7362)),
-             _prmt(l1, hbb, torch.tensor(0x5140)), _prmt(l1, hbb, torch.tensor(0x7362))]
+    words = [_prmt(l0, ha, 0x5140), _prmt(l0, ha, 0x7362), _prmt(l1, hbb, 0x5140),
+             _prmt(l1, hbb, 0x7362)]
     lanes = [torch.stack([wd & 0xFFFF, wd >> 16], -1) for wd in words]      # [N, q, 2] each
     first = torch.cat(lanes[:2], -1).reshape(N, half)
     second = torch.cat(lanes[2:], -1).reshape(N, half)

@@ -430,25 +430,22 @@ if HAS_TRITON:
                        N, K, HALF, G, stride_l, stride_h, stride_o,
                        HB_PER_ROW: tl.constexpr, PTX: tl.constexpr, BN: tl.constexpr,
                        BK: tl.constexpr, NRB: tl.constexpr):
-        """out[N, K] bf16 = the exact weights: ``_decode_tiles`` + ``_patch_escapes`` per tile."""
+        """out[N, K] bf16 = the exact weights: the GEMM's tile decode (``_w12_tile``, escapes
+        patched in) per tile."""
         n0 = tl.program_id(0) * BN
         j = tl.program_id(1) * BK
         rn = n0 + tl.arange(0, BN)
-        k0 = j + tl.arange(0, BK)
-        n_ok = rn[:, None] < N
-        k_ok = (k0 < HALF)[None, :]
+        rk = tl.arange(0, BK)
         rows = rn.to(tl.int64)[:, None]
-        l0 = tl.load(l_ptr + rows * stride_l + k0[None, :], mask=n_ok & k_ok, other=0)
-        l1 = tl.load(l_ptr + rows * stride_l + HALF + k0[None, :], mask=n_ok & k_ok, other=0)
-        hh = tl.load(h_ptr + rows * stride_h + k0[None, :], mask=n_ok & k_ok, other=0)
         hbt = _hb_tile(hb_ptr, rn, rn < N, BK, HB_PER_ROW)
-        t0, t1 = _decode_tiles(l0, l1, hh, hbt, PTX)
-        t0, t1 = _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF, G, BN, BK, NRB)
-        w0 = t0.to(tl.bfloat16, bitcast=True)
-        w1 = t1.to(tl.bfloat16, bitcast=True)
-        tl.store(out_ptr + rows * stride_o + k0[None, :], w0, mask=n_ok & k_ok & (k0 < K)[None, :])
+        w0, w1 = _w12_tile(l_ptr + rows * stride_l + rk[None, :], h_ptr + rows * stride_h + rk[None, :],
+                           hbt, j, rn < N, rk, koff_ptr, kent_ptr, kval_ptr, n0, N, HALF, G,
+                           False, 2, PTX, BN, BK, NRB)
+        k0 = j + rk
+        ok = (rn[:, None] < N) & (k0 < HALF)[None, :]
+        tl.store(out_ptr + rows * stride_o + k0[None, :], w0, mask=ok & (k0 < K)[None, :])
         tl.store(out_ptr + rows * stride_o + HALF + k0[None, :], w1,
-                 mask=n_ok & k_ok & (k0 + HALF < K)[None, :])
+                 mask=ok & (k0 + HALF < K)[None, :])
 
     INTERPRET = type(_gemm_kernel).__name__ == "InterpretedFunction"
 else:
@@ -522,8 +519,8 @@ def default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemmConfig:
     bk = _block_k(128 if K >= 1024 else 64, K)
     tiles = _cdiv(N, 64) * _cdiv(M, bm)
     split = _pick_split(tiles, _cdiv(_cdiv(K, 32) * 16, bk), n_sm)
-    if bm == 16 and bk == 128:  # W12: the sweep's most frequent winner (bf16: same tiling)
-        return GemmConfig(bm, 64, bk, split, 4, 3, False)
+    if bm == 16 and bk == 128:  # W12: in place over 3 stages, the sweep's winner on the wide
+        return GemmConfig(bm, 64, bk, split, 4, 3, False)  # layers (carried tiles want 2 stages)
     return GemmConfig(bm, 64, bk, split, 4, 3 if bm == 64 else 4)
 
 
