@@ -38,11 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated target layer ids (default: the DFlash rule)")
     g.add_argument("--mask-token-id", type=int, default=None,
                    help="default: chosen automatically (see specpilot/train_drafter/data.py)")
+    g.add_argument("--grow-layers", type=int, default=0,
+                   help="with --resume of an exported drafter: append N layers that start as the "
+                        "identity (a deeper drafter warm-started from a shallower one)")
     g.add_argument("--save-dtype", default="bfloat16", choices=["bfloat16", "float32", "float16"])
     g = ap.add_argument_group("data")
     g.add_argument("--sources", default="gsm8k,mbpp", help="comma-separated: gsm8k, mbpp, or ''")
     g.add_argument("--synthetic", type=int, default=0, help="number of synthetic prompts to add")
     g.add_argument("--max-prompts", type=int, default=None, help="random subset of the prompts")
+    g.add_argument("--gsm8k-variants", type=int, default=0,
+                   help="add N prompts rewritten from the gsm8k training rows (new numbers and "
+                        "names; see prompts.gsm8k_variants)")
     g.add_argument("--max-new-tokens", type=int, default=256, help="target continuation length")
     g.add_argument("--max-len", type=int, default=512, help="sequence cap (prompt + completion)")
     g.add_argument("--samples-per-prompt", type=int, default=1,
@@ -51,7 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=0.95, help="for the sampled ones")
     g.add_argument("--gen-batch-size", type=int, default=64)
     g.add_argument("--gen-fraction", type=float, default=0.6,
-                   help="share of --max-minutes data generation may use (rest is training)")
+                   help="share of --max-minutes data generation may use (rest is training; 0: "
+                        "generate nothing, train on what the caches hold)")
+    g.add_argument("--gen-shard", default=None, metavar="I/N",
+                   help="with --generate-only: generate only jobs j with j %% N == I (one process "
+                        "per GPU); the caches of all shards are read back together")
+    g.add_argument("--generate-only", action="store_true",
+                   help="generate (and cache) the training data, then exit without training")
     g = ap.add_argument_group("training")
     g.add_argument("--steps", type=int, default=None,
                    help="optimizer steps (default: as many as --max-minutes allows)")
@@ -88,8 +100,28 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error(f"--data-dir {a.data_dir!r} is not a folder")
     if a.resume and not os.path.isdir(a.resume):
         ap.error(f"--resume {a.resume!r} is not a folder")
-    if a.steps is None and a.max_minutes is None:
+    if a.steps is None and a.max_minutes is None and not a.generate_only:
         ap.error("give --steps and/or --max-minutes")
+    if a.gen_shard is not None:
+        if not a.generate_only:
+            ap.error("--gen-shard needs --generate-only (training reads every shard's cache)")
+        try:
+            i, n = (int(x) for x in a.gen_shard.split("/"))
+        except ValueError:
+            ap.error(f"--gen-shard must be I/N, e.g. 0/2: {a.gen_shard!r}")
+        if not 0 <= i < n:
+            ap.error(f"--gen-shard {a.gen_shard}: need 0 <= I < N")
+        a.gen_shard = (i, n)
+    else:
+        a.gen_shard = (0, 1)
+    if a.grow_layers < 0:
+        ap.error(f"--grow-layers must be >= 0, got {a.grow_layers}")
+    if a.grow_layers and not a.resume:
+        ap.error("--grow-layers needs --resume (the drafter to grow)")
+    if a.gsm8k_variants < 0:
+        ap.error(f"--gsm8k-variants must be >= 0, got {a.gsm8k_variants}")
+    if a.gsm8k_variants and not a.data_dir:
+        ap.error("--gsm8k-variants needs --data-dir (the gsm8k training rows)")
     checks = [("--layers", a.layers, 1), ("--block-size", a.block_size, 2),
               ("--max-new-tokens", a.max_new_tokens, 2), ("--batch-size", a.batch_size, 1),
               ("--blocks-per-seq", a.blocks_per_seq, 1), ("--gen-batch-size", a.gen_batch_size, 1),
@@ -106,8 +138,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             ap.error(f"{flag} must be > 0, got {v}")
     if not (a.temperature > 0 and 0 < a.top_p <= 1):
         ap.error("--temperature must be > 0 and --top-p in (0, 1]")
-    if not 0 < a.gen_fraction <= 1:
-        ap.error("--gen-fraction must be in (0, 1]")
+    if not 0 <= a.gen_fraction <= 1:
+        ap.error("--gen-fraction must be in [0, 1] (0: train on the cached data only)")
     if a.target_layer_ids:
         try:
             a.target_layer_ids = [int(x) for x in a.target_layer_ids.split(",")]

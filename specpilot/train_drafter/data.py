@@ -5,14 +5,21 @@ Every prompt gets its greedy continuation (what the drafter must predict at temp
 the distinct text the drafter sees from the same prompts: the held-out tau of a drafter trained
 on greedy data only is limited by over-fitting to ~0.3 M tokens, not by the step count.
 
-generate_completions(model, prompts, ...) runs transformers `generate` batched (left padding,
-greedy or sampled, stop at EOS) and caches results in a JSON-lines file: line 1 is a header {"key": ...};
-each later line {"i": prompt index, "completion": [ids]} is appended as soon as its batch is done,
-so an interrupted run (or one stopped at its deadline) resumes where it stopped, and a second
-run with the same key does not generate again. The key hashes the target's config.json, its
-weight files' sizes, the prompt token ids, max_new_tokens, the dtype and the sampling settings.
-A sampled batch is seeded from (seed, index of its first prompt), so a resumed generation draws
-what an uninterrupted one would have (on the same device and library versions).
+generate_completions(model, jobs, ...) runs transformers `generate` batched (left padding, greedy
+or sampled, stop at EOS). A job is (prompt ids, k): k = 0 for the greedy continuation; sampled
+continuations (their own settings key) number the draws of one prompt k = 0, 1, ... Results are
+cached per job, content-addressed, in JSON-lines files under the work dir: line 1 is a header
+{"format": 2, "settings": key, ...}; each later line {"h": prompt_hash(prompt ids), "k": k,
+"completion": [ids]} is appended as soon as its batch is done. The settings key (settings_key)
+hashes the target's config (less transformers_version), its weight files' sizes,
+max_new_tokens, the dtype and the sampling settings; every `data-<key>*.jsonl` file of the work
+dir with that key is read (read_caches), so
+  - a larger prompt set reuses every continuation already generated for its prompts,
+  - an interrupted run (or one stopped at its deadline) resumes where it stopped,
+  - generation can be split over processes / GPUs (`--gen-shard i/n` writes
+    data-<key>-<i>of<n>.jsonl) and the shards are read back together.
+A sampled batch is seeded from (seed, first job's hash and k): a continuation is a draw from the
+target's distribution, reproducible when the batches are the same.
 
 A completion is cut after its first EOS (the EOS kept: the drafter learns to propose it).
 
@@ -31,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from typing import Optional, Sequence
 
@@ -38,35 +46,57 @@ import torch
 from tqdm.auto import tqdm
 
 
-def cache_key(target_path: str, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int,
-              dtype: torch.dtype, sampling: Optional[dict] = None) -> str:
+def settings_key(target_path: str, max_new_tokens: int, dtype: torch.dtype,
+                 sampling: Optional[dict] = None) -> str:
     h = hashlib.sha256()
-    with open(os.path.join(target_path, "config.json"), "rb") as f:
-        h.update(f.read())
+    with open(os.path.join(target_path, "config.json")) as f:
+        cfg = json.load(f)
+    cfg.pop("transformers_version", None)  # the library that wrote it does not change the model
+    h.update(json.dumps(cfg, sort_keys=True).encode())
     for fn in sorted(os.listdir(target_path)):
         if fn.endswith(".safetensors") or fn.endswith(".bin"):
             h.update(f"{fn}:{os.path.getsize(os.path.join(target_path, fn))}".encode())
-    h.update(json.dumps([list(map(int, p)) for p in prompt_ids]).encode())
     h.update(f"{max_new_tokens}:{dtype}".encode())
     if sampling:
         h.update(json.dumps(sampling, sort_keys=True).encode())
     return h.hexdigest()[:16]
 
 
-def _read_cache(path: str, key: str) -> dict[int, list[int]]:
-    if not os.path.isfile(path):
-        return {}
-    done = {}
-    with open(path) as f:
-        lines = f.read().splitlines()
-    if not lines or json.loads(lines[0]).get("key") != key:
-        return {}
-    for line in lines[1:]:
+def prompt_hash(ids: Sequence[int]) -> str:
+    return hashlib.sha256(json.dumps([int(t) for t in ids]).encode()).hexdigest()[:16]
+
+
+def cache_files(work_dir: str, key: str) -> list[str]:
+    if not os.path.isdir(work_dir):
+        return []
+    return sorted(os.path.join(work_dir, fn) for fn in os.listdir(work_dir)
+                  if fn.startswith(f"data-{key}") and fn.endswith(".jsonl"))
+
+
+def read_caches(work_dir: str, key: str) -> dict[tuple[str, int], list[int]]:
+    """{(prompt hash, k): completion} from every cache file of `key` in work_dir (see module doc).
+    A file whose header is not format 2 with this key is skipped with a warning; a line cut by an
+    interruption ends its file."""
+    done: dict[tuple[str, int], list[int]] = {}
+    for path in cache_files(work_dir, key):
+        with open(path) as f:
+            lines = f.read().splitlines()
         try:
-            rec = json.loads(line)
-        except ValueError:  # a line cut by an interruption
-            break
-        done[int(rec["i"])] = [int(t) for t in rec["completion"]]
+            head = json.loads(lines[0]) if lines else None
+        except ValueError:
+            head = None
+        if head is None:  # empty, or its header is still being written by another process
+            continue
+        if head.get("format") != 2 or head.get("settings") != key:
+            print(f"warning: {path} is not a format-2 cache of settings {key}; ignored",
+                  file=sys.stderr)
+            continue
+        for line in lines[1:]:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                break
+            done[(rec["h"], int(rec["k"]))] = [int(t) for t in rec["completion"]]
     return done
 
 
@@ -80,55 +110,75 @@ def cut_at_eos(ids: Sequence[int], eos: Sequence[int]) -> list[int]:
 
 
 @torch.no_grad()
-def generate_completions(model, prompts: list[list[int]], max_new_tokens: int, eos: Sequence[int],
-                         pad_id: int, batch_size: int, cache_path: str, key: str,
-                         deadline: Optional[float] = None,
-                         sampling: Optional[dict] = None) -> list[Optional[list[int]]]:
-    """Continuations of `prompts` (token ids), cached at cache_path (see module doc): greedy, or
-    sampled with sampling = {"temperature", "top_p", "seed"}.
+def generate_completions(model, jobs: list[tuple[list[int], int]], max_new_tokens: int,
+                         eos: Sequence[int], pad_id: int, batch_size: int, work_dir: str, key: str,
+                         deadline: Optional[float] = None, sampling: Optional[dict] = None,
+                         shard: tuple[int, int] = (0, 1)) -> list[Optional[list[int]]]:
+    """Continuations of `jobs` [(prompt ids, k)], cached under work_dir (see module doc): greedy,
+    or sampled with sampling = {"temperature", "top_p", "seed"}.
 
-    Returns one completion per prompt, None for a prompt left ungenerated because `deadline`
-    (time.monotonic()) passed. Prompts are batched longest first, left-padded with pad_id."""
+    Returns one completion per job, None for a job left ungenerated: past `deadline`
+    (time.monotonic()), or outside this process's `shard` (i, n) (jobs j with j % n == i are
+    generated here; the others only read from the caches). Jobs are batched longest first."""
     from transformers import GenerationConfig
 
-    done = _read_cache(cache_path, key)
-    if not done:
-        os.makedirs(os.path.dirname(os.path.abspath(cache_path)), exist_ok=True)
-        with open(cache_path, "w") as f:
-            f.write(json.dumps({"key": key, "prompts": len(prompts),
-                                "max_new_tokens": max_new_tokens}) + "\n")
-    todo = sorted((i for i in range(len(prompts)) if i not in done), key=lambda i: -len(prompts[i]))
+    done = read_caches(work_dir, key)
+    hashes = [(prompt_hash(p), int(k)) for p, k in jobs]
+    idx, n_shards = shard
+    todo = sorted({hk: j for j, hk in enumerate(hashes)
+                   if hk not in done and j % n_shards == idx}.values(),
+                  key=lambda j: -len(jobs[j][0]))
     device = next(model.parameters()).device
     sample_args = dict(do_sample=True, temperature=sampling["temperature"],
                        top_p=sampling["top_p"], top_k=0) if sampling else dict(do_sample=False)
     gc = GenerationConfig(max_new_tokens=max_new_tokens, eos_token_id=list(eos),
                           pad_token_id=pad_id, **sample_args)
-    bar = tqdm(total=len(prompts), initial=len(done), unit="prompt",
-               desc="generate data (sampled)" if sampling else "generate data (greedy)")
-    with open(cache_path, "a") as f:
-        for s in range(0, len(todo), batch_size):
-            if deadline is not None and time.monotonic() > deadline:
-                bar.write(f"data generation stopped at its time budget: {len(done)}/"
-                          f"{len(prompts)} prompts done (the cache keeps them for the next run)")
-                break
-            idx = todo[s:s + batch_size]
-            width = max(len(prompts[i]) for i in idx)
-            ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(idx), width), dtype=torch.long)
-            for r, i in enumerate(idx):
-                ids[r, width - len(prompts[i]):] = torch.tensor(prompts[i])
-                mask[r, width - len(prompts[i]):] = 1
-            if sampling:
-                torch.manual_seed(int(sampling["seed"]) * 1_000_003 + idx[0])
-            out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                 generation_config=gc)
-            for r, i in enumerate(idx):
-                done[i] = cut_at_eos(out[r, width:].tolist(), eos)
-                f.write(json.dumps({"i": i, "completion": done[i]}) + "\n")
-            f.flush()
-            bar.update(len(idx))
-    bar.close()
-    return [done.get(i) for i in range(len(prompts))]
+    what = "sampled" if sampling else "greedy"
+    if todo:
+        tag = "" if n_shards == 1 else f"-{idx}of{n_shards}"
+        path = os.path.join(work_dir, f"data-{key}{tag}.jsonl")
+        print(f"generate data ({what}): {len(todo)} to generate, "
+              f"{sum(hk in done for hk in hashes)}/{len(jobs)} cached", file=sys.stderr)
+        bar = tqdm(total=len(todo), unit="seq", desc=f"generate data ({what})")
+        f = None
+        try:
+            for s in range(0, len(todo), batch_size):
+                if deadline is not None and time.monotonic() > deadline:
+                    bar.write(f"data generation stopped at its time budget: {s}/{len(todo)} "
+                              "generated (the cache keeps them for the next run)")
+                    break
+                if f is None:  # the file is made only once something is generated
+                    os.makedirs(work_dir, exist_ok=True)
+                    new = not os.path.isfile(path) or os.path.getsize(path) == 0
+                    f = open(path, "a")
+                    if new:
+                        f.write(json.dumps({"format": 2, "settings": key, "sampling": sampling,
+                                            "max_new_tokens": max_new_tokens}) + "\n")
+                batch = todo[s:s + batch_size]
+                width = max(len(jobs[j][0]) for j in batch)
+                ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for r, j in enumerate(batch):
+                    p = jobs[j][0]
+                    ids[r, width - len(p):] = torch.tensor(p)
+                    mask[r, width - len(p):] = 1
+                if sampling:
+                    h0, k0 = hashes[batch[0]]
+                    torch.manual_seed((int(sampling["seed"]) * 1_000_003 + int(h0, 16) + k0)
+                                      % 2**63)
+                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                     generation_config=gc)
+                for r, j in enumerate(batch):
+                    done[hashes[j]] = cut_at_eos(out[r, width:].tolist(), eos)
+                    f.write(json.dumps({"h": hashes[j][0], "k": hashes[j][1],
+                                        "completion": done[hashes[j]]}) + "\n")
+                f.flush()
+                bar.update(len(batch))
+        finally:
+            if f is not None:
+                f.close()
+            bar.close()
+    return [done.get(hk) for hk in hashes]
 
 
 def choose_mask_token(tokenizer, vocab_size: int, used: set[int],

@@ -6,6 +6,9 @@ THE SPLIT (recorded in every checkpoint's train_meta.json):
   mbpp.jsonl         task_id 1-10, 511-974 -> training (few-shot, validation and train splits)
                      task_id 11-510        -> held out ("mbpp-test", the standard MBPP test split)
   humaneval.jsonl, math500_test.jsonl      -> never used for training (held out entirely)
+  gsm8k variants     (optional, --gsm8k-variants N) copies of the *training* rows' questions with
+                     their numbers and first names replaced at random (gsm8k_variants below):
+                     new problems in gsm8k's own style, drawn from the training half only.
   synthetic          templated prompts written in specpilot/train_drafter/synthetic.py (optional,
                      --synthetic N): word problems, plain algebra, competition-style LaTeX math
                      (math500-like format), mbpp-style code tasks, humaneval-style signature +
@@ -25,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -70,8 +74,76 @@ def _mbpp(data_dir: str, test: bool) -> tuple[list[dict], dict]:
     return [{"source": "mbpp", **_item("mbpp", 0, r)} for r in keep], info
 
 
+FIRST_NAMES = (
+    "Aaron Abby Adam Aisha Alan Albert Alex Alice Amy Andrew Angela Ann Anna Ashley Ben Beth Bill "
+    "Bob Brian Carl Carla Carlos Carol Charles Charlie Chris Claire Dan Daniel David Diana Emily "
+    "Emma Eric Eva Frank Gary George Grace Greg Hannah Harry Helen Henry Jack Jake James Jamie Jane "
+    "Janet Jason Jean Jenny Jerry Jessica Jim Joe John Jon Josh Julia Julie Karen Kate Kelly Ken "
+    "Kevin Kim Laura Leo Lily Linda Lisa Liz Lucy Luke Maria Mark Mary Matt Max Mia Michael Mike "
+    "Nancy Nick Nina Noah Olivia Paul Peter Rachel Ray Rebecca Richard Rob Robert Rose Ryan Sam "
+    "Sara Sarah Scott Sean Sophia Steve Susan Tim Tina Tom Tony Victor Wendy Will Zoe").split()
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(%?)")
+
+
+def _new_number(text: str, rng: random.Random) -> str:
+    """A random number of the same shape as `text` (digit count, commas, decimals, percent)."""
+    m = _NUMBER.fullmatch(text)
+    whole, frac, pct = m.group(1), m.group(2) or "", m.group(3)
+    digits = whole.replace(",", "")
+    if digits in ("0", "1") and not frac:
+        return text  # "1 item", "0" carry meaning the question's wording depends on
+    d = len(digits)
+    hi = 100 if pct else 10 ** d - 1
+    v = rng.randint(2 if d == 1 else 10 ** (d - 1), max(hi, 2))
+    s = f"{v:,}" if "," in whole else str(v)
+    if frac:
+        s += "." + "".join(str(rng.randint(0, 9)) for _ in range(len(frac) - 1))
+    return s + pct
+
+
+def variant_question(question: str, rng: random.Random) -> str:
+    """`question` with each distinct number replaced by a random one of the same shape and each
+    first name from FIRST_NAMES by another, consistently within the question (the same number or
+    name maps to the same replacement everywhere it occurs)."""
+    nums: dict[str, str] = {}
+
+    def num(m):
+        t = m.group(0)
+        if t not in nums:
+            nums[t] = _new_number(t, rng)
+        return nums[t]
+
+    out = _NUMBER.sub(num, question)
+    names: dict[str, str] = {}
+    present = [n for n in FIRST_NAMES if re.search(rf"\b{n}\b", out)]
+    pool = [n for n in FIRST_NAMES if n not in present]
+    rng.shuffle(pool)
+    for n, new in zip(present, pool):
+        names[n] = new
+    if names:
+        out = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b",
+                     lambda m: names[m.group(1)], out)
+    return out
+
+
+def gsm8k_variants(data_dir: str, n: int, seed: int = 0) -> tuple[list[dict], dict]:
+    """n variant prompts of the gsm8k *training* rows (row < n_rows // 2): item i rewrites row
+    i % rows with variant_question, seeded by (seed, row, i // rows); deterministic, and the first
+    k items do not depend on n. Ids "gsm8k-variant/<row>/<j>"."""
+    base, info = _gsm8k(data_dir, False)
+    rows = read_rows(data_dir, "gsm8k")[0][:len(base)]
+    out = []
+    for i in range(n):
+        r, j = i % len(rows), i // len(rows)
+        q = variant_question(rows[r]["question"], random.Random(f"{seed}/{r}/{j}"))
+        out.append({"source": "gsm8k-variant", "id": f"gsm8k-variant/{r}/{j}",
+                    "prompt": _item("gsm8k", r, {**rows[r], "question": q})["prompt"]})
+    return out, {"from_rows": info["used_rows"], "per_row": -(-n // len(rows)), "seed": seed}
+
+
 def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: int = 0,
-                     max_prompts: Optional[int] = None, seed: int = 0) -> tuple[list[dict], dict]:
+                     max_prompts: Optional[int] = None, seed: int = 0,
+                     gsm8k_variants_n: int = 0) -> tuple[list[dict], dict]:
     """Training prompts (see the split above) and a JSON-able description of what was used.
 
     With max_prompts, a seeded random subset of that size is kept (sources mixed); the order is
@@ -88,6 +160,12 @@ def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: 
         its, src_info = _gsm8k(data_dir, False) if src == "gsm8k" else _mbpp(data_dir, False)
         items += its
         info["sources"][src] = {**src_info, "available_prompts": len(its)}
+    if gsm8k_variants_n:
+        if data_dir is None:
+            raise ValueError("--data-dir is required for --gsm8k-variants")
+        var, var_info = gsm8k_variants(data_dir, gsm8k_variants_n, seed)
+        items += var
+        info["sources"]["gsm8k-variant"] = {"available_prompts": len(var), **var_info}
     if synthetic:
         syn = synthetic_prompts(synthetic, seed)
         items += syn

@@ -11,6 +11,7 @@ main(argv) -> exit code. Phases, all bounded by --max-minutes (measured from sta
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -38,11 +39,12 @@ def load_target(path: str, device: torch.device):
 
 
 def prepare_data(args, target, tokenizer, deadline):
-    """-> (samples, prompt_ids of kept prompts, data info for train_meta.json)."""
+    """-> (samples, data info for train_meta.json). With --gen-shard i/n only this process's
+    share of the missing continuations is generated (the rest is read from the caches, if there)."""
     from specpilot.engine.model_runner import eos_ids
 
     items, info = prompts.training_prompts(args.data_dir, args.sources, args.synthetic,
-                                           args.max_prompts, args.seed)
+                                           args.max_prompts, args.seed, args.gsm8k_variants)
     rendered = [prompts.render(tokenizer, it["prompt"]) for it in items]
     keep = [i for i, p in enumerate(rendered) if len(p) <= args.max_len - 2]
     info["prompts_too_long"] = len(items) - len(keep)
@@ -50,30 +52,55 @@ def prepare_data(args, target, tokenizer, deadline):
     eos = eos_ids(args.target, target.config)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     dtype = next(target.parameters()).dtype
-    key = data.cache_key(args.target, rendered, args.max_new_tokens, dtype)
-    cache = os.path.join(args.work_dir, f"data-{key}.jsonl")
-    comps = data.generate_completions(target, rendered, args.max_new_tokens, eos, pad,
-                                      args.gen_batch_size, cache, key, deadline)
+    gen = dict(max_new_tokens=args.max_new_tokens, eos=eos, pad_id=pad,
+               batch_size=args.gen_batch_size, work_dir=args.work_dir, deadline=deadline,
+               shard=args.gen_shard)
+    key = data.settings_key(args.target, args.max_new_tokens, dtype)
+    comps = data.generate_completions(target, [(p, 0) for p in rendered], key=key, **gen)
     samples, stats = data.build_samples(rendered, comps, items, args.max_len)
-    info.update(cache_file=cache, cache_key=key, max_new_tokens=args.max_new_tokens,
-                max_len=args.max_len, eos_token_ids=list(eos), target_dtype=str(dtype), **stats)
+    info.update(cache_dir=os.path.abspath(args.work_dir), settings_key=key,
+                max_new_tokens=args.max_new_tokens, max_len=args.max_len,
+                eos_token_ids=list(eos), target_dtype=str(dtype), **stats)
     if args.samples_per_prompt > 1:  # extra sampled continuations, prompt-major order
         reps = args.samples_per_prompt - 1
         sampling = {"temperature": args.temperature, "top_p": args.top_p, "seed": args.seed}
-        many = [p for p in rendered for _ in range(reps)]
-        skey = data.cache_key(args.target, many, args.max_new_tokens, dtype, sampling)
-        scache = os.path.join(args.work_dir, f"data-{skey}.jsonl")
-        scomps = data.generate_completions(target, many, args.max_new_tokens, eos, pad,
-                                           args.gen_batch_size, scache, skey, deadline, sampling)
-        extra, sstats = data.build_samples(many, scomps, [it for it in items for _ in range(reps)],
-                                           args.max_len)
+        skey = data.settings_key(args.target, args.max_new_tokens, dtype, sampling)
+        sjobs = [(p, k) for p in rendered for k in range(reps)]
+        scomps = data.generate_completions(target, sjobs, key=skey, sampling=sampling, **gen)
+        extra, sstats = data.build_samples([p for p, _ in sjobs], scomps,
+                                           [it for it in items for _ in range(reps)], args.max_len)
         samples += extra
-        info["sampled"] = {**sampling, "per_prompt": reps, "cache_file": scache,
-                           "cache_key": skey, **sstats}
-        info["cache_key"] = f"{key}+{skey}"  # the resume check compares the whole data
+        info["sampled"] = {**sampling, "per_prompt": reps, "settings_key": skey, **sstats}
         for k in ("sequences", "completion_tokens", "total_tokens"):
             info[k] += sstats[k]
+    h = hashlib.sha256()  # the resume check compares the whole data, in order
+    for smp in samples:
+        h.update(json.dumps(smp["ids"]).encode())
+    info["data_key"] = h.hexdigest()[:16]
     return samples, info
+
+
+def load_weights(drafter, weights: dict, grown: int = 0) -> None:
+    """Loads resumed weights. With `grown` > 0 the drafter has that many layers more than the
+    weights: they are appended after the loaded ones and start as the identity (their attention
+    output and MLP down projections zeroed: each adds 0 to the residual stream), so the grown
+    drafter computes exactly what the loaded one did and training starts from its accuracy."""
+    dev = next(drafter.parameters()).device
+    if not grown:
+        drafter.load_state_dict({k: v.to(dev) for k, v in weights.items()})
+        return
+    missing, unexpected = drafter.load_state_dict({k: v.to(dev) for k, v in weights.items()},
+                                                  strict=False)
+    n_old = len(drafter.layers) - grown
+    new = {f"layers.{i}." for i in range(n_old, len(drafter.layers))}
+    if unexpected or any(not any(k.startswith(p) for p in new) for k in missing):
+        raise ValueError(f"grown drafter does not match the resumed weights (missing "
+                         f"{[k for k in missing if not any(k.startswith(p) for p in new)]}, "
+                         f"unexpected {unexpected})")
+    with torch.no_grad():
+        for layer in list(drafter.layers)[n_old:]:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
 
 
 def _param_groups(drafter, weight_decay):
@@ -96,7 +123,12 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as e:
         print(f"error: cannot load the tokenizer of --target {args.target}: {e}", file=sys.stderr)
         return 2
-    gen_deadline = None if deadline is None else t0 + 60 * args.max_minutes * args.gen_fraction
+    if args.generate_only:
+        gen_deadline = deadline
+    elif args.gen_fraction == 0:
+        gen_deadline = t0  # nothing is generated: the caches hold the data
+    else:
+        gen_deadline = None if deadline is None else t0 + 60 * args.max_minutes * args.gen_fraction
     try:
         prompts.training_prompts(args.data_dir, args.sources, args.synthetic, 1)  # fail fast
         target = load_target(args.target, device)
@@ -104,17 +136,27 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.generate_only:
+        print(f"generate-only: {data_info['sequences']} sequences available "
+              f"({data_info['completion_tokens']} completion tokens) in {args.work_dir}")
+        return 0
     if not samples:
         print("error: no usable training sequences (see the data stats above)", file=sys.stderr)
         return 2
     print(f"data: {data_info['sequences']} sequences, {data_info['completion_tokens']} "
-          f"completion tokens ({data_info['prompts_by_source']}); cache {data_info['cache_file']}")
+          f"completion tokens ({data_info['prompts_by_source']}); caches in {data_info['cache_dir']}")
     used = {t for s in samples for t in s["ids"]}
     res = checkpoint.load_resume(args.resume) if args.resume else None
     tc = target.config
     if res is not None:
         cfg, mask_info = res["cfg"], res["meta"].get("mask_token", {})
         print(f"resuming from {args.resume} ({res['kind']}); drafter flags come from its config")
+        if args.grow_layers:
+            if res["kind"] != "weights" or "layer_types" in cfg:
+                print("error: --grow-layers needs --resume of an exported drafter (weights only, "
+                      "no per-layer types)", file=sys.stderr)
+                return 2
+            cfg = {**cfg, "num_hidden_layers": cfg["num_hidden_layers"] + args.grow_layers}
     else:
         if args.mask_token_id is not None:
             mask, how = args.mask_token_id, "given by --mask-token-id"
@@ -136,7 +178,7 @@ def main(argv=None) -> int:
     try:
         drafter = new_drafter(cfg, target, args.max_len + bsz, args.seed)
         if res is not None:
-            drafter.load_state_dict({k: v.to(device) for k, v in res["weights"].items()})
+            load_weights(drafter, res["weights"], grown=args.grow_layers)
     except (ValueError, RuntimeError) as e:  # config/target mismatch, wrong tensors
         print(f"error: cannot build the drafter for this target: {e}", file=sys.stderr)
         return 2
@@ -147,7 +189,7 @@ def main(argv=None) -> int:
     if res is not None and res["kind"] == "state":
         opt.load_state_dict(res["optimizer"])
         step, total = res["step"], args.steps or res["total_steps"]
-        same = res.get("data_key") == data_info["cache_key"] and \
+        same = res.get("data_key") == data_info["data_key"] and \
             res["sampler"]["n"] == len(samples)  # a partly generated cache may have grown
         if same:
             sampler.load_state_dict(res["sampler"])
@@ -166,6 +208,7 @@ def main(argv=None) -> int:
         "versions": {"torch": torch.__version__,
                      "transformers": __import__("transformers").__version__},
         "resumed_from": os.path.abspath(args.resume) if args.resume else None,
+        "grown_layers": args.grow_layers or None,
     }
     print(f"drafter: {meta['drafter']}; mask token {mask_info}")
     exact = res is not None and res["kind"] == "state"  # continue the old log, else a new one
@@ -200,7 +243,7 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
                             "elapsed_s": round(time.monotonic() - t0, 1), "last": last, **run}
         checkpoint.save_state(args.state_dir, drafter, opt, {
             "step": step, "total_steps": total, "sampler": sampler.state_dict(), "cfg": cfg,
-            "meta": meta, "data_key": meta["data"]["cache_key"]})
+            "meta": meta, "data_key": meta["data"]["data_key"]})
         checkpoint.save_export(args.out, drafter, cfg, meta, args.save_dtype)
         est_save = max(est_save if step == 0 else 0.0, time.monotonic() - ts)
 

@@ -102,8 +102,9 @@ def test_cli_exports_public_dflash_layout(trained, target):
     meta = json.loads((out / "train_meta.json").read_text())
     assert "first half" in meta["data"]["split"]["gsm8k"]
     assert meta["mask_token"]["id"] == dfc["mask_token_id"] >= 101  # first row past the tokenizer
-    seqs = data._read_cache(meta["data"]["cache_file"], meta["data"]["cache_key"])
+    seqs = data.read_caches(meta["data"]["cache_dir"], meta["data"]["settings_key"])
     assert len(seqs) == 4 and all(dfc["mask_token_id"] not in c for c in seqs.values())
+    assert {k for _, k in seqs} == {0}
     assert len(log) == 8 and meta["training"]["step"] == 8
 
 
@@ -338,9 +339,17 @@ def test_time_budget_stops_cleanly(target, data_dir, tmp_path):
     assert meta["total_steps"] == 0 and meta["last"]["lr"] < 0.5 * 3e-3
 
 
+def _cache_lines(work, key):
+    out = []
+    for path in data.cache_files(str(work), key):
+        with open(path) as f:
+            out += [json.loads(line) for line in f.read().splitlines()[1:]]
+    return out
+
+
 def test_sampled_continuations(target, data_dir, tmp_path):
     """--samples-per-prompt 3: the greedy data plus 2 sampled continuations per prompt, cached
-    under their own key; a second run reads the caches back instead of generating again."""
+    under their own settings key; a second run reads the caches back instead of generating."""
     extra = ["--steps", "1", "--samples-per-prompt", "3", "--temperature", "1.5"]
     run_cli(target, data_dir, tmp_path / "a", tmp_path / "work", *extra)
     meta = json.loads((tmp_path / "a" / "train_meta.json").read_text())["data"]
@@ -349,18 +358,91 @@ def test_sampled_continuations(target, data_dir, tmp_path):
     assert s["per_prompt"] == 2 and s["temperature"] == 1.5
     assert s["sequences"] + s["dropped"]["too_short_or_long"] == 2 * n
     assert meta["sequences"] > s["sequences"]  # the greedy sequences are there too
-    assert meta["cache_key"] == f"{os.path.basename(meta['cache_file'])[5:-6]}+{s['cache_key']}"
-    with open(s["cache_file"]) as f:
-        comps = [json.loads(line)["completion"] for line in f.read().splitlines()[1:]]
-    with open(meta["cache_file"]) as f:
-        greedy = [json.loads(line)["completion"] for line in f.read().splitlines()[1:]]
+    assert s["settings_key"] != meta["settings_key"]
+    comps = _cache_lines(tmp_path / "work", s["settings_key"])
+    greedy = _cache_lines(tmp_path / "work", meta["settings_key"])
     assert len(comps) == 2 * n and len(greedy) == n
-    assert len({tuple(c) for c in comps} - {tuple(g) for g in greedy}) > 0  # really sampled
-    before = os.path.getmtime(s["cache_file"])
+    assert sorted(r["k"] for r in comps) == [0] * n + [1] * n
+    assert len({tuple(r["completion"]) for r in comps} -
+               {tuple(r["completion"]) for r in greedy}) > 0  # really sampled
+    files = data.cache_files(str(tmp_path / "work"), s["settings_key"])
+    before = [os.path.getmtime(f) for f in files]
     run_cli(target, data_dir, tmp_path / "b", tmp_path / "work", *extra)
-    assert os.path.getmtime(s["cache_file"]) == before  # read back, not generated again
+    assert [os.path.getmtime(f) for f in files] == before  # read back, not generated again
     meta_b = json.loads((tmp_path / "b" / "train_meta.json").read_text())["data"]
-    assert meta_b["cache_key"] == meta["cache_key"] and meta_b["sequences"] == meta["sequences"]
+    assert meta_b["data_key"] == meta["data_key"] and meta_b["sequences"] == meta["sequences"]
+
+
+def test_cache_is_per_prompt_and_sharded(target, data_dir, tmp_path):
+    """Generation split over two --generate-only shards writes two files, which a training run
+    reads back together without generating; a larger prompt set (more --gsm8k-variants) then
+    generates only its new prompts."""
+    work = tmp_path / "work"
+    base = ["--target", target, "--data-dir", data_dir, "--work-dir", str(work), *COMMON,
+            "--gsm8k-variants", "2", "--generate-only"]
+    for i in (0, 1):
+        assert train.main([*base, "--out", str(tmp_path / f"g{i}"), "--gen-shard", f"{i}/2"]) == 0
+    files = sorted(os.listdir(work))
+    assert len(files) == 2 and files[0].endswith("-0of2.jsonl") and files[1].endswith("-1of2.jsonl")
+    key = files[0][5:21]
+    first = _cache_lines(work, key)
+    assert len(first) == 2 + 2 + 2  # gsm8k rows 0-1, mbpp 1 and 600, 2 variants
+    assert len({r["h"] for r in first}) == len(first)
+    mtimes = [os.path.getmtime(work / f) for f in files]
+    run_cli(target, data_dir, tmp_path / "t", work, "--steps", "1", "--gsm8k-variants", "2")
+    assert [os.path.getmtime(work / f) for f in files] == mtimes and len(os.listdir(work)) == 2
+    meta = json.loads((tmp_path / "t" / "train_meta.json").read_text())["data"]
+    assert meta["sequences"] == 6 and meta["prompts_by_source"]["gsm8k-variant"] == 2
+    run_cli(target, data_dir, tmp_path / "t2", work, "--steps", "1", "--gsm8k-variants", "4")
+    assert len(_cache_lines(work, key)) == len(first) + 2  # only the 2 new prompts generated
+
+
+def test_gsm8k_variants(data_dir, tmp_path):
+    rng = __import__("random").Random(0)
+    q = "Janet has 16 eggs and 1,250 coins; Bob gives Janet 16 more at 2.5% interest. Ann is 3."
+    v = prompts.variant_question(q, rng)
+    assert v != q and "Janet" not in v and "Bob" not in v and "Ann" not in v
+    import re
+    nums = re.findall(r"\d[\d,.]*%?", v)
+    assert len(nums) == 5 and nums[0] == nums[2]  # 16 -> the same new number both times
+    assert re.fullmatch(r"\d,\d{3}", nums[1]) and nums[3].endswith("%") and "." in nums[3]
+    items, info = prompts.gsm8k_variants(data_dir, 5)
+    assert [it["id"] for it in items] == ["gsm8k-variant/0/0", "gsm8k-variant/1/0",
+                                          "gsm8k-variant/0/1", "gsm8k-variant/1/1",
+                                          "gsm8k-variant/0/2"]
+    from specpilot.evals.datasets import STEP_BY_STEP
+    assert all(it["prompt"].endswith(STEP_BY_STEP) for it in items)
+    assert items[:3] == prompts.gsm8k_variants(data_dir, 3)[0]  # prefix-stable
+    assert info["from_rows"] == "0-1"  # the training half only
+    held = [it["prompt"].split("\n")[0] for it in prompts.eval_prompts(data_dir, "gsm8k-heldout")]
+    assert not any(it["prompt"].split("\n")[0] in held for it in items)
+    all_items, info = prompts.training_prompts(data_dir, gsm8k_variants_n=4)
+    assert info["prompts_by_source"]["gsm8k-variant"] == 4
+
+
+def test_grow_layers_starts_as_identity(trained, target, data_dir, tmp_path):
+    """--grow-layers 1 on a 1-layer export: the 2-layer drafter's first step has exactly the
+    1-layer drafter's loss, and the new layer trains."""
+    import shutil
+
+    base, _ = trained
+    src = str(tmp_path / "export")  # the exported drafter alone (no trainer state)
+    os.makedirs(src)
+    for fn in ("config.json", "model.safetensors", "train_meta.json"):
+        shutil.copy(base / "a" / fn, src)
+    ref = run_cli(target, data_dir, tmp_path / "same", base / "work", "--steps", "1",
+                  "--resume", src, "--lr", "1e-12")
+    grown = run_cli(target, data_dir, tmp_path / "g", base / "work", "--steps", "2",
+                    "--resume", src, "--grow-layers", "1")
+    assert grown[0]["loss"] == pytest.approx(ref[0]["loss"], rel=1e-5)
+    cfg = json.loads((tmp_path / "g" / "config.json").read_text())
+    assert cfg["num_hidden_layers"] == 2
+    with safe_open(str(tmp_path / "g" / "model.safetensors"), framework="pt") as f:
+        assert f.get_tensor("layers.1.self_attn.o_proj.weight").abs().sum() > 0
+    assert json.loads((tmp_path / "g" / "train_meta.json").read_text())["grown_layers"] == 1
+    with pytest.raises(SystemExit):
+        train.parse_args(["--target", target, "--out", "o", "--steps", "1", "--data-dir",
+                          data_dir, "--grow-layers", "1"])
 
 
 # ------------------------------------------------------------------ synthetic prompts
