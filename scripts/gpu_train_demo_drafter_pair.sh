@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Two drafter trainings side by side on a 2-GPU machine (one per GPU), on the same data, then
-# their real acceptance on held-out prompts: an ablation at the cost of one run. < 10 min:
+# Two drafter trainings side by side, one per GPU on a 2-GPU machine (GPUS="0 1", the default) or
+# both on one GPU (GPUS="0 0": a 135M target's training steps leave the GPU partly idle), on the
+# same data, then their real acceptance on held-out prompts: an ablation at the cost of one
+# run. < 10 min:
 #
 #   MODEL=<demo model HF folder> OUT=<folder> RESUME=<exported drafter> \
 #   A="<extra train flags of variant A>" B="<... of variant B>" \
@@ -8,10 +10,10 @@
 #   [EVAL_LIMIT=5] [EVAL_SECONDS=90] bash scripts/gpu_train_demo_drafter_pair.sh
 #
 # 1. Data: the target's continuations of the training prompts (DATA_FLAGS below), generated in
-#    two shards at once (`--generate-only --gen-shard i/2`, one per GPU, GEN_MINUTES each);
+#    two shards at once (`--generate-only --gen-shard i/2`, one per GPU of GPUS, GEN_MINUTES);
 #    whatever DATA_CACHE already holds is reused (the caches are content-addressed).
-# 2. Training: variant A on GPU 0 and B on GPU 1, TRAIN_MINUTES each, from the cached data only
-#    (`--gen-fraction 0`). RESUME_A / RESUME_B (default: RESUME) are the drafters they start
+# 2. Training: variant A on the first GPU of GPUS and B on the second, TRAIN_MINUTES each, from
+#    the cached data only (`--gen-fraction 0`). RESUME_A / RESUME_B (default: RESUME) are the drafters they start
 #    from: an exported drafter (warm start) or a trainer state (exact resume). Exports and states
 #    stay on the machine under $WORK/{A,B}/ for a later call (RESUME_A=$WORK/A/state).
 # 3. Evaluation: each variant's tau with our stock engine, block 16, on the held-out splits.
@@ -30,11 +32,11 @@ DATA_FLAGS=(--data-dir "$DATA" --work-dir "$WORK/data" --synthetic "${SYNTHETIC:
   --gsm8k-variants "${VARIANTS:-0}" --samples-per-prompt "${SAMPLES:-3}" --temperature 0.8
   --max-new-tokens "${MAX_NEW:-256}" --max-len 512)
 read -r -a DX <<< "${DATA_EXTRA:-}"; DATA_FLAGS+=("${DX[@]}")
-DEVICE="${DEVICE:-cuda}"
+DEVICE="${DEVICE:-cuda}"; read -r -a GPU <<< "${GPUS:-0 1}"
 T0=$(date +%s)
 el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 for i in 0 1; do
-  CUDA_VISIBLE_DEVICES=$i "$PY" -m specpilot.train_drafter --target "$MODEL" --out "$WORK/gen$i" \
+  CUDA_VISIBLE_DEVICES=${GPU[$i]} "$PY" -m specpilot.train_drafter --target "$MODEL" --out "$WORK/gen$i" \
     "${DATA_FLAGS[@]}" --generate-only --gen-shard "$i/2" --gen-batch-size "${GEN_BATCH:-1024}" \
     --max-minutes "${GEN_MINUTES:-2.5}" --device "$DEVICE" > "$WORK/gen$i.log" 2>&1 &
 done
@@ -60,7 +62,7 @@ run() {  # variant gpu extra-flags...
   } 2>&1 | grep --line-buffered -v "it/s\]$" | grep --line-buffered -v "step/s\]$" > "$OUT/$v/train.log"
 }
 read -r -a FA <<< "${A:-}"; read -r -a FB <<< "${B:-}"
-run A 0 "${FA[@]}" & run B 1 "${FB[@]}" &
+run A "${GPU[0]}" "${FA[@]}" & run B "${GPU[1]}" "${FB[@]}" &
 wait
 el "trained and evaluated"
 for v in A B; do echo "== $v: ${!v:-}"; grep -E "^data:|^drafter:|^stopped|^split|^gsm8k|^math500|^humaneval|^mbpp|rc=" "$OUT/$v/train.log"; done
