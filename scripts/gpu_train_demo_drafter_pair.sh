@@ -12,6 +12,8 @@
 # 1. Data: the target's continuations of the training prompts (DATA_FLAGS below), generated in
 #    two shards at once (`--generate-only --gen-shard i/2`, one per GPU of GPUS, GEN_MINUTES);
 #    whatever DATA_CACHE already holds is reused (the caches are content-addressed).
+#    GEN_BACKEND=engine generates with our own engine instead of transformers (GEN_BATCH: its
+#    running requests).
 # 2. Training: variant A on the first GPU of GPUS and B on the second, TRAIN_MINUTES each, from
 #    the cached data only (`--gen-fraction 0`). RESUME_A / RESUME_B (default: RESUME) are the drafters they start
 #    from: an exported drafter (warm start) or a trainer state (exact resume). Exports and states
@@ -38,6 +40,7 @@ el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 for i in 0 1; do
   CUDA_VISIBLE_DEVICES=${GPU[$i]} "$PY" -m specpilot.train_drafter --target "$MODEL" --out "$WORK/gen$i" \
     "${DATA_FLAGS[@]}" --generate-only --gen-shard "$i/2" --gen-batch-size "${GEN_BATCH:-1024}" \
+    --gen-backend "${GEN_BACKEND:-hf}" \
     --max-minutes "${GEN_MINUTES:-2.5}" --device "$DEVICE" > "$WORK/gen$i.log" 2>&1 &
 done
 wait

@@ -12,8 +12,9 @@
    ``--reproducible`` adds the exact check: `ar` eager (no CUDA graphs, so the swapped layers
    run), every linear layer that W12 converts running either our bf16 Triton GEMM
    (``kernel.bf16_matmul``) or ``w12_matmul(reproducible=True)``, both with the untuned default
-   configs (``SPECPILOT_W12_AUTOTUNE=0``): the two GEMMs then sum the same products in the same
-   order, so the outputs must be identical token for token.
+   configs (``SPECPILOT_W12_AUTOTUNE=0`` and the tuning cache of the runs before cleared): the
+   two GEMMs then sum the same products in the same order, so the outputs must be identical
+   token for token (``gpu_w12_repro_check.demo_check``, which also runs each engine twice).
 2. Real shape (``--target``, random weights, bf16): ``ar`` decode with CUDA graphs at the given
    batches, bf16 against ``--weight-format w12`` (the weights converted on the GPU at load time,
    the same seed so both engines hold the same weights), milliseconds per step and tokens/s side
@@ -104,30 +105,12 @@ def swap_linears(model: torch.nn.Module, names: set) -> int:
 
 
 def demo_reproducible(a, prompts, sp) -> dict:
-    """`ar` with the W12 layers in reproducible mode against the same layers on our bf16 Triton
-    GEMM, default configs on both sides: identical by construction (module doc)."""
-    from specpilot.w12.linear import convert_model_linears
+    """The exact check of ``gpu_w12_repro_check.demo_check``: `ar` with the W12 layers in
+    reproducible mode against the same layers on our bf16 Triton GEMM, default configs on both
+    sides (the tuning cache of the runs above cleared first), identical by construction."""
+    from gpu_w12_repro_check import demo_check
 
-    os.environ["SPECPILOT_W12_AUTOTUNE"] = "0"
-    common = dict(model_path=a.demo_model, device=a.device, dtype="bfloat16",
-                  max_total_tokens=16384, max_running_requests=len(prompts),
-                  disable_cuda_graph=True)
-    outs = {}
-    eng = OfflineEngine(ServerArgs(**common))
-    report = convert_model_linears(eng.runner.model, reproducible=True)
-    names = {n for n, kind in report["layers"].items() if kind.startswith("w12")}
-    outs["w12 reproducible"] = [o.output_ids for o in eng.generate(prompts, sp)]
-    del eng
-    free()
-    eng = OfflineEngine(ServerArgs(**common))
-    swapped = swap_linears(eng.runner.model, names)
-    outs["triton bf16"] = [o.output_ids for o in eng.generate(prompts, sp)]
-    del eng
-    free()
-    same = sum(x == y for x, y in zip(outs["w12 reproducible"], outs["triton bf16"]))
-    print(f"demo ar, {len(names)} layers W12 reproducible vs {swapped} on the bf16 Triton GEMM "
-          f"(default configs, eager): identical on {same}/{len(prompts)} prompts", flush=True)
-    return dict(identical=same, prompts=len(prompts), layers=len(names), swapped=swapped)
+    return demo_check(a.demo_model, len(prompts), sp.max_new_tokens, a.device)
 
 
 def demo(a) -> dict:

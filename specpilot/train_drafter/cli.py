@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.8, help="for the sampled ones")
     g.add_argument("--top-p", type=float, default=0.95, help="for the sampled ones")
     g.add_argument("--gen-batch-size", type=int, default=64)
+    g.add_argument("--gen-backend", default="hf", choices=["hf", "engine"],
+                   help="what generates the data: transformers `generate` (hf, default) or our "
+                        "own engine (the `ar` engine's kernels, per-request sampling seeds)")
     g.add_argument("--gen-fraction", type=float, default=0.6,
                    help="share of --max-minutes data generation may use (rest is training; 0: "
                         "generate nothing, train on what the caches hold)")

@@ -18,8 +18,10 @@ dir with that key is read (read_caches), so
   - an interrupted run (or one stopped at its deadline) resumes where it stopped,
   - generation can be split over processes / GPUs (`--gen-shard i/n` writes
     data-<key>-<i>of<n>.jsonl) and the shards are read back together.
-A sampled batch is seeded from (seed, first job's hash and k): a continuation is a draw from the
-target's distribution, reproducible when the batches are the same.
+Two generators: HFGenerator (transformers `generate`) and EngineGenerator (our own engine, the
+`ar` engine's kernels; --gen-backend). A sampled job's seed is job_seed(seed, hash, k); the
+engine seeds each request with it (a draw independent of batching), transformers seeds a batch
+with its first job's (a draw reproducible when the batches are the same).
 
 A completion is cut after its first EOS (the EOS kept: the drafter learns to propose it).
 
@@ -109,35 +111,97 @@ def cut_at_eos(ids: Sequence[int], eos: Sequence[int]) -> list[int]:
     return out
 
 
-@torch.no_grad()
-def generate_completions(model, jobs: list[tuple[list[int], int]], max_new_tokens: int,
-                         eos: Sequence[int], pad_id: int, batch_size: int, work_dir: str, key: str,
-                         deadline: Optional[float] = None, sampling: Optional[dict] = None,
+def job_seed(seed: int, h: str, k: int) -> int:
+    """The sampling seed of job (prompt hash h, draw k): independent of batching and order."""
+    return (int(seed) * 1_000_003 + int(h, 16) * 31 + int(k)) % (2**63 - 1)
+
+
+class HFGenerator:
+    """Batches through transformers `generate` (left padding, stop at EOS). Sampled batches are
+    seeded with their first job's seed, so a draw depends on the batch it was made in."""
+
+    name = "hf"
+
+    def __init__(self, model, max_new_tokens: int, eos: Sequence[int], pad_id: int):
+        self.model, self.eos, self.pad_id, self.max_new = model, list(eos), pad_id, max_new_tokens
+
+    @torch.no_grad()
+    def __call__(self, prompts: list[list[int]], sampling: Optional[dict],
+                 seeds: list[int]) -> list[list[int]]:
+        from transformers import GenerationConfig
+
+        args = dict(do_sample=True, temperature=sampling["temperature"], top_p=sampling["top_p"],
+                    top_k=0) if sampling else dict(do_sample=False)
+        gc = GenerationConfig(max_new_tokens=self.max_new, eos_token_id=self.eos,
+                              pad_token_id=self.pad_id, **args)
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            ids[r, width - len(p):] = torch.tensor(p)
+            mask[r, width - len(p):] = 1
+        if sampling:
+            torch.manual_seed(seeds[0])
+        device = next(self.model.parameters()).device
+        out = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
+                                  generation_config=gc)
+        return [cut_at_eos(out[r, width:].tolist(), self.eos) for r in range(len(prompts))]
+
+
+class EngineGenerator:
+    """Batches through our own engine (OfflineEngine: paged KV cache, continuous batching, CUDA
+    graphs on the GPU): the kernels the `ar` engine decodes with. A sampled job uses its own seed
+    (job_seed), so its draw does not depend on the batch. The engine stops at the target's EOS
+    ids and keeps the EOS token, like cut_at_eos."""
+
+    name = "engine"
+
+    def __init__(self, target_path: str, device: str, dtype: str, batch_size: int, max_len: int,
+                 max_new_tokens: int):
+        from specpilot.config import ServerArgs
+        from specpilot.offline import OfflineEngine
+
+        self.max_new = max_new_tokens
+        per_seq = max_len + max_new_tokens + 16
+        self.engine = OfflineEngine(ServerArgs(
+            model_path=target_path, device=device, dtype=dtype, skip_tokenizer_init=True,
+            max_running_requests=batch_size, max_total_tokens=batch_size * per_seq,
+            context_length=per_seq, cuda_graph_max_bs=min(batch_size, 256)))
+
+    def __call__(self, prompts: list[list[int]], sampling: Optional[dict],
+                 seeds: list[int]) -> list[list[int]]:
+        from specpilot.core import SamplingParams
+
+        if sampling:
+            params = [SamplingParams(max_new_tokens=self.max_new, temperature=sampling["temperature"],
+                                     top_p=sampling["top_p"], seed=s) for s in seeds]
+        else:
+            params = SamplingParams(max_new_tokens=self.max_new, temperature=0)
+        return [list(o.output_ids) for o in self.engine.generate(prompts, params)]
+
+
+def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int, work_dir: str,
+                         key: str, max_new_tokens: int, deadline: Optional[float] = None,
+                         sampling: Optional[dict] = None,
                          shard: tuple[int, int] = (0, 1)) -> list[Optional[list[int]]]:
-    """Continuations of `jobs` [(prompt ids, k)], cached under work_dir (see module doc): greedy,
-    or sampled with sampling = {"temperature", "top_p", "seed"}.
+    """Continuations of `jobs` [(prompt ids, k)] made by `gen` (HFGenerator or EngineGenerator),
+    cached under work_dir (see module doc): greedy, or sampled with sampling = {"temperature",
+    "top_p", "seed"}.
 
     Returns one completion per job, None for a job left ungenerated: past `deadline`
     (time.monotonic()), or outside this process's `shard` (i, n) (jobs j with j % n == i are
     generated here; the others only read from the caches). Jobs are batched longest first."""
-    from transformers import GenerationConfig
-
     done = read_caches(work_dir, key)
     hashes = [(prompt_hash(p), int(k)) for p, k in jobs]
     idx, n_shards = shard
     todo = sorted({hk: j for j, hk in enumerate(hashes)
                    if hk not in done and j % n_shards == idx}.values(),
                   key=lambda j: -len(jobs[j][0]))
-    device = next(model.parameters()).device
-    sample_args = dict(do_sample=True, temperature=sampling["temperature"],
-                       top_p=sampling["top_p"], top_k=0) if sampling else dict(do_sample=False)
-    gc = GenerationConfig(max_new_tokens=max_new_tokens, eos_token_id=list(eos),
-                          pad_token_id=pad_id, **sample_args)
     what = "sampled" if sampling else "greedy"
     if todo:
         tag = "" if n_shards == 1 else f"-{idx}of{n_shards}"
         path = os.path.join(work_dir, f"data-{key}{tag}.jsonl")
-        print(f"generate data ({what}): {len(todo)} to generate, "
+        print(f"generate data ({what}, {gen.name}): {len(todo)} to generate, "
               f"{sum(hk in done for hk in hashes)}/{len(jobs)} cached", file=sys.stderr)
         bar = tqdm(total=len(todo), unit="seq", desc=f"generate data ({what})")
         f = None
@@ -155,23 +219,12 @@ def generate_completions(model, jobs: list[tuple[list[int], int]], max_new_token
                         f.write(json.dumps({"format": 2, "settings": key, "sampling": sampling,
                                             "max_new_tokens": max_new_tokens}) + "\n")
                 batch = todo[s:s + batch_size]
-                width = max(len(jobs[j][0]) for j in batch)
-                ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for r, j in enumerate(batch):
-                    p = jobs[j][0]
-                    ids[r, width - len(p):] = torch.tensor(p)
-                    mask[r, width - len(p):] = 1
-                if sampling:
-                    h0, k0 = hashes[batch[0]]
-                    torch.manual_seed((int(sampling["seed"]) * 1_000_003 + int(h0, 16) + k0)
-                                      % 2**63)
-                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                     generation_config=gc)
-                for r, j in enumerate(batch):
-                    done[hashes[j]] = cut_at_eos(out[r, width:].tolist(), eos)
+                seeds = [job_seed(sampling["seed"], *hashes[j]) if sampling else 0 for j in batch]
+                outs = gen([jobs[j][0] for j in batch], sampling, seeds)
+                for j, c in zip(batch, outs):
+                    done[hashes[j]] = c
                     f.write(json.dumps({"h": hashes[j][0], "k": hashes[j][1],
-                                        "completion": done[hashes[j]]}) + "\n")
+                                        "completion": c}) + "\n")
                 f.flush()
                 bar.update(len(batch))
         finally:

@@ -38,6 +38,27 @@ def load_target(path: str, device: torch.device):
     return model
 
 
+class _LazyGenerator:
+    """Builds the generator on first use: a run whose data is all cached builds no engine."""
+
+    def __init__(self, make, name):
+        self._make, self._gen, self.name = make, None, name
+
+    def __call__(self, *a):
+        if self._gen is None:
+            self._gen = self._make()
+        return self._gen(*a)
+
+
+def _generator(args, target, eos, pad, dtype):
+    if args.gen_backend == "hf":
+        return data.HFGenerator(target, args.max_new_tokens, eos, pad)
+    device = next(target.parameters()).device
+    return _LazyGenerator(lambda: data.EngineGenerator(
+        args.target, device.type, "bfloat16" if dtype == torch.bfloat16 else "float32",
+        args.gen_batch_size, args.max_len, args.max_new_tokens), "engine")
+
+
 def prepare_data(args, target, tokenizer, deadline):
     """-> (samples, data info for train_meta.json). With --gen-shard i/n only this process's
     share of the missing continuations is generated (the rest is read from the caches, if there)."""
@@ -52,13 +73,14 @@ def prepare_data(args, target, tokenizer, deadline):
     eos = eos_ids(args.target, target.config)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     dtype = next(target.parameters()).dtype
-    gen = dict(max_new_tokens=args.max_new_tokens, eos=eos, pad_id=pad,
+    gen = dict(gen=_generator(args, target, eos, pad, dtype), max_new_tokens=args.max_new_tokens,
                batch_size=args.gen_batch_size, work_dir=args.work_dir, deadline=deadline,
                shard=args.gen_shard)
     key = data.settings_key(args.target, args.max_new_tokens, dtype)
-    comps = data.generate_completions(target, [(p, 0) for p in rendered], key=key, **gen)
+    comps = data.generate_completions(jobs=[(p, 0) for p in rendered], key=key, **gen)
     samples, stats = data.build_samples(rendered, comps, items, args.max_len)
     info.update(cache_dir=os.path.abspath(args.work_dir), settings_key=key,
+                gen_backend=args.gen_backend,
                 max_new_tokens=args.max_new_tokens, max_len=args.max_len,
                 eos_token_ids=list(eos), target_dtype=str(dtype), **stats)
     if args.samples_per_prompt > 1:  # extra sampled continuations, prompt-major order
@@ -66,7 +88,7 @@ def prepare_data(args, target, tokenizer, deadline):
         sampling = {"temperature": args.temperature, "top_p": args.top_p, "seed": args.seed}
         skey = data.settings_key(args.target, args.max_new_tokens, dtype, sampling)
         sjobs = [(p, k) for p in rendered for k in range(reps)]
-        scomps = data.generate_completions(target, sjobs, key=skey, sampling=sampling, **gen)
+        scomps = data.generate_completions(jobs=sjobs, key=skey, sampling=sampling, **gen)
         extra, sstats = data.build_samples([p for p, _ in sjobs], scomps,
                                            [it for it in items for _ in range(reps)], args.max_len)
         samples += extra

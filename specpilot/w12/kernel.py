@@ -562,6 +562,12 @@ def _tune_key(kind: str, M: int, N: int, K: int, device) -> str:
     return f"{kind}|{_gpu_name(index)}|m{m_bucket(M)}|n{N}|k{K}"
 
 
+def clear_tuning() -> None:
+    """Forget the tuned configs held in memory (a tune file already read is not read again).
+    Needed before comparing two kinds at their default configs after either was tuned."""
+    _TUNED.clear()
+
+
 def load_tuning(path: str) -> int:
     """Merge a JSON tuning file (written by ``save_tuning``) into the in-memory cache."""
     with open(path) as f:

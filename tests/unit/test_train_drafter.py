@@ -557,3 +557,25 @@ def test_synthetic_prompts_hold_no_benchmark_text():
     assert not any(f"{r['problem']}\n{STEP_BY_STEP}" in full for r in rows["math500"])
     entry_points = {r["entry_point"] for r in rows["humaneval"]}
     assert not entry_points & {n for t in synthetic.HUMANEVAL_TASKS for n in t.names}
+
+
+def test_engine_backend_matches_hf(target, data_dir, tmp_path):
+    """--gen-backend engine: greedy continuations equal transformers' (fp32, CPU), and a sampled
+    job's draw does not depend on the batch it runs in (per-request seeds)."""
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32).eval()
+    tok = __import__("transformers").AutoTokenizer.from_pretrained(target)
+    ps = [prompts.render(tok, q) for q in ("2+3?", "Add 7 and 8.", "x")]
+    eng = data.EngineGenerator(target, "cpu", "float32", 4, 64, 24)
+    hf = data.HFGenerator(m, 24, [tok.eos_token_id], tok.pad_token_id)
+    assert eng(ps, None, [0] * 3) == hf(ps, None, [0] * 3)
+    samp = {"temperature": 1.5, "top_p": 0.95, "seed": 0}
+    seeds = [data.job_seed(0, data.prompt_hash(p), 1) for p in ps]
+    together = eng(ps, samp, seeds)
+    alone = [eng([p], samp, [s])[0] for p, s in zip(ps, seeds)]
+    assert together == alone and together != eng(ps, None, [0] * 3)
+    run_cli(target, data_dir, tmp_path / "e", tmp_path / "w", "--steps", "1", "--gen-backend",
+            "engine", "--samples-per-prompt", "2")
+    meta = json.loads((tmp_path / "e" / "train_meta.json").read_text())["data"]
+    assert meta["gen_backend"] == "engine" and meta["sampled"]["sequences"] >= 1
