@@ -62,8 +62,8 @@ def kernels_check(device="cuda") -> dict:
                 cfg = k.default_config(m, n, kk, k._num_sms(x.device))
                 a, a2 = (k.w12_matmul(x, p, reproducible=True) for _ in range(2))
                 b, b2 = (k.bf16_matmul(x, w) for _ in range(2))
-                r = dict(N=n, K=kk, per_row=per_row, escapes=int(t.esc.numel()), decode_exact=dec_ok,
-                         M=m, config=str(cfg), repro_eq_bf16=torch.equal(a, b),
+                r = dict(N=n, K=kk, per_row=per_row, escapes=int(t.esc.numel()),
+                         decode_exact=dec_ok, M=m, config=str(cfg), repro_eq_bf16=torch.equal(a, b),
                          deterministic=torch.equal(a, a2) and torch.equal(b, b2))
                 rows.append(r)
                 print(f"N{n:5d} K{kk:5d} per_row={int(per_row)} esc={r['escapes']:4d} "

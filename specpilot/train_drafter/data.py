@@ -173,8 +173,9 @@ class EngineGenerator:
         from specpilot.core import SamplingParams
 
         if sampling:
-            params = [SamplingParams(max_new_tokens=self.max_new, temperature=sampling["temperature"],
-                                     top_p=sampling["top_p"], seed=s) for s in seeds]
+            params = [SamplingParams(max_new_tokens=self.max_new, seed=s,
+                                     temperature=sampling["temperature"], top_p=sampling["top_p"])
+                      for s in seeds]
         else:
             params = SamplingParams(max_new_tokens=self.max_new, temperature=0)
         return [list(o.output_ids) for o in self.engine.generate(prompts, params)]
@@ -184,13 +185,14 @@ def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int
                          key: str, max_new_tokens: int, deadline: Optional[float] = None,
                          sampling: Optional[dict] = None,
                          shard: tuple[int, int] = (0, 1)) -> list[Optional[list[int]]]:
-    """Continuations of `jobs` [(prompt ids, k)] made by `gen` (HFGenerator or EngineGenerator),
-    cached under work_dir (see module doc): greedy, or sampled with sampling = {"temperature",
-    "top_p", "seed"}.
+    """Continuations of `jobs` [(prompt ids, k)] made by `gen` (HFGenerator, EngineGenerator or
+    None), cached under work_dir (see module doc): greedy, or sampled with sampling =
+    {"temperature", "top_p", "seed"}.
 
     Returns one completion per job, None for a job left ungenerated: past `deadline`
-    (time.monotonic()), or outside this process's `shard` (i, n) (jobs j with j % n == i are
-    generated here; the others only read from the caches). Jobs are batched longest first."""
+    (time.monotonic()), outside this process's `shard` (i, n) (jobs j with j % n == i are
+    generated here; the others only read from the caches), or every uncached one when `gen` is
+    None (train on the caches only). Jobs are batched longest first."""
     done = read_caches(work_dir, key)
     hashes = [(prompt_hash(p), int(k)) for p, k in jobs]
     idx, n_shards = shard
@@ -198,7 +200,10 @@ def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int
                    if hk not in done and j % n_shards == idx}.values(),
                   key=lambda j: -len(jobs[j][0]))
     what = "sampled" if sampling else "greedy"
-    if todo:
+    if todo and gen is None:
+        print(f"data ({what}): {len(hashes) - len(todo)}/{len(jobs)} cached; the other "
+              f"{len(todo)} are left out (no generation asked for)", file=sys.stderr)
+    elif todo:
         tag = "" if n_shards == 1 else f"-{idx}of{n_shards}"
         path = os.path.join(work_dir, f"data-{key}{tag}.jsonl")
         print(f"generate data ({what}, {gen.name}): {len(todo)} to generate, "

@@ -77,11 +77,11 @@ def _mbpp(data_dir: str, test: bool) -> tuple[list[dict], dict]:
 FIRST_NAMES = (
     "Aaron Abby Adam Aisha Alan Albert Alex Alice Amy Andrew Angela Ann Anna Ashley Ben Beth Bill "
     "Bob Brian Carl Carla Carlos Carol Charles Charlie Chris Claire Dan Daniel David Diana Emily "
-    "Emma Eric Eva Frank Gary George Grace Greg Hannah Harry Helen Henry Jack Jake James Jamie Jane "
-    "Janet Jason Jean Jenny Jerry Jessica Jim Joe John Jon Josh Julia Julie Karen Kate Kelly Ken "
-    "Kevin Kim Laura Leo Lily Linda Lisa Liz Lucy Luke Maria Mark Mary Matt Max Mia Michael Mike "
-    "Nancy Nick Nina Noah Olivia Paul Peter Rachel Ray Rebecca Richard Rob Robert Rose Ryan Sam "
-    "Sara Sarah Scott Sean Sophia Steve Susan Tim Tina Tom Tony Victor Wendy Will Zoe").split()
+    "Emma Eric Eva Frank Gary George Grace Greg Hannah Harry Helen Henry Jack Jake James Jamie "
+    "Jane Janet Jason Jean Jenny Jerry Jessica Jim Joe John Jon Josh Julia Julie Karen Kate Kelly "
+    "Ken Kevin Kim Laura Leo Lily Linda Lisa Liz Lucy Luke Maria Mark Mary Matt Max Mia Michael "
+    "Mike Nancy Nick Nina Noah Olivia Paul Peter Rachel Ray Rebecca Richard Rob Robert Rose Ryan "
+    "Sam Sara Sarah Scott Sean Sophia Steve Susan Tim Tina Tom Tony Victor Wendy Will Zoe").split()
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(%?)")
 
 
@@ -145,6 +145,7 @@ def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: 
                      max_prompts: Optional[int] = None, seed: int = 0,
                      gsm8k_variants_n: int = 0) -> tuple[list[dict], dict]:
     """Training prompts (see the split above) and a JSON-able description of what was used.
+    A prompt text that occurs twice (templated synthetic prompts can) is kept once.
 
     With max_prompts, a seeded random subset of that size is kept (sources mixed); the order is
     shuffled either way. data_dir may be None only when sources is empty (synthetic only)."""
@@ -176,6 +177,10 @@ def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: 
                                         "families": families}
     if not items:
         raise ValueError("no training prompts: give --data-dir sources and/or --synthetic N")
+    seen: set = set()
+    unique = [it for it in items if not (it["prompt"] in seen or seen.add(it["prompt"]))]
+    info["duplicates_dropped"] = len(items) - len(unique)  # templated prompts can repeat
+    items = unique
     random.Random(seed).shuffle(items)
     if max_prompts is not None and max_prompts < len(items):
         items = items[:max_prompts]

@@ -51,6 +51,8 @@ class _LazyGenerator:
 
 
 def _generator(args, target, eos, pad, dtype):
+    if args.gen_fraction == 0 and not args.generate_only:
+        return None  # train on the caches only
     if args.gen_backend == "hf":
         return data.HFGenerator(target, args.max_new_tokens, eos, pad)
     device = next(target.parameters()).device
@@ -145,10 +147,8 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as e:
         print(f"error: cannot load the tokenizer of --target {args.target}: {e}", file=sys.stderr)
         return 2
-    if args.generate_only:
+    if args.generate_only or args.gen_fraction == 0:  # (0: nothing is generated at all)
         gen_deadline = deadline
-    elif args.gen_fraction == 0:
-        gen_deadline = t0  # nothing is generated: the caches hold the data
     else:
         gen_deadline = None if deadline is None else t0 + 60 * args.max_minutes * args.gen_fraction
     try:
@@ -166,7 +166,8 @@ def main(argv=None) -> int:
         print("error: no usable training sequences (see the data stats above)", file=sys.stderr)
         return 2
     print(f"data: {data_info['sequences']} sequences, {data_info['completion_tokens']} "
-          f"completion tokens ({data_info['prompts_by_source']}); caches in {data_info['cache_dir']}")
+          f"completion tokens ({data_info['prompts_by_source']}); "
+          f"caches in {data_info['cache_dir']}")
     used = {t for s in samples for t in s["ids"]}
     res = checkpoint.load_resume(args.resume) if args.resume else None
     tc = target.config

@@ -393,6 +393,10 @@ def test_cache_is_per_prompt_and_sharded(target, data_dir, tmp_path):
     assert [os.path.getmtime(work / f) for f in files] == mtimes and len(os.listdir(work)) == 2
     meta = json.loads((tmp_path / "t" / "train_meta.json").read_text())["data"]
     assert meta["sequences"] == 6 and meta["prompts_by_source"]["gsm8k-variant"] == 2
+    run_cli(target, data_dir, tmp_path / "t0", work, "--steps", "1", "--gsm8k-variants", "4",
+            "--gen-fraction", "0")  # caches only: the 2 new prompts are left out
+    meta = json.loads((tmp_path / "t0" / "train_meta.json").read_text())["data"]
+    assert meta["sequences"] == 6 and len(_cache_lines(work, key)) == len(first)
     run_cli(target, data_dir, tmp_path / "t2", work, "--steps", "1", "--gsm8k-variants", "4")
     assert len(_cache_lines(work, key)) == len(first) + 2  # only the 2 new prompts generated
 
@@ -418,6 +422,14 @@ def test_gsm8k_variants(data_dir, tmp_path):
     assert not any(it["prompt"].split("\n")[0] in held for it in items)
     all_items, info = prompts.training_prompts(data_dir, gsm8k_variants_n=4)
     assert info["prompts_by_source"]["gsm8k-variant"] == 4
+
+
+def test_duplicate_prompts_kept_once():
+    items, info = prompts.training_prompts(None, (), synthetic=2400)
+    texts = [it["prompt"] for it in items]
+    assert info["duplicates_dropped"] > 0 and len(texts) == len(set(texts))
+    assert len(texts) + info["duplicates_dropped"] == 2400 == sum(
+        info["sources"]["synthetic"]["families"].values())
 
 
 def test_grow_layers_starts_as_identity(trained, target, data_dir, tmp_path):
