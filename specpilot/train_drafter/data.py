@@ -78,7 +78,7 @@ def cache_files(work_dir: str, key: str) -> list[str]:
 def read_caches(work_dir: str, key: str) -> dict[tuple[str, int], list[int]]:
     """{(prompt hash, k): completion} from every cache file of `key` in work_dir (see module doc).
     A file whose header is not format 2 with this key is skipped with a warning; a line cut by an
-    interruption ends its file."""
+    interruption is skipped."""
     done: dict[tuple[str, int], list[int]] = {}
     for path in cache_files(work_dir, key):
         with open(path) as f:
@@ -96,8 +96,8 @@ def read_caches(work_dir: str, key: str) -> dict[tuple[str, int], list[int]]:
         for line in lines[1:]:
             try:
                 rec = json.loads(line)
-            except ValueError:
-                break
+            except ValueError:  # a line cut by an interruption: the records after it still count
+                continue
             done[(rec["h"], int(rec["k"]))] = [int(t) for t in rec["completion"]]
     return done
 
@@ -219,7 +219,13 @@ def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int
                 if f is None:  # the file is made only once something is generated
                     os.makedirs(work_dir, exist_ok=True)
                     new = not os.path.isfile(path) or os.path.getsize(path) == 0
+                    if not new:
+                        with open(path, "rb") as r:
+                            r.seek(-1, os.SEEK_END)
+                            cut = r.read(1) != b"\n"
                     f = open(path, "a")
+                    if not new and cut:  # an interrupted run left a partial line: end it
+                        f.write("\n")
                     if new:
                         f.write(json.dumps({"format": 2, "settings": key, "sampling": sampling,
                                             "max_new_tokens": max_new_tokens}) + "\n")

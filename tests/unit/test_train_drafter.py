@@ -343,7 +343,7 @@ def _cache_lines(work, key):
     out = []
     for path in data.cache_files(str(work), key):
         with open(path) as f:
-            out += [json.loads(line) for line in f.read().splitlines()[1:]]
+            out += [json.loads(line) for line in f.read().splitlines()[1:] if line.endswith("}")]
     return out
 
 
@@ -397,8 +397,11 @@ def test_cache_is_per_prompt_and_sharded(target, data_dir, tmp_path):
             "--gen-fraction", "0")  # caches only: the 2 new prompts are left out
     meta = json.loads((tmp_path / "t0" / "train_meta.json").read_text())["data"]
     assert meta["sequences"] == 6 and len(_cache_lines(work, key)) == len(first)
+    killed = work / f"data-{key}.jsonl"  # the file this run appends to, left cut mid-line
+    killed.write_text(json.dumps({"format": 2, "settings": key}) + '\n{"h": "00ab", "k": 0, "co')
     run_cli(target, data_dir, tmp_path / "t2", work, "--steps", "1", "--gsm8k-variants", "4")
-    assert len(_cache_lines(work, key)) == len(first) + 2  # only the 2 new prompts generated
+    assert len(data.read_caches(str(work), key)) == len(first) + 2  # only the 2 new generated
+    assert len(killed.read_text().splitlines()) == 4  # header, the cut line, 2 new records
 
 
 def test_gsm8k_variants(data_dir, tmp_path):
