@@ -90,11 +90,10 @@ def _new_number(text: str, rng: random.Random) -> str:
     m = _NUMBER.fullmatch(text)
     whole, frac, pct = m.group(1), m.group(2) or "", m.group(3)
     digits = whole.replace(",", "")
-    if digits in ("0", "1") and not frac:
-        return text  # "1 item", "0" carry meaning the question's wording depends on
     d = len(digits)
-    hi = 100 if pct else 10 ** d - 1
-    v = rng.randint(2 if d == 1 else 10 ** (d - 1), max(hi, 2))
+    if (digits in ("0", "1") and not frac) or (pct and d >= 3):
+        return text  # "1 item", "0", "100%" carry meaning the question's wording depends on
+    v = rng.randint(2 if d == 1 else 10 ** (d - 1), 10 ** d - 1)
     s = f"{v:,}" if "," in whole else str(v)
     if frac:
         s += "." + "".join(str(rng.randint(0, 9)) for _ in range(len(frac) - 1))

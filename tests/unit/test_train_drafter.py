@@ -413,6 +413,11 @@ def test_gsm8k_variants(data_dir, tmp_path):
     nums = re.findall(r"\d[\d,.]*%?", v)
     assert len(nums) == 5 and nums[0] == nums[2]  # 16 -> the same new number both times
     assert re.fullmatch(r"\d,\d{3}", nums[1]) and nums[3].endswith("%") and "." in nums[3]
+    for text in ("1500%", "100%", "7%", "0.25", "1", "0", "3:00"):  # shapes, odd ones included
+        for _ in range(20):
+            out = prompts.variant_question(text, rng)
+            assert len(out) == len(text) and ("%" in out) == ("%" in text)
+            assert out == text if text in ("1500%", "100%", "1", "0") else out[0] != "0"
     items, info = prompts.gsm8k_variants(data_dir, 5)
     assert [it["id"] for it in items] == ["gsm8k-variant/0/0", "gsm8k-variant/1/0",
                                           "gsm8k-variant/0/1", "gsm8k-variant/1/1",
