@@ -303,6 +303,10 @@ def test_lr_schedule():
     (["--steps", "1", "--block-size", "1"], "--block-size"),
     ([], "--steps and/or --max-minutes"),
     (["--steps", "1", "--data-dir", "/nonexistent"], "not a folder"),
+    (["--steps", "1", "--gen-shard", "0/2"], "--gen-shard needs --generate-only"),
+    (["--generate-only", "--gen-shard", "2/2"], "need 0 <= I < N"),
+    (["--generate-only", "--gen-shard", "a/b"], "must be I/N"),
+    (["--steps", "1", "--gen-fraction", "1.5"], "--gen-fraction must be in [0, 1]"),
 ])
 def test_cli_errors(target, data_dir, argv, msg, capsys):
     base = ["--target", "/nonexistent" if msg == "no config.json" else target, "--out", "o"]
