@@ -76,34 +76,6 @@ def demo_prompts(model_dir: str, n: int):
     return [render(tok, it["prompt"]) for it in eval_prompts(DATA, "gsm8k-heldout", n)]
 
 
-class TritonBF16Linear(torch.nn.Module):
-    """An nn.Linear's weight and bias through our bf16 Triton GEMM (the W12 kernels' template)."""
-
-    def __init__(self, lin: torch.nn.Linear):
-        super().__init__()
-        self.weight, self.bias = lin.weight, lin.bias
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from specpilot.w12.kernel import bf16_matmul
-
-        y = bf16_matmul(x.reshape(-1, x.shape[-1]), self.weight)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.reshape(*x.shape[:-1], y.shape[-1])
-
-
-def swap_linears(model: torch.nn.Module, names: set) -> int:
-    """Replace the nn.Linear children named in ``names`` by TritonBF16Linear; returns how many."""
-    n = 0
-    for mname, module in model.named_modules():
-        for cname, child in list(module.named_children()):
-            full = f"{mname}.{cname}" if mname else cname
-            if full in names and isinstance(child, torch.nn.Linear):
-                setattr(module, cname, TritonBF16Linear(child))
-                n += 1
-    return n
-
-
 def demo_reproducible(a, prompts, sp) -> dict:
     """The exact check of ``gpu_w12_repro_check.demo_check``: `ar` with the W12 layers in
     reproducible mode against the same layers on our bf16 Triton GEMM, default configs on both

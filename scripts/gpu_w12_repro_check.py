@@ -35,6 +35,34 @@ SHAPES = [(576, 576), (192, 576), (1536, 576), (576, 1536), (960, 576), (3072, 5
 MS = (1, 3, 16, 17, 40, 64, 65, 200, 1000, 2600)
 
 
+class TritonBF16Linear(torch.nn.Module):
+    """An nn.Linear's weight and bias through our bf16 Triton GEMM (the W12 kernels' template)."""
+
+    def __init__(self, lin: torch.nn.Linear):
+        super().__init__()
+        self.weight, self.bias = lin.weight, lin.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from specpilot.w12.kernel import bf16_matmul
+
+        y = bf16_matmul(x.reshape(-1, x.shape[-1]), self.weight)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+
+def swap_linears(model: torch.nn.Module, names: set) -> int:
+    """Replace the nn.Linear children named in ``names`` by TritonBF16Linear; returns how many."""
+    n = 0
+    for mname, module in model.named_modules():
+        for cname, child in list(module.named_children()):
+            full = f"{mname}.{cname}" if mname else cname
+            if full in names and isinstance(child, torch.nn.Linear):
+                setattr(module, cname, TritonBF16Linear(child))
+                n += 1
+    return n
+
+
 def _defaults_only():
     from specpilot.w12 import kernel
 
@@ -76,7 +104,7 @@ def kernels_check(device="cuda") -> dict:
 
 
 def demo_check(model_dir: str, n_prompts: int = 16, new: int = 64, device="cuda") -> dict:
-    from gpu_w12_e2e import demo_prompts, swap_linears
+    from gpu_w12_e2e import demo_prompts
 
     from specpilot.config import ServerArgs
     from specpilot.core import SamplingParams

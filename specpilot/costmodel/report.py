@@ -128,7 +128,6 @@ def build_report(target: TargetShape, drafter, step: Step, rates: Rates,
         rep["notes"] += _notes("ar", profile.ar)
         if profile.spec is not None:
             rep["notes"] += _notes("stock", profile.spec)
-        if profile.spec is not None:
             a, s = profile.ar, profile.spec
             rep["ceiling"]["measured_eager"] = s.accepted * a.eager_ms / s.eager_ms
             if a.graph_ms and s.graph_ms:

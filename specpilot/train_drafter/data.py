@@ -152,26 +152,29 @@ class EngineGenerator:
     """Batches through our own engine (OfflineEngine: paged KV cache, continuous batching, CUDA
     graphs on the GPU): the kernels the `ar` engine decodes with. A sampled job uses its own seed
     (job_seed), so its draw does not depend on the batch. The engine stops at the target's EOS
-    ids and keeps the EOS token, like cut_at_eos."""
+    ids and keeps the EOS token, like cut_at_eos. The engine is built on the first call, so a run
+    whose data is all cached builds none."""
 
     name = "engine"
 
     def __init__(self, target_path: str, device: str, dtype: str, batch_size: int, max_len: int,
                  max_new_tokens: int):
         from specpilot.config import ServerArgs
-        from specpilot.offline import OfflineEngine
 
-        self.max_new = max_new_tokens
+        self.max_new, self.engine = max_new_tokens, None
         per_seq = max_len + max_new_tokens + 16
-        self.engine = OfflineEngine(ServerArgs(
+        self.args = ServerArgs(
             model_path=target_path, device=device, dtype=dtype, skip_tokenizer_init=True,
             max_running_requests=batch_size, max_total_tokens=batch_size * per_seq,
-            context_length=per_seq, cuda_graph_max_bs=min(batch_size, 256)))
+            context_length=per_seq, cuda_graph_max_bs=min(batch_size, 256))
 
     def __call__(self, prompts: list[list[int]], sampling: Optional[dict],
                  seeds: list[int]) -> list[list[int]]:
         from specpilot.core import SamplingParams
+        from specpilot.offline import OfflineEngine
 
+        if self.engine is None:
+            self.engine = OfflineEngine(self.args)
         if sampling:
             params = [SamplingParams(max_new_tokens=self.max_new, seed=s,
                                      temperature=sampling["temperature"], top_p=sampling["top_p"])

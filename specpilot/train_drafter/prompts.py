@@ -59,11 +59,17 @@ def read_rows(data_dir: str, name: str) -> tuple[list[dict], dict]:
                   "published_sha256_match": sha == SHA256.get(FILES[name])}
 
 
-def _gsm8k(data_dir: str, heldout: bool) -> tuple[list[dict], dict]:
+def _gsm8k_rows(data_dir: str, heldout: bool) -> tuple[range, list[dict], dict]:
+    """(row indices of the half, all rows, file info with "used_rows")."""
     rows, info = read_rows(data_dir, "gsm8k")
     half = len(rows) // 2
     idx = range(half, len(rows)) if heldout else range(half)
     info["used_rows"] = f"{idx.start}-{idx.stop - 1}" if len(idx) else "none"
+    return idx, rows, info
+
+
+def _gsm8k(data_dir: str, heldout: bool) -> tuple[list[dict], dict]:
+    idx, rows, info = _gsm8k_rows(data_dir, heldout)
     return [{"source": "gsm8k", **_item("gsm8k", i, rows[i])} for i in idx], info
 
 
@@ -129,8 +135,8 @@ def gsm8k_variants(data_dir: str, n: int, seed: int = 0) -> tuple[list[dict], di
     """n variant prompts of the gsm8k *training* rows (row < n_rows // 2): item i rewrites row
     i % rows with variant_question, seeded by (seed, row, i // rows); deterministic, and the first
     k items do not depend on n. Ids "gsm8k-variant/<row>/<j>"."""
-    base, info = _gsm8k(data_dir, False)
-    rows = read_rows(data_dir, "gsm8k")[0][:len(base)]
+    idx, rows, info = _gsm8k_rows(data_dir, False)
+    rows = [rows[i] for i in idx]
     out = []
     for i in range(n):
         r, j = i % len(rows), i // len(rows)

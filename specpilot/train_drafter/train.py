@@ -38,27 +38,14 @@ def load_target(path: str, device: torch.device):
     return model
 
 
-class _LazyGenerator:
-    """Builds the generator on first use: a run whose data is all cached builds no engine."""
-
-    def __init__(self, make, name):
-        self._make, self._gen, self.name = make, None, name
-
-    def __call__(self, *a):
-        if self._gen is None:
-            self._gen = self._make()
-        return self._gen(*a)
-
-
 def _generator(args, target, eos, pad, dtype):
     if args.gen_fraction == 0 and not args.generate_only:
         return None  # train on the caches only
     if args.gen_backend == "hf":
         return data.HFGenerator(target, args.max_new_tokens, eos, pad)
-    device = next(target.parameters()).device
-    return _LazyGenerator(lambda: data.EngineGenerator(
-        args.target, device.type, "bfloat16" if dtype == torch.bfloat16 else "float32",
-        args.gen_batch_size, args.max_len, args.max_new_tokens), "engine")
+    return data.EngineGenerator(args.target, next(target.parameters()).device.type,
+                                "bfloat16" if dtype == torch.bfloat16 else "float32",
+                                args.gen_batch_size, args.max_len, args.max_new_tokens)
 
 
 def prepare_data(args, target, tokenizer, deadline):
