@@ -12,6 +12,7 @@
 # 1. Data: the target's continuations of the training prompts (DATA_FLAGS below), generated in
 #    two shards at once (`--generate-only --gen-shard i/2`, one per GPU of GPUS, GEN_MINUTES);
 #    whatever DATA_CACHE already holds is reused (the caches are content-addressed).
+#    GEN_MINUTES=0 skips this step (the data was generated before, e.g. in WORK by another call).
 #    GEN_BACKEND=engine generates with our own engine instead of transformers (GEN_BATCH: its
 #    running requests).
 # 2. Training: variant A on the first GPU of GPUS and B on the second, TRAIN_MINUTES each, from
@@ -37,6 +38,7 @@ read -r -a DX <<< "${DATA_EXTRA:-}"; DATA_FLAGS+=("${DX[@]}")
 DEVICE="${DEVICE:-cuda}"; read -r -a GPU <<< "${GPUS:-0 1}"
 T0=$(date +%s)
 el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
+if [ "${GEN_MINUTES:-2.5}" = "0" ]; then el "GEN_MINUTES=0: no generation, training on the caches" | tee "$OUT/gen.log"; else
 for i in 0 1; do
   CUDA_VISIBLE_DEVICES=${GPU[$i]} "$PY" -m specpilot.train_drafter --target "$MODEL" --out "$WORK/gen$i" \
     "${DATA_FLAGS[@]}" --generate-only --gen-shard "$i/2" --gen-batch-size "${GEN_BATCH:-1024}" \
@@ -46,6 +48,7 @@ done
 wait
 cat "$WORK/gen0.log" "$WORK/gen1.log" | grep -v "it/s\]$" | grep -v "seq/s\]$" > "$OUT/gen.log"
 el "data generated" | tee -a "$OUT/gen.log"
+fi
 run() {  # variant gpu extra-flags...
   local v=$1 gpu=$2; shift 2
   local resume_var="RESUME_$v"; local resume="${!resume_var:-${RESUME:-}}"

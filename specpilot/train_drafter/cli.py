@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--batch-size", type=int, default=8, help="sequences per step")
     g.add_argument("--blocks-per-seq", type=int, default=8, help="anchor blocks per sequence")
     g.add_argument("--gamma", type=float, default=7.0, help="loss weight exp(-(j-1)/gamma)")
+    g.add_argument("--distill", default="none", choices=["none", "argmax", "kl"],
+                   help="what each block row learns: the data token (none, the released DFlash "
+                        "recipe), the target's own greedy token at that position (argmax), or "
+                        "the target's whole distribution there (kl); see train_drafter/model.py")
     g.add_argument("--lr", type=float, default=6e-4)
     g.add_argument("--min-lr-ratio", type=float, default=0.1)
     g.add_argument("--warmup", type=int, default=50, help="warmup steps")

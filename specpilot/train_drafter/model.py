@@ -10,8 +10,16 @@ Positions: context row p at p, block row (k, j) at anchor_k + j. This is exactly
 BlockDrafter.store_context + BlockDrafter.forward compute at inference for one block, batched
 (tested in tests/unit/test_train_drafter.py), so the trained weights are the loader's weights.
 
-Loss: cross-entropy of target-head logits (the target's frozen lm_head on the drafter's
-final-normed hidden) for rows j >= 1 against ids[anchor + j], weighted exp(-(j-1)/gamma).
+Loss, for rows j >= 1, weighted exp(-(j-1)/gamma), on target-head logits (the target's frozen
+lm_head on the drafter's final-normed hidden); what row j learns (`distill`):
+  none    cross-entropy against the data token ids[anchor + j] (the released DFlash recipe);
+  argmax  cross-entropy against the target's own greedy choice at that position, argmax of its
+          logits after ids[.. anchor + j - 1] (from the same frozen forward that gives the
+          features). At temperature 0 a draft row is accepted iff it equals exactly that token;
+          on sampled continuations the data token differs from it wherever the draw did;
+  kl      KL(target || drafter) over the whole vocabulary (soft labels from the same logits).
+The metrics (acc, acc1, tau_est) compare the drafter's argmax with the labels learnt (for kl:
+the target's argmax).
 """
 
 from __future__ import annotations
@@ -69,13 +77,32 @@ def new_drafter(cfg: dict, target, max_positions: int, seed: int) -> BlockDrafte
     return drafter.to(next(target.parameters()).device)
 
 
+DISTILL = ("none", "argmax", "kl")
+
+
 @torch.no_grad()
-def target_features(target, input_ids, attention_mask, layer_ids) -> torch.Tensor:
+def target_features(target, input_ids, attention_mask, layer_ids, final: bool = False):
     """[N, L] ids -> [N, L, len(layer_ids) * H]: HF hidden_states[id + 1] (the output of decoder
-    layer id) concatenated, from the frozen target's base model (no LM head computed)."""
+    layer id) concatenated, from the frozen target's base model (no LM head computed). With
+    `final`, also the base model's last (final-normed) hidden state [N, L, H]: the target's
+    logits at row p (its prediction of token p + 1) are its head applied to row p."""
     base = getattr(target, target.base_model_prefix)
     out = base(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-    return torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1)
+    feats = torch.cat([out.hidden_states[i + 1] for i in layer_ids], dim=-1)
+    return (feats, out.last_hidden_state) if final else feats
+
+
+@torch.no_grad()
+def target_logits(drafter: BlockDrafter, final: torch.Tensor, anchors: torch.Tensor,
+                  labels: torch.Tensor) -> torch.Tensor:
+    """The target's logits [M, V] for the labelled block rows (labels != IGNORE, in that order):
+    row (n, k, j) is token anchor + j, predicted from the target's final hidden at
+    anchor + j - 1."""
+    n, _, b = labels.shape
+    pos = anchors[:, :, None] + torch.arange(b, device=anchors.device) - 1  # [N, K, B]
+    seq = torch.arange(n, device=final.device)[:, None, None].expand_as(pos)
+    sel = labels != IGNORE
+    return drafter.logits(final[seq[sel], pos[sel]])
 
 
 def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int) -> torch.Tensor:
@@ -139,17 +166,32 @@ def position_weights(block_size: int, gamma: float, device=None) -> torch.Tensor
     return torch.where(j >= 1, torch.exp(-(j - 1) / gamma), torch.zeros_like(j))
 
 
-def block_loss(drafter: BlockDrafter, hidden: torch.Tensor, labels: torch.Tensor, gamma: float):
-    """hidden [N, K, B, H], labels [N, K, B] -> (weighted CE loss, metrics dict of floats).
+def block_loss(drafter: BlockDrafter, hidden: torch.Tensor, labels: torch.Tensor, gamma: float,
+               teacher: torch.Tensor | None = None, distill: str = "none"):
+    """hidden [N, K, B, H], labels [N, K, B] -> (weighted loss, metrics dict of floats).
+    `teacher`: the target's logits [M, V] of the labelled rows (target_logits), needed by
+    distill argmax / kl (module doc); with argmax the labels become their argmax.
 
     Metrics: acc1 (row 1 top-1), acc (all labelled rows) and tau_est = 1 + mean over blocks of
     the run of leading correct rows (greedy acceptance length within the batch's blocks)."""
+    if distill not in DISTILL:
+        raise ValueError(f"distill must be one of {DISTILL}, got {distill!r}")
+    if distill != "none" and teacher is None:
+        raise ValueError(f"distill {distill!r} needs the target's logits (teacher)")
     b = labels.shape[-1]
+    if distill != "none":
+        labels = labels.clone()
+        labels[labels != IGNORE] = teacher.argmax(-1)
     w = position_weights(b, gamma, labels.device).expand_as(labels) * (labels != IGNORE)
     sel = w > 0
     logits = drafter.logits(hidden[sel])  # [M, V] fp32
-    ce = F.cross_entropy(logits, labels[sel], reduction="none")
-    loss = (ce * w[sel]).sum() / w[sel].sum().clamp_min(1e-9)
+    if distill == "kl":
+        keep = w[labels != IGNORE] > 0  # rows of `teacher` that `sel` keeps (row 0 weighs 0)
+        logp_t = F.log_softmax(teacher[keep].float(), dim=-1)
+        per_row = (logp_t.exp() * (logp_t - F.log_softmax(logits, dim=-1))).sum(-1)
+    else:
+        per_row = F.cross_entropy(logits, labels[sel], reduction="none")
+    loss = (per_row * w[sel]).sum() / w[sel].sum().clamp_min(1e-9)
     with torch.no_grad():
         correct = torch.zeros_like(labels, dtype=torch.bool)
         correct[sel] = logits.argmax(-1) == labels[sel]
@@ -161,14 +203,21 @@ def block_loss(drafter: BlockDrafter, hidden: torch.Tensor, labels: torch.Tensor
     return loss, metrics
 
 
-def forward_loss(drafter, target, batch: Batch, gamma: float, autocast: bool):
-    """The whole training forward for one batch: frozen target features, drafter, loss."""
+def forward_loss(drafter, target, batch: Batch, gamma: float, autocast: bool,
+                 distill: str = "none"):
+    """The whole training forward for one batch: frozen target features (and, to distill, the
+    target's logits of the labelled rows), drafter, loss."""
     dev_type = batch.input_ids.device.type
     ids = drafter.dc.target_layer_ids
     with torch.autocast(dev_type, dtype=torch.bfloat16, enabled=autocast):
-        feats = target_features(target, batch.input_ids, batch.attention_mask, ids)
+        out = target_features(target, batch.input_ids, batch.attention_mask, ids,
+                              final=distill != "none")
+        feats, teacher = out, None
+        if distill != "none":
+            feats, final = out
+            teacher = target_logits(drafter, final, batch.anchors, batch.labels)
         hidden = block_hidden(drafter, feats, batch.block_ids, batch.anchors)
-        return block_loss(drafter, hidden, batch.labels, gamma)
+        return block_loss(drafter, hidden, batch.labels, gamma, teacher, distill)
 
 
 def count_parameters(module) -> int:

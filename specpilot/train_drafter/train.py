@@ -246,9 +246,9 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
     def save():
         nonlocal est_save
         ts = time.monotonic()
-        run = {k: getattr(args, k) for k in ("batch_size", "blocks_per_seq", "gamma", "lr",
-                                              "min_lr_ratio", "warmup", "schedule", "weight_decay",
-                                              "grad_clip", "seed")}
+        run = {k: getattr(args, k) for k in ("batch_size", "blocks_per_seq", "gamma", "distill",
+                                              "lr", "min_lr_ratio", "warmup", "schedule",
+                                              "weight_decay", "grad_clip", "seed")}
         meta["training"] = {"step": step, "total_steps": total, "stop_reason": reason,
                             "elapsed_s": round(time.monotonic() - t0, 1), "last": last, **run}
         checkpoint.save_state(args.state_dir, drafter, opt, {
@@ -285,7 +285,7 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
             lr = lr_at(step, total, args.lr, warm, args.schedule, args.min_lr_ratio, progress)
             for g in opt.param_groups:
                 g["lr"] = lr
-            loss, m = forward_loss(drafter, target, batch, args.gamma, autocast)
+            loss, m = forward_loss(drafter, target, batch, args.gamma, autocast, args.distill)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = float(torch.nn.utils.clip_grad_norm_(params, args.grad_clip))

@@ -15,7 +15,7 @@ from safetensors import safe_open
 from specpilot.train_drafter import data, evaluate, prompts, train
 from specpilot.train_drafter.batching import IGNORE, make_batch
 from specpilot.train_drafter.model import (block_hidden, block_loss, drafter_config, forward_loss,
-                                           lr_at, new_drafter)
+                                           lr_at, new_drafter, target_features, target_logits)
 from tests.e2e.tiny_models import make_tiny
 
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
@@ -273,6 +273,83 @@ def test_loss_weights_and_metrics(hf_target):
     w = torch.tensor([1.0, torch.exp(torch.tensor(-1.0))])
     assert float(loss) == pytest.approx(float((ce * w).sum() / w.sum()), rel=1e-5)
     assert 1.0 <= m["tau_est"] <= 3.0
+
+
+def test_teacher_logits_are_the_targets_next_token_logits(hf_target):
+    """target_logits gives, for every labelled row (anchor + j), the target's own logits after
+    ids[.. anchor + j - 1]; on the target's greedy continuation their argmax is the data token."""
+    d = tiny_drafter(hf_target, layers=1)
+    prompt = torch.tensor([[1, 40, 52, 61, 70, 44, 2]])
+    ids = hf_target.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=30,
+                             do_sample=False, pad_token_id=0, eos_token_id=None)
+    assert ids.shape[1] == 37
+    seq = {"ids": ids[0].tolist(), "prompt_len": 7}
+    batch = make_batch([seq], [0], 4, 6, 200, torch.Generator().manual_seed(0))
+    feats, final = target_features(hf_target, batch.input_ids, batch.attention_mask, [0, 2],
+                                   final=True)
+    teacher = target_logits(d, final, batch.anchors, batch.labels)
+    full = hf_target(ids).logits[0]  # [L, V]: row p predicts token p + 1
+    sel = batch.labels != IGNORE
+    pos = (batch.anchors[:, :, None] + torch.arange(4))[sel]
+    assert teacher.shape == (int(sel.sum()), full.shape[-1]) and len(pos) > 10
+    torch.testing.assert_close(teacher, full[pos - 1], atol=1e-4, rtol=1e-4)
+    assert teacher.argmax(-1).tolist() == batch.labels[sel].tolist()  # greedy data
+
+
+def test_distill_losses(hf_target):
+    d = tiny_drafter(hf_target, layers=1)
+    torch.manual_seed(2)
+    hidden = torch.randn(1, 1, 4, 64)
+    labels = torch.tensor([[[IGNORE, 5, 6, 7]]])
+    teacher = torch.randn(3, 256) * 3
+    w = torch.exp(-torch.arange(3.0))
+    # argmax: the data labels are replaced by the teacher's greedy tokens
+    loss, m = block_loss(d, hidden, labels, 1.0, teacher, "argmax")
+    ce = torch.nn.functional.cross_entropy(d.logits(hidden[0, 0, 1:]), teacher.argmax(-1),
+                                           reduction="none")
+    assert float(loss) == pytest.approx(float((ce * w).sum() / w.sum()), rel=1e-5)
+    # kl: KL(teacher || drafter) per row, same weights; 0 when the drafter equals the teacher
+    loss, m = block_loss(d, hidden, labels, 1.0, teacher, "kl")
+    lt = torch.log_softmax(teacher, -1)
+    kl = (lt.exp() * (lt - torch.log_softmax(d.logits(hidden[0, 0, 1:]), -1))).sum(-1)
+    assert float(loss) == pytest.approx(float((kl * w).sum() / w.sum()), rel=1e-5)
+    own = d.logits(hidden[0, 0, 1:]).detach()
+    loss, m = block_loss(d, hidden, labels, 1.0, own, "kl")
+    assert abs(float(loss)) < 1e-5 and m["acc"] == 1.0 and m["tau_est"] == 4.0
+    with pytest.raises(ValueError, match="needs the target's logits"):
+        block_loss(d, hidden, labels, 1.0, None, "kl")
+
+
+@pytest.mark.parametrize("distill", ["argmax", "kl"])
+def test_distill_trains_on_sampled_text(hf_target, distill):
+    """Sampled text, target-made labels: a fixed batch is fitted (the loss falls) and the
+    metrics are measured against the target's greedy tokens, not the sampled ones."""
+    d = tiny_drafter(hf_target, layers=1)
+    torch.manual_seed(5)
+    prompt = torch.tensor([[1, 40, 52, 61, 70, 44, 2]])
+    ids = hf_target.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=40,
+                             do_sample=True, temperature=2.0, pad_token_id=0, eos_token_id=None)
+    seq = {"ids": ids[0].tolist(), "prompt_len": 7}
+    batch = make_batch([seq], [0], 4, 8, 200, torch.Generator().manual_seed(0))
+    opt = torch.optim.AdamW(d.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(30):
+        loss, m = forward_loss(d, hf_target, batch, gamma=4.0, autocast=False, distill=distill)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(m["loss"])
+    assert losses[-1] < 0.5 * losses[0], losses[::5]
+    _, m_data = forward_loss(d, hf_target, batch, 4.0, False, "none")
+    assert m["acc"] > m_data["acc"]  # it learnt the target's choices, which the draws are not
+
+
+def test_cli_distill(target, data_dir, tmp_path):
+    log = run_cli(target, data_dir, tmp_path / "a", tmp_path / "work", "--steps", "3",
+                  "--samples-per-prompt", "2", "--distill", "kl")
+    meta = json.loads((tmp_path / "a" / "train_meta.json").read_text())["training"]
+    assert meta["distill"] == "kl" and meta["step"] == 3 and len(log) == 3
+    assert all(r["loss"] >= 0 for r in log)  # a KL divergence
 
 
 def test_choose_mask_token():
