@@ -13,8 +13,9 @@ Without --measure the report has the analytic floors only (CPU is fine). --measu
 builds the engine with random weights of these shapes, measures the copy bandwidth and bf16
 matrix rate (they replace the nominal rates unless --bw / --flops are given), and times ar and
 stock steps at SIMULATED acceptance --accept (random drafters accept nothing); times inside the
-CUDA graphs are corrected for the measured cost of their timing spans (--json also has the raw
-times and the calibration).
+CUDA graphs come from a kernel profile of the graphs (torch.profiler, kernels matched to the
+components of an eager run of the same code; --no-kernel-profile: from timing spans corrected
+for their measured cost instead; --json has both, the raw span times and the calibration).
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                     help=f"matrix FLOP/s (nominal {H200_BF16_FLOPS:g})")
     ap.add_argument("--dtype-bytes", type=int, default=2)
     ap.add_argument("--measure", action="store_true", help="time the components on the GPU")
+    ap.add_argument("--no-kernel-profile", dest="kernel_profile", action="store_false",
+                    help="in-graph times from the corrected timing spans, not the kernel profile")
     ap.add_argument("--steps", type=int, default=8, help="timed decode steps per pass (--measure)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed decode steps first (--measure)")
     ap.add_argument("--json", default=None, help="also write the report as JSON here")
@@ -180,7 +183,8 @@ def measure(a: argparse.Namespace, engine, batch: int):
     from specpilot.costmodel import profile as prof
 
     eng, rates = engine
-    return prof.profile_engine(eng, batch, a.context, a.steps, a.warmup, rates)
+    return prof.profile_engine(eng, batch, a.context, a.steps, a.warmup, rates,
+                               kernels=a.kernel_profile)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

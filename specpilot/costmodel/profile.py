@@ -27,6 +27,18 @@ random prompt tokens are prefilled, a few warm-up steps run, then N steps are ti
      scheduling, input copies and anything else outside the graphs);
   3. eager, graphs off: the wall;
   4. eager, instrumented: component times of the eager path (host gap = pass-3 wall - their sum).
+  5. kernels (CUDA graphs captured, `kernels=True`): the in-graph times from torch.profiler
+     instead of from spans, so nothing is added to the graph. Each bucket graph is replayed a
+     few times under the profiler (its kernels and their GPU times, per replay), then its
+     captured forward runs once eagerly, as at capture (`_prepare(bs, [], [])`, `_forward(bs)`),
+     under the profiler with every label as a `record_function` range. Each kernel of that run
+     gets the innermost label around the host call that launched it (launch_labels); the
+     replay's kernels are matched to them in order (attribute_kernels: difflib over the kernel
+     names, since a replay runs the kernels captured from that very code). Kernels no label
+     covers are "other"; replayed kernels with no match in the eager run are "unattributed"
+     (reported, never spread over the labels). When the pass runs, the report uses it for the
+     in-graph times (labels outside the graphs keep pass 2's times) and keeps pass 2's
+     span-corrected figures in the JSON beside it.
 Graphs are switched off by setting the engine's graph attributes to None and restored after.
 Without graphs passes 1-2 are skipped; on the CPU the graph objects run their eager twins and
 passes 1-2 time the same code with the host clock.
@@ -201,6 +213,156 @@ class ComponentTimer:
                 delattr(obj, attr)
 
 
+LABEL_PREFIX = "costmodel:"  # record_function names of pass 5's labels
+OTHER, UNATTRIBUTED = "other", "unattributed"
+
+
+class KernelLabels(ComponentTimer):
+    """Pass 5's stand-in for ComponentTimer: the same hooks and wrappers (instrument()), but a
+    label is a torch.profiler range (record_function named LABEL_PREFIX + label), not a clock
+    mark, so the kernels launched inside it can be told apart in a profile."""
+
+    def __init__(self):
+        super().__init__(HostClock())
+        self._ranges: list = []
+
+    def begin(self, label: str) -> None:
+        if self.active:
+            rf = torch.autograd.profiler.record_function(LABEL_PREFIX + label)
+            rf.__enter__()
+            self._ranges.append(rf)
+
+    def end(self) -> None:
+        if self.active:
+            self._ranges.pop().__exit__(None, None, None)
+
+
+def _is_device(e) -> bool:
+    return getattr(e.device_type, "name", str(e.device_type)).upper() == "CUDA"
+
+
+def launch_labels(events) -> list[tuple[str, str]]:
+    """(kernel name, label) of every device activity (kernels, copies, memsets) in a profiled
+    eager run, in GPU start order. A kernel's label is the innermost LABEL_PREFIX range, on the
+    launching thread, around the host call that launched it: the runtime call (a `cu*` event)
+    with the kernel's correlation id, else the op the kernel is linked to; OTHER when no range
+    covers it. `events`: torch.profiler's FunctionEvents (or objects with name, id,
+    linked_correlation_id, device_type, thread, time_range.start/.end)."""
+    ranges, runtime, ops = [], {}, {}
+    for e in events:
+        if _is_device(e):
+            continue
+        if e.name.startswith(LABEL_PREFIX):
+            ranges.append((e.time_range.start, e.time_range.end, e.thread,
+                           e.name[len(LABEL_PREFIX):]))
+        elif e.name.startswith("cu"):
+            runtime[e.id] = e
+        else:
+            ops.setdefault(e.id, e)
+
+    def label(host) -> str:
+        t, best = host.time_range.start, None
+        for a, b, th, name in ranges:
+            if th == host.thread and a <= t <= b and (best is None or b - a < best[1] - best[0]):
+                best = (a, b, name)
+        return OTHER if best is None else best[2]
+
+    out = []
+    for k in sorted((e for e in events if _is_device(e)), key=lambda e: e.time_range.start):
+        host = runtime.get(k.id) or ops.get(getattr(k, "linked_correlation_id", 0))
+        out.append((k.name, OTHER if host is None else label(host)))
+    return out
+
+
+def replay_kernels(events, replays: int) -> list[list[tuple[str, float]]]:
+    """Device activities of `replays` graph replays profiled back to back -> per replay, in GPU
+    start order, (name, ms). A replay's kernels share the correlation id of its graph launch;
+    when the ids do not split them into `replays` groups, equal consecutive chunks are used."""
+    dev = sorted((e for e in events if _is_device(e)), key=lambda e: e.time_range.start)
+    rows = [(e.name, (e.time_range.end - e.time_range.start) / 1e3, e.id) for e in dev]
+    groups: dict[int, list] = {}
+    for name, ms, cid in rows:
+        groups.setdefault(cid, []).append((name, ms))
+    if len(groups) == replays:
+        return list(groups.values())
+    if not rows or len(rows) % replays:
+        raise ValueError(f"{len(rows)} device activities do not split into {replays} replays")
+    n = len(rows) // replays
+    return [[(name, ms) for name, ms, _ in rows[i * n:(i + 1) * n]] for i in range(replays)]
+
+
+def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[str, float]]]
+                      ) -> tuple[dict[str, float], dict]:
+    """Mean ms per replay per label: each replayed kernel takes the label of the kernel it
+    matches in the labelled eager run (difflib over the name sequences, per replay);
+    unmatched ones count as UNATTRIBUTED. Returns (ms per label, stats: kernels per replay,
+    matched per replay, eager kernels, unattributed ms per replay)."""
+    import difflib
+
+    names = [n for n, _ in labelled]
+    totals: dict[str, float] = defaultdict(float)
+    matched = []
+    for rep in replays:
+        sm = difflib.SequenceMatcher(None, names, [n for n, _ in rep], autojunk=False)
+        lab = [UNATTRIBUTED] * len(rep)
+        for blk in sm.get_matching_blocks():
+            for i in range(blk.size):
+                lab[blk.b + i] = labelled[blk.a + i][1]
+        for (_, ms), name in zip(rep, lab):
+            totals[name] += ms
+        matched.append(sum(x != UNATTRIBUTED for x in lab))
+    n = max(len(replays), 1)
+    per = {k: v / n for k, v in totals.items()}
+    stats = {"kernels_per_replay": statistics.mean(len(r) for r in replays) if replays else 0,
+             "matched_per_replay": statistics.mean(matched) if matched else 0,
+             "eager_kernels": len(labelled), "unattributed_ms": per.get(UNATTRIBUTED, 0.0)}
+    return per, stats
+
+
+def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
+                ) -> tuple[dict[str, float], dict]:
+    """Pass 5 (module docstring) over the bucket graphs of `batch`: (ms per step per label
+    inside the graphs, stats summed over the graphs). Call after a step of `batch` requests
+    filled the graphs' buffers; the buffers are left as a capture leaves them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    inside: dict[str, float] = defaultdict(float)
+    stats: dict[str, float] = defaultdict(float)
+    for g in graphs:
+        bs = g.bucket(batch)
+        if not g.captured or bs is None:
+            continue
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(replays):
+                g.graphs[bs].replay()
+            torch.cuda.synchronize()
+        runs = replay_kernels(prof.events(), replays)
+        labels = KernelLabels()
+        with torch.inference_mode(), instrument(labels, worker), profile(activities=acts) as prof:
+            g._prepare(bs, [], [])
+            labels.active = True
+            g._forward(bs)
+            labels.active = False
+            torch.cuda.synchronize()
+        per, st = attribute_kernels(launch_labels(prof.events()), runs)
+        for k, v in per.items():
+            inside[k] += v
+        for k, v in st.items():
+            stats[k] += v
+    return dict(inside), dict(stats)
+
+
+def combine_kernel_pass(timer: ComponentTimer, inside: dict[str, float]) -> dict[str, float]:
+    """Pass 2's labels outside the graphs (as timed) plus pass 5's times inside them."""
+    raw_inside = timer.mean_ms(graph_only=True)
+    comps = {label: t - raw_inside.get(label, 0.0) for label, t in timer.mean_ms().items()}
+    for label, t in inside.items():
+        comps[label] = comps.get(label, 0.0) + t
+    return comps
+
+
 def _attention_label(args: tuple, kwargs: dict) -> str:
     """backend.forward(q, k, v, layer_id, scale, window=None): sliding iff a window is given."""
     window = args[5] if len(args) > 5 else kwargs.get("window")
@@ -327,6 +489,10 @@ class StepProfile:
     graph_spans: Optional[dict[str, float]] = None  # pass 2's spans per step inside the graphs
     span_calibration: Optional[SpanCalibration] = None  # None: pass 2's spans ran eagerly
     notes: list[str] = field(default_factory=list)  # what the correction clamped at 0
+    # pass 5 (kernel profile), when it ran: graph_components_ms then holds its in-graph times,
+    # span_components_ms pass 2's span-corrected ones, kernel_stats its matching figures
+    span_components_ms: Optional[dict[str, float]] = None
+    kernel_stats: Optional[dict[str, float]] = None
 
     @property
     def eager_host_gap_ms(self) -> float:
@@ -545,9 +711,10 @@ def correct_graph_pass(timer: ComponentTimer, graph_gpu_ms: float,
     return comps, notes
 
 
-def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> StepProfile:
+def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
+                 kernels: bool = True) -> StepProfile:
     """The passes of one engine (see the module docstring): graphs, graphs instrumented, eager,
-    eager instrumented."""
+    eager instrumented, and (kernels, graphs captured) the kernel profile of the graphs."""
     from specpilot.scheduler.scheduler import Scheduler
 
     runner = getattr(worker, "runner", worker)
@@ -559,6 +726,7 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
 
     graphs = step_graphs(worker)
     graph_ms = graph_inst_ms = graph_comp = graph_gpu = graph_raw = graph_spans = cal = None
+    span_comp = kernel_stats = None
     notes = []
     if graphs:
         replays = ComponentTimer(clock)  # pass 1: the wall, and the GPU time of the replays
@@ -581,6 +749,14 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
                         "uses the eager component times", e)
             sched.abort_all("costmodel: graph pass failed")
             cal = None  # no graph pass to correct
+        if kernels and graph_comp is not None and any(g.captured for g in graphs):
+            try:  # pass 5: the buffers still hold pass 2's last step
+                inside, kernel_stats = kernel_pass(worker, graphs, batch)
+                span_comp, graph_comp = graph_comp, combine_kernel_pass(timer, inside)
+            except (RuntimeError, ValueError) as e:
+                log.warning("cost model: the kernel profile of the graphs failed (%s); the "
+                            "report uses the span-corrected times", e)
+                notes.append(f"kernel profile failed ({e}); in-graph times are span-corrected")
     owners = graph_objects(worker)
     saved = [getattr(o, a) for o, a in owners]
     for o, a in owners:
@@ -596,7 +772,7 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int) -> S
     engine = "ar" if worker is runner else "stock"
     return StepProfile(engine, getattr(worker, "num_draft_tokens", 1), accepted, eager_ms,
                        inst_ms, graph_ms, timer.mean_ms(), graph_comp, graph_inst_ms, graph_gpu,
-                       graph_raw, graph_spans, cal, notes)
+                       graph_raw, graph_spans, cal, notes, span_comp, kernel_stats)
 
 
 def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, context: int,
@@ -634,12 +810,12 @@ def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, contex
 
 
 def profile_engine(eng, batch: int, context: int, steps: int = 8, warmup: int = 2,
-                   rates: Optional[Rates] = None) -> Profile:
+                   rates: Optional[Rates] = None, kernels: bool = True) -> Profile:
     """ar (on the engine's runner) and, when the engine speculates, stock; rates: measured
-    device ceilings (measure_rates()) to attach, default the nominal ones."""
+    device ceilings (measure_rates()) to attach, default the nominal ones; kernels: pass 5."""
     rn = eng.runner
-    ar = profile_step(rn, batch, context, steps, warmup)
+    ar = profile_step(rn, batch, context, steps, warmup, kernels)
     spec = None
     if eng.worker is not rn:
-        spec = profile_step(eng.worker, batch, context, steps, warmup)
+        spec = profile_step(eng.worker, batch, context, steps, warmup, kernels)
     return Profile(str(rn.device), rates or Rates(), batch, context, steps, ar, spec)

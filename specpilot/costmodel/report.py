@@ -154,16 +154,28 @@ def render(rep: dict) -> str:
                      "(run the same command with --measure on one)")
     else:
         main = measured["spec"] or measured["ar"]
-        cal = main["span_calibration"]
+        cal, ks = main["span_calibration"], main.get("kernel_stats")
         spans = ("leaf spans as event nodes, CORRECTED: each less its spans x the span overhead"
                  if cal else "leaf spans on the eager twins, not captured: uncorrected")
-        where = (f"inside the CUDA graphs ({spans}; other = the graphs' GPU time - their "
-                 "leaves); host gap = graph wall - sum"
-                 if main.get("graph_components_ms") else "on the eager path; host gap = eager "
-                 "wall - sum")
+        if ks:
+            where = ("inside the CUDA graphs from a kernel profile of their replays (each kernel "
+                     "charged to the component that launched it in an eager run of the same "
+                     "code; other = kernels outside every component), outside them with CUDA "
+                     "events; host gap = graph wall - sum")
+        elif main.get("graph_components_ms"):
+            where = (f"with CUDA events inside the CUDA graphs ({spans}; other = the graphs' GPU "
+                     "time - their leaves); host gap = graph wall - sum")
+        else:
+            where = "with CUDA events on the eager path; host gap = eager wall - sum"
         lines.append(f"measured on {measured['device']}: {measured['steps']} steps per pass, "
-                     f"random weights, components timed with CUDA events {where}")
-        if cal:
+                     f"random weights, components timed {where}")
+        for label, p in (("stock", measured["spec"]), ("ar", measured["ar"])):
+            k = None if p is None else p.get("kernel_stats")
+            if k:
+                lines.append(f"kernel profile ({label}): {k['kernels_per_replay']:g} kernels per "
+                             f"step, {k['matched_per_replay']:g} matched to the eager run's "
+                             f"{k['eager_kernels']:g}; unattributed {k['unattributed_ms']:.3f} ms")
+        if cal and not ks:
             per_step = ", ".join(f"{label} {p['graph_spans_per_step']:g}" for label, p in
                                  (("stock", measured["spec"]), ("ar", measured["ar"]))
                                  if p is not None and p["graph_spans_per_step"] is not None)

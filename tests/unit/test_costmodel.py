@@ -361,3 +361,96 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     text = render(rep)
     assert "inside the CUDA graphs" in text and "with CUDA graphs" in text
     assert "not captured: uncorrected" in text and "span calibration" not in text
+
+
+def _ev(name, start, end, cid=0, device=False, thread=1, linked=0):
+    """A stand-in for torch.profiler's FunctionEvent with the fields pass 5 reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, id=cid, linked_correlation_id=linked, thread=thread,
+                           device_type=SimpleNamespace(name="CUDA" if device else "CPU"),
+                           time_range=SimpleNamespace(start=start, end=end))
+
+
+def test_launch_labels_innermost_range_of_the_launch():
+    p = prof.LABEL_PREFIX
+    events = [
+        _ev(p + "other", 0, 100), _ev(p + "lm_head", 60, 80),  # nested: the inner one wins
+        _ev(p + "attn.qkv", 10, 20, thread=2),  # another thread: not around thread 1's launches
+        _ev("cudaLaunchKernel", 12, 13, cid=7), _ev("cuLaunchKernel", 65, 66, cid=8),
+        _ev("cudaLaunchKernel", 150, 151, cid=9),  # outside every range
+        _ev("aten::mm", 30, 40, cid=50),  # an op a kernel is linked to (no runtime event)
+        _ev("gemm_kernel", 200, 210, cid=7, device=True),
+        _ev("triton_head", 220, 230, cid=8, device=True),
+        _ev("memset", 240, 241, cid=9, device=True),
+        _ev("linked_only", 250, 255, cid=99, device=True, linked=50),
+    ]
+    assert prof.launch_labels(events) == [("gemm_kernel", "other"), ("triton_head", "lm_head"),
+                                          ("memset", "other"), ("linked_only", "other")]
+    events[2].thread = 1  # now attn.qkv [10, 20] on the launching thread covers cid 7
+    assert prof.launch_labels(events)[0] == ("gemm_kernel", "attn.qkv")
+
+
+def test_replay_kernels_split_and_attribution():
+    ev = [_ev(n, t, t + d * 1e3, cid=c, device=True) for n, t, d, c in (
+        ("a", 0, 1.0, 5), ("b", 2000, 2.0, 5), ("c", 5000, 0.5, 5),
+        ("a", 9000, 1.5, 6), ("b", 11000, 2.5, 6), ("x", 14000, 0.25, 6), ("c", 15000, 0.5, 6))]
+    runs = prof.replay_kernels(ev, 2)  # two graph launches: grouped by correlation id
+    assert [[n for n, _ in r] for r in runs] == [["a", "b", "c"], ["a", "b", "x", "c"]]
+    assert runs[1][1] == ("b", pytest.approx(2.5))
+    for e in ev:
+        e.id = 0  # no usable ids: equal chunks when they divide, else an error
+    assert [len(r) for r in prof.replay_kernels(ev[:6], 2)] == [3, 3]
+    with pytest.raises(ValueError, match="do not split into 2 replays"):
+        prof.replay_kernels(ev, 2)
+    labelled = [("a", "attn.qkv"), ("b", "lm_head"), ("c", "other")]
+    per, st = prof.attribute_kernels(labelled, runs)
+    assert per["attn.qkv"] == pytest.approx(1.25) and per["lm_head"] == pytest.approx(2.25)
+    assert per["other"] == pytest.approx(0.5) and per["unattributed"] == pytest.approx(0.125)
+    assert st == {"kernels_per_replay": 3.5, "matched_per_replay": 3, "eager_kernels": 3,
+                  "unattributed_ms": pytest.approx(0.125)}
+
+
+def test_kernel_labels_are_profiler_ranges(tmp_path):
+    """Pass 5's labelling half on the CPU: instrument() with KernelLabels puts every component
+    of an eager step as a named record_function range into a real torch.profiler trace, nested
+    as the spans are (a projection inside its layer), and leaves the engine as it was."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from specpilot.core import SamplingParams
+
+    dirs = _tiny_config_dirs(tmp_path)
+    eng = prof.build_engine(dirs["t"], None, 1, 12, None, None, 8, device="cpu",
+                            dtype="float32", attention_backend="torch")
+    ids = torch.randint(10, 200, (1, 12)).tolist()
+    labels = prof.KernelLabels()
+    with prof.instrument(labels, eng.runner), profile(activities=[ProfilerActivity.CPU]) as p:
+        labels.active = True
+        eng.generate(ids, SamplingParams(max_new_tokens=2, temperature=0))
+        labels.active = False
+    names = [e for e in p.events() if e.name.startswith(prof.LABEL_PREFIX)]
+    got = {e.name[len(prof.LABEL_PREFIX):] for e in names}
+    assert {"other", "gdn.in_proj", "gdn.recurrent", "lm_head", "attention[full]"} <= got
+    outer = next(e for e in names if e.name.endswith(":gdn.recurrent"))
+    inner = [e for e in names if e.name.endswith(":gdn.in_proj")
+             and outer.time_range.start <= e.time_range.start <= outer.time_range.end]
+    assert inner and labels._ranges == []
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in eng.runner.model.modules())
+
+
+@pytest.mark.gpu
+def test_kernel_pass_on_gpu(tmp_path):
+    """Pass 5 on a captured graph: every replayed kernel is matched to the eager run and the
+    in-graph times come from it (the report says so)."""
+    dirs = _tiny_config_dirs(tmp_path)
+    eng = prof.build_engine(dirs["t"], dirs["d"], 2, 12, 4, 2.5, 40)
+    p = prof.profile_engine(eng, 2, 12, steps=2, warmup=1)
+    shape = TargetShape.from_config(TINY_HYBRID)
+    for sp in (p.ar, p.spec):
+        k = sp.kernel_stats
+        assert k is not None and k["kernels_per_replay"] > 10
+        assert k["matched_per_replay"] == k["kernels_per_replay"] == k["eager_kernels"]
+        assert sp.graph_components_ms["lm_head"] > 0 and sp.span_components_ms is not None
+    dc = eng.worker.drafter.dc
+    text = render(build_report(shape, dc, Step.for_engine(dc, 2, 12, 4, 2.5), p.rates, p))
+    assert "from a kernel profile of their replays" in text and "kernel profile (stock)" in text
