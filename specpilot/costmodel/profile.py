@@ -340,8 +340,10 @@ def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
             torch.cuda.synchronize()
         runs = replay_kernels(prof.events(), replays)
         labels = KernelLabels()
+        with torch.inference_mode():
+            g._prepare(bs, [], [])  # as before the capture; its own copies stay out of the trace
+        torch.cuda.synchronize()
         with torch.inference_mode(), instrument(labels, worker), profile(activities=acts) as prof:
-            g._prepare(bs, [], [])
             labels.active = True
             g._forward(bs)
             labels.active = False

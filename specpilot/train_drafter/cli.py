@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gsm8k-variants", type=int, default=0,
                    help="add N prompts rewritten from the gsm8k training rows (new numbers and "
                         "names; see prompts.gsm8k_variants)")
+    g.add_argument("--prompts-file", action="append", default=[], metavar="JSONL",
+                   help="more training prompts, one JSON object with a \"prompt\" per line (e.g. "
+                        "from python -m specpilot.train_drafter.self_instruct); repeatable; "
+                        "prompts starting like a benchmark item are dropped")
     g.add_argument("--max-new-tokens", type=int, default=256, help="target continuation length")
     g.add_argument("--max-len", type=int, default=512, help="sequence cap (prompt + completion)")
     g.add_argument("--samples-per-prompt", type=int, default=1,
@@ -105,6 +109,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                  "with --synthetic N)")
     if a.data_dir and not os.path.isdir(a.data_dir):
         ap.error(f"--data-dir {a.data_dir!r} is not a folder")
+    for path in a.prompts_file:
+        if not os.path.isfile(path):
+            ap.error(f"--prompts-file {path!r} is not a file")
     if a.resume and not os.path.isdir(a.resume):
         ap.error(f"--resume {a.resume!r} is not a folder")
     if a.steps is None and a.max_minutes is None and not a.generate_only:

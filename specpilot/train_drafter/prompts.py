@@ -9,6 +9,9 @@ THE SPLIT (recorded in every checkpoint's train_meta.json):
   gsm8k variants     (optional, --gsm8k-variants N) copies of the *training* rows' questions with
                      their numbers and first names replaced at random (gsm8k_variants below):
                      new problems in gsm8k's own style, drawn from the training half only.
+  prompts files      (optional, --prompts-file) JSON-lines prompts, e.g. problems written by the
+                     target itself (self_instruct.py); any that starts like a benchmark item is
+                     dropped.
   synthetic          templated prompts written in specpilot/train_drafter/synthetic.py (optional,
                      --synthetic N): word problems, plain algebra, competition-style LaTeX math
                      (math500-like format), mbpp-style code tasks, humaneval-style signature +
@@ -148,7 +151,7 @@ def gsm8k_variants(data_dir: str, n: int, seed: int = 0) -> tuple[list[dict], di
 
 def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: int = 0,
                      max_prompts: Optional[int] = None, seed: int = 0,
-                     gsm8k_variants_n: int = 0) -> tuple[list[dict], dict]:
+                     gsm8k_variants_n: int = 0, prompts_files=()) -> tuple[list[dict], dict]:
     """Training prompts (see the split above) and a JSON-able description of what was used.
     A prompt text that occurs twice (templated synthetic prompts can) is kept once.
 
@@ -180,6 +183,17 @@ def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: 
             families[family_of(i)] = families.get(family_of(i), 0) + 1
         info["sources"]["synthetic"] = {"available_prompts": len(syn), "seed": seed,
                                         "families": families}
+    if prompts_files:  # e.g. written by the target itself (self_instruct.py)
+        from specpilot.train_drafter.self_instruct import benchmark_heads, read_prompts_file
+
+        heads, missing = benchmark_heads(data_dir, strict=False) if data_dir else (set(), [])
+        files = []
+        for path in prompts_files:
+            its, file_info = read_prompts_file(path, heads)
+            items += its
+            files.append(file_info)
+        info["sources"]["prompts-files"] = {"files": files, "benchmarks_not_checked":
+                                            missing if data_dir else "all (no --data-dir)"}
     if not items:
         raise ValueError("no training prompts: give --data-dir sources and/or --synthetic N")
     seen: set = set()

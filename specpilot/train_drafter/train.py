@@ -54,7 +54,8 @@ def prepare_data(args, target, tokenizer, deadline):
     from specpilot.engine.model_runner import eos_ids
 
     items, info = prompts.training_prompts(args.data_dir, args.sources, args.synthetic,
-                                           args.max_prompts, args.seed, args.gsm8k_variants)
+                                           args.max_prompts, args.seed, args.gsm8k_variants,
+                                           args.prompts_file)
     rendered = [prompts.render(tokenizer, it["prompt"]) for it in items]
     keep = [i for i, p in enumerate(rendered) if len(p) <= args.max_len - 2]
     info["prompts_too_long"] = len(items) - len(keep)

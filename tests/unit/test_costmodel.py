@@ -449,7 +449,8 @@ def test_kernel_pass_on_gpu(tmp_path):
     for sp in (p.ar, p.spec):
         k = sp.kernel_stats
         assert k is not None and k["kernels_per_replay"] > 10
-        assert k["matched_per_replay"] == k["kernels_per_replay"] == k["eager_kernels"]
+        assert k["matched_per_replay"] == k["kernels_per_replay"] <= k["eager_kernels"]
+        assert k["unattributed_ms"] == 0
         assert sp.graph_components_ms["lm_head"] > 0 and sp.span_components_ms is not None
     dc = eng.worker.drafter.dc
     text = render(build_report(shape, dc, Step.for_engine(dc, 2, 12, 4, 2.5), p.rates, p))

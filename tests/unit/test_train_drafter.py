@@ -12,6 +12,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
+from specpilot.evals.datasets import STEP_BY_STEP
 from specpilot.train_drafter import data, evaluate, prompts, train
 from specpilot.train_drafter.batching import IGNORE, make_batch
 from specpilot.train_drafter.model import (block_hidden, block_loss, drafter_config, forward_loss,
@@ -680,3 +681,83 @@ def test_engine_backend_matches_hf(target, data_dir, tmp_path):
             "engine", "--samples-per-prompt", "2")
     meta = json.loads((tmp_path / "e" / "train_meta.json").read_text())["data"]
     assert meta["gen_backend"] == "engine" and meta["sampled"]["sequences"] >= 1
+
+
+def test_self_instruct_instructions_and_cleaning():
+    from specpilot.train_drafter import self_instruct as si
+
+    a = si.instructions(50, seed=1)
+    assert a[:20] == si.instructions(20, seed=1)  # a larger n extends the same list
+    assert a != si.instructions(50, seed=2)
+    assert {x["kind"] for x in a} == {"word", "competition", "code"}
+    assert {x["kind"] for x in si.instructions(30, 0, si.parse_mix("code:1"))} == {"code"}
+    for bad, msg in (("poem:1", "unknown self-instruct kind"), ("word:x", "bad weight"),
+                     ("word:0", "must be > 0")):
+        with pytest.raises(ValueError, match=msg):
+            si.parse_mix(bad)
+    text = ("**Problem 1:** Tom buys 3 boxes of 12 pencils and gives away 7.\nHow many are left?"
+            "\n\nSolution:\nTom has 3 * 12 = 36 pencils.")
+    assert si.clean_problem(text, "word") == ("Tom buys 3 boxes of 12 pencils and gives away 7.\n"
+                                              "How many are left?")
+    assert si.clean_problem("Solve it: 2 + 2", "word") is None  # too short
+    assert si.clean_problem("Think about why the sky looks blue on some days?", "word") is None
+    assert si.clean_problem("Write a function that reverses each word of a sentence and keeps "
+                            "the order of the words.", "code") is not None  # code: no digit needed
+    assert si.as_prompt("P 1?", "word").endswith(STEP_BY_STEP)
+    assert si.as_prompt("P", "code").endswith("```python code block.")
+
+
+def test_prompts_file_drops_benchmark_like_prompts(data_dir, tmp_path):
+    from specpilot.train_drafter import self_instruct as si
+
+    heads, missing = si.benchmark_heads(data_dir, strict=False)
+    assert missing == ["math500", "humaneval"] and si._head("7*6?") in heads
+    f = tmp_path / "p.jsonl"
+    f.write_text(json.dumps({"prompt": "7*6?\nThink step by step."}) + "\n\n"
+                 + json.dumps({"prompt": "A new problem with 3 apples?", "id": "x1"}) + "\n")
+    items, info = si.read_prompts_file(str(f), heads)
+    assert [it["id"] for it in items] == ["x1"] and info["dropped_benchmark_like"] == 1
+    f.write_text('{"prompt": "ok"}\n{"text": "no prompt"}\n')
+    with pytest.raises(ValueError, match=r"p.jsonl:2: each line needs"):
+        si.read_prompts_file(str(f), heads)
+    with pytest.raises(FileNotFoundError):
+        si.benchmark_heads(data_dir)  # strict: every benchmark file must be there
+
+
+def test_self_instruct_cli_then_training(target, data_dir, tmp_path, monkeypatch):
+    """The target writes problems (a tiny random model writes noise, so the cleaning is relaxed
+    here), the file feeds --prompts-file, and a second run reads the cached answers back."""
+    from specpilot.train_drafter import self_instruct as si
+
+    full = tmp_path / "evals"
+    full.mkdir()
+    for fn in os.listdir(data_dir):
+        (full / fn).write_text(open(os.path.join(data_dir, fn)).read())
+    (full / "math500_test.jsonl").write_text(json.dumps({"problem": "Find $x$.", "unique_id": "m"})
+                                             + "\n")
+    (full / "humaneval.jsonl").write_text(json.dumps({"prompt": "def f():\n", "task_id": "h"})
+                                          + "\n")
+    monkeypatch.setattr(si, "clean_problem", lambda text, kind: " ".join(text.split()) or None)
+    out, work = tmp_path / "q.jsonl", tmp_path / "work"
+    argv = ["--target", target, "--data-dir", str(full), "--out", str(out), "--n", "6",
+            "--max-new-tokens", "12", "--gen-backend", "hf", "--gen-batch-size", "4",
+            "--work-dir", str(work), "--device", "cpu"]
+    assert si.main(argv) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    kinds = [x["kind"] for x in si.instructions(6)]
+    assert 1 <= len(rows) <= 6 and all(r["source"].startswith("self-instruct/") for r in rows)
+    for r in rows:
+        i = int(r["id"].split("/")[1])
+        assert r["source"] == f"self-instruct/{kinds[i]}"
+        assert r["prompt"].endswith(STEP_BY_STEP if kinds[i] != "code" else "code block.")
+    files = [os.path.join(work, f) for f in os.listdir(work)]
+    before = [os.path.getmtime(f) for f in files]
+    assert si.main(argv) == 0 and out.read_text().splitlines() == [json.dumps(r) for r in rows]
+    assert [os.path.getmtime(f) for f in files] == before  # cached, not generated again
+    run_cli(target, str(full), tmp_path / "d", tmp_path / "w2", "--steps", "1",
+            "--prompts-file", str(out))
+    meta = json.loads((tmp_path / "d" / "train_meta.json").read_text())["data"]
+    pf = meta["sources"]["prompts-files"]
+    assert pf["files"][0]["lines"] == len(rows) and pf["benchmarks_not_checked"] == []
+    assert sum(v for k, v in meta["prompts_by_source"].items()
+               if k.startswith("self-instruct/")) == len(rows)

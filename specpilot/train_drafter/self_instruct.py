@@ -1,0 +1,298 @@
+"""Training prompts written by the target itself: `python -m specpilot.train_drafter.self_instruct`.
+
+The held-out tau of a drafter trained on gsm8k variants (the training rows with new numbers and
+names) stays well below its tau on the rows it was trained on: the variants add numbers, not new
+problems. Here the target writes new problems. It is asked, with sampling (temperature 1.0,
+top-p 0.95, a seed per request), to write one problem from an instruction built from a kind and
+a topic, and each answer is cleaned into one problem (clean_problem) and formatted the way the
+scorer formats the benchmark it imitates (specpilot.evals.datasets):
+  word          a grade-school word problem   -> gsm8k's shape   "<problem>\\n<STEP_BY_STEP>"
+  competition   a competition-style problem   -> math500's shape "<problem>\\n<STEP_BY_STEP>"
+  code          a Python exercise             -> mbpp's reply instruction, without tests
+No benchmark text is shown to the target. A problem that starts like any item of gsm8k,
+math500, humaneval or mbpp (the same first 60 characters, spaces collapsed, case ignored) is
+dropped (benchmark_heads, filter_prompts), as are duplicates and answers that are not one
+problem.
+
+The result is a JSON-lines file of {"id", "source": "self-instruct/<kind>", "prompt"} that
+`python -m specpilot.train_drafter --prompts-file FILE` adds to its training prompts; the
+target's continuations of them are then generated, cached and trained on like any other prompt.
+The raw answers are cached per instruction in --work-dir (data.generate_completions), so an
+interrupted run resumes and a larger --n reuses what was written before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import sys
+import time
+from typing import Optional
+
+from specpilot.evals.datasets import STEP_BY_STEP
+
+TOPICS = (
+    "a bakery", "a school trip", "a garden", "a bookshop", "a train journey", "a farm",
+    "a birthday party", "a football team", "a library", "a car wash", "a lemonade stand",
+    "a zoo", "a bike ride", "a pizza restaurant", "a toy store", "a camping trip", "a museum",
+    "a fish tank", "a swimming pool", "a concert", "a hardware store", "a bus route",
+    "a science fair", "a coffee shop", "a pet shelter", "a marathon", "a fruit market",
+    "a movie theater", "a clothing sale", "a painting class", "a chess club", "a road trip",
+    "a recycling drive", "a cookie sale", "a hotel", "a basketball game", "an apple orchard",
+    "a summer job", "a savings account", "a phone plan", "a dog walker", "a construction site",
+    "a flower shop", "a music lesson", "a picnic", "a snowstorm", "a water park", "a sandwich shop",
+    "a classroom", "an ice cream truck", "a charity run", "a candle maker", "a beekeeper",
+    "a fishing trip", "a video game", "a carpenter", "a quilt", "a parking lot",
+    "a raffle", "a school election", "a soap factory", "a newspaper route",
+)
+AREAS = ("algebra", "geometry", "number theory", "counting and probability", "precalculus",
+         "intermediate algebra", "prealgebra")
+CODE_TOPICS = ("strings", "lists", "dictionaries", "sorting", "prime numbers", "dates",
+               "matrices", "tuples", "sets", "recursion", "binary numbers", "words in a sentence",
+               "digits of a number", "intervals", "geometry formulas", "running totals")
+KINDS = {
+    "word": ("Write a new math word problem about {topic} for a middle-school student. Solving it "
+             "should take two or three steps of arithmetic. Write only the problem, not the "
+             "answer."),
+    "competition": ("Write one {area} problem in the style of a high-school mathematics "
+                    "competition. Use LaTeX for formulas. Write only the problem statement, not "
+                    "the solution."),
+    "code": ("Write a short Python programming exercise about {topic}: say which function to "
+             "write, its arguments and what it must return. Do not write the solution."),
+}
+DEFAULT_MIX = "word:0.5,competition:0.3,code:0.2"
+# a line starting like this ends the problem: the target went on to answer it
+_STOP = re.compile(r"^\s*(\**\s*)?(solution|answer|step 1|to solve|let's|let us|we can|"
+                   r"here is|here's|```)", re.IGNORECASE)
+_LABEL = re.compile(r"^\s*(\**\s*)?(problem|question|exercise|task)\s*(\d+)?\s*[:.]\s*(\**)?\s*",
+                    re.IGNORECASE)
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """"word:0.5,competition:0.3,code:0.2" -> {kind: weight}; kinds from KINDS, weights > 0."""
+    mix = {}
+    for part in text.split(","):
+        kind, _, w = part.partition(":")
+        kind = kind.strip()
+        if kind not in KINDS:
+            raise ValueError(f"unknown self-instruct kind {kind!r}; known: {sorted(KINDS)}")
+        try:
+            mix[kind] = float(w)
+        except ValueError:
+            raise ValueError(f"bad weight in {part!r} (expected kind:weight)") from None
+        if mix[kind] <= 0:
+            raise ValueError(f"weight of {kind!r} must be > 0")
+    return mix
+
+
+def instructions(n: int, seed: int = 0, mix: Optional[dict[str, float]] = None) -> list[dict]:
+    """n instructions {"kind", "text"}, deterministic in (n, seed, mix); instruction i does not
+    depend on n, so a larger n extends the same list."""
+    mix = mix or parse_mix(DEFAULT_MIX)
+    kinds, weights = list(mix), [mix[k] for k in mix]
+    out = []
+    for i in range(n):
+        rng = random.Random(f"self-instruct/{seed}/{i}")
+        kind = rng.choices(kinds, weights)[0]
+        fill = {"topic": rng.choice(CODE_TOPICS if kind == "code" else TOPICS),
+                "area": rng.choice(AREAS)}
+        out.append({"kind": kind, "text": KINDS[kind].format(**fill)})
+    return out
+
+
+def clean_problem(text: str, kind: str) -> Optional[str]:
+    """The problem in one answer of the target, or None when there is none: leading labels
+    ("Problem 1:") dropped, cut before a line that starts a solution, blank-line runs collapsed;
+    kept when 30-700 characters long, not ending in ':' and (word, competition) holding a digit
+    or a formula."""
+    lines = []
+    for line in text.replace("\r", "").split("\n"):
+        if _STOP.match(line) and any(x.strip() for x in lines):
+            break
+        lines.append(line.rstrip())
+    body = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    body = _LABEL.sub("", body, count=1).strip().strip("*").strip()
+    if not 30 <= len(body) <= 700 or body.endswith(":"):
+        return None
+    if kind in ("word", "competition") and not re.search(r"[0-9$\\]", body):
+        return None
+    return body
+
+
+def as_prompt(problem: str, kind: str) -> str:
+    """The user turn for a problem, in the shape the scorer gives the benchmark it imitates."""
+    if kind == "code":
+        return f"{problem}\nReply with the Python code in a ```python code block."
+    return f"{problem}\n{STEP_BY_STEP}"
+
+
+def _head(text: str) -> str:
+    return " ".join(text.split())[:60].lower()
+
+
+BENCHMARKS = (("gsm8k", "question"), ("math500", "problem"), ("humaneval", "prompt"),
+              ("mbpp", "text"))
+
+
+def benchmark_heads(data_dir: str, strict: bool = True) -> tuple[set[str], list[str]]:
+    """(starts of every item of the benchmark files in data_dir: first 60 characters, spaces
+    collapsed, lower case; all rows, training and held-out halves alike, and the benchmarks
+    whose file is absent). strict: an absent file is an error."""
+    from specpilot.train_drafter.prompts import read_rows
+
+    heads, missing = set(), []
+    for name, field in BENCHMARKS:
+        try:
+            rows = read_rows(data_dir, name)[0]
+        except FileNotFoundError:
+            if strict:
+                raise
+            missing.append(name)
+            continue
+        heads.update(_head(r[field]) for r in rows if r.get(field))
+    return heads, missing
+
+
+def filter_prompts(items: list[dict], heads: set[str]) -> tuple[list[dict], int]:
+    """Items whose prompt does not start like a benchmark item (its head, or the whole of an
+    item shorter than a head), and how many were dropped."""
+    short = [h for h in heads if len(h) < 60]
+
+    def like(text: str) -> bool:
+        h = _head(text)
+        return h in heads or any(h.startswith(x) for x in short)
+
+    kept = [it for it in items if not like(it["prompt"])]
+    return kept, len(items) - len(kept)
+
+
+def read_prompts_file(path: str, heads: set[str]) -> tuple[list[dict], dict]:
+    """--prompts-file: JSON lines with a "prompt" (the user turn; optional "id", "source"), as
+    this module writes them. Prompts that start like a benchmark item are dropped (counted)."""
+    items = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: not JSON ({e})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str) \
+                    or not rec["prompt"].strip():
+                raise ValueError(f"{path}:{n}: each line needs a non-empty \"prompt\" string")
+            items.append({"id": str(rec.get("id", f"file/{n}")),
+                          "source": str(rec.get("source", "prompts-file")),
+                          "prompt": rec["prompt"]})
+    kept, dropped = filter_prompts(items, heads)
+    return kept, {"path": os.path.abspath(path), "lines": len(items),
+                  "dropped_benchmark_like": dropped}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m specpilot.train_drafter.self_instruct",
+        description="Have the target write new training problems (see the module docstring); "
+                    "writes a JSON-lines file for `python -m specpilot.train_drafter "
+                    "--prompts-file`.")
+    ap.add_argument("--target", required=True, help="target HF folder (config, weights, tokenizer)")
+    ap.add_argument("--data-dir", required=True,
+                    help="folder with the benchmark files (problems starting like one are dropped)")
+    ap.add_argument("--out", required=True, help="JSON-lines file to write")
+    ap.add_argument("--n", type=int, required=True, help="instructions to send (problems asked)")
+    ap.add_argument("--mix", default=DEFAULT_MIX, help=f"kind:weight list (default {DEFAULT_MIX})")
+    ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--top-p", type=float, default=0.95)
+    ap.add_argument("--gen-backend", default="engine", choices=["hf", "engine"])
+    ap.add_argument("--gen-batch-size", type=int, default=256)
+    ap.add_argument("--work-dir", default=None,
+                    help="cache of the raw answers (default $SPECPILOT_CACHE/train_drafter)")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="stop generating at this budget; the file gets what was written")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
+def main(argv=None) -> int:
+    t0 = time.monotonic()
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    if not os.path.isfile(os.path.join(a.target, "config.json")):
+        ap.error(f"--target {a.target!r} is not a Hugging Face model folder (no config.json)")
+    if not os.path.isdir(a.data_dir):
+        ap.error(f"--data-dir {a.data_dir!r} is not a folder")
+    if a.n <= 0 or a.max_new_tokens < 8 or a.gen_batch_size < 1:
+        ap.error("--n must be > 0, --max-new-tokens >= 8 and --gen-batch-size >= 1")
+    if not (a.temperature > 0 and 0 < a.top_p <= 1):
+        ap.error("--temperature must be > 0 and --top-p in (0, 1]")
+    try:
+        mix = parse_mix(a.mix)
+        heads, _ = benchmark_heads(a.data_dir)
+    except (ValueError, FileNotFoundError) as e:
+        ap.error(str(e))
+    import torch
+    from transformers import AutoTokenizer
+
+    from specpilot.engine.model_runner import eos_ids, resolve_device
+    from specpilot.train_drafter import data
+    from specpilot.train_drafter.cli import default_work_dir
+    from specpilot.train_drafter.prompts import render
+    from specpilot.train_drafter.train import load_target
+
+    device = resolve_device(a.device)
+    tok = AutoTokenizer.from_pretrained(a.target)
+    asks = instructions(a.n, a.seed, mix)
+    jobs = [(render(tok, x["text"]), 0) for x in asks]
+    target = load_target(a.target, device)
+    dtype = next(target.parameters()).dtype
+    eos = eos_ids(a.target, target.config)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
+    if a.gen_backend == "hf":
+        gen = data.HFGenerator(target, a.max_new_tokens, eos, pad)
+    else:
+        gen = data.EngineGenerator(a.target, device.type,
+                                   "bfloat16" if dtype == torch.bfloat16 else "float32",
+                                   a.gen_batch_size, max(len(p) for p, _ in jobs) + 8,
+                                   a.max_new_tokens)
+    sampling = {"temperature": a.temperature, "top_p": a.top_p, "seed": a.seed,
+                "purpose": "self-instruct"}
+    work = a.work_dir or default_work_dir()
+    key = data.settings_key(a.target, a.max_new_tokens, dtype, sampling)
+    deadline = None if a.max_minutes is None else t0 + 60 * a.max_minutes
+    outs = data.generate_completions(gen, jobs, a.gen_batch_size, work, key, a.max_new_tokens,
+                                     deadline, sampling)
+    items, seen = [], set()
+    stats = {"asked": a.n, "answered": 0, "not_a_problem": 0, "duplicates": 0}
+    for i, (ask, out) in enumerate(zip(asks, outs)):
+        if out is None:
+            continue
+        stats["answered"] += 1
+        text = tok.decode([t for t in out if t not in eos], skip_special_tokens=True)
+        problem = clean_problem(text, ask["kind"])
+        if problem is None:
+            stats["not_a_problem"] += 1
+        elif problem in seen:
+            stats["duplicates"] += 1
+        else:
+            seen.add(problem)
+            items.append({"id": f"self-instruct/{i}", "source": f"self-instruct/{ask['kind']}",
+                          "prompt": as_prompt(problem, ask["kind"])})
+    items, stats["dropped_benchmark_like"] = filter_prompts(items, heads)
+    stats["written"] = len(items)
+    stats["by_kind"] = {k: sum(it["source"].endswith("/" + k) for it in items) for k in KINDS}
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        for it in items:
+            f.write(json.dumps(it) + "\n")
+    print(f"self-instruct: {json.dumps(stats)} -> {a.out} "
+          f"({time.monotonic() - t0:.0f}s)", file=sys.stderr)
+    return 0 if items else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
