@@ -252,13 +252,13 @@ def launch_labels(events) -> list[tuple[str, str]]:
     for e in events:
         if _is_device(e):
             continue
-        if e.name.startswith(LABEL_PREFIX):
+        if e.name.startswith("cu"):
+            runtime[e.id] = e
+            continue
+        if e.name.startswith(LABEL_PREFIX):  # a range is an op too: a kernel may link to it
             ranges.append((e.time_range.start, e.time_range.end, e.thread,
                            e.name[len(LABEL_PREFIX):]))
-        elif e.name.startswith("cu"):
-            runtime[e.id] = e
-        else:
-            ops.setdefault(e.id, e)
+        ops.setdefault(e.id, e)
 
     def label(host) -> str:
         t, best = host.time_range.start, None

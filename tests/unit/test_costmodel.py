@@ -384,9 +384,12 @@ def test_launch_labels_innermost_range_of_the_launch():
         _ev("triton_head", 220, 230, cid=8, device=True),
         _ev("memset", 240, 241, cid=9, device=True),
         _ev("linked_only", 250, 255, cid=99, device=True, linked=50),
+        _ev("linked_to_range", 260, 261, cid=98, device=True, linked=61),
     ]
+    events[1].id = 61  # a kernel with no runtime event, linked to the lm_head range itself
     assert prof.launch_labels(events) == [("gemm_kernel", "other"), ("triton_head", "lm_head"),
-                                          ("memset", "other"), ("linked_only", "other")]
+                                          ("memset", "other"), ("linked_only", "other"),
+                                          ("linked_to_range", "lm_head")]
     events[2].thread = 1  # now attn.qkv [10, 20] on the launching thread covers cid 7
     assert prof.launch_labels(events)[0] == ("gemm_kernel", "attn.qkv")
 
