@@ -236,7 +236,7 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError) as e:
         ap.error(str(e))
     import torch
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     from specpilot.engine.model_runner import eos_ids, resolve_device
     from specpilot.train_drafter import data
@@ -248,13 +248,12 @@ def main(argv=None) -> int:
     tok = AutoTokenizer.from_pretrained(a.target)
     asks = instructions(a.n, a.seed, mix)
     jobs = [(render(tok, x["text"]), 0) for x in asks]
-    target = load_target(a.target, device)
-    dtype = next(target.parameters()).dtype
-    eos = eos_ids(a.target, target.config)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32  # as load_target
+    eos = eos_ids(a.target, AutoConfig.from_pretrained(a.target))
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
     if a.gen_backend == "hf":
-        gen = data.HFGenerator(target, a.max_new_tokens, eos, pad)
-    else:
+        gen = data.HFGenerator(load_target(a.target, device), a.max_new_tokens, eos, pad)
+    else:  # the engine loads its own copy of the weights: no transformers model besides it
         gen = data.EngineGenerator(a.target, device.type,
                                    "bfloat16" if dtype == torch.bfloat16 else "float32",
                                    a.gen_batch_size, max(len(p) for p, _ in jobs) + 8,
