@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -149,6 +150,67 @@ def gsm8k_variants(data_dir: str, n: int, seed: int = 0) -> tuple[list[dict], di
     return out, {"from_rows": info["used_rows"], "per_row": -(-n // len(rows)), "seed": seed}
 
 
+def _head(text: str) -> str:
+    return " ".join(text.split())[:60].lower()
+
+
+BENCHMARKS = (("gsm8k", "question"), ("math500", "problem"), ("humaneval", "prompt"),
+              ("mbpp", "text"))
+
+
+def benchmark_heads(data_dir: str, strict: bool = True) -> tuple[set[str], list[str]]:
+    """(starts of every item of the benchmark files in data_dir: first 60 characters, spaces
+    collapsed, lower case; all rows, training and held-out halves alike, and the benchmarks
+    whose file is absent). strict: an absent file is an error."""
+    heads, missing = set(), []
+    for name, field in BENCHMARKS:
+        try:
+            rows = read_rows(data_dir, name)[0]
+        except FileNotFoundError:
+            if strict:
+                raise
+            missing.append(name)
+            continue
+        heads.update(_head(r[field]) for r in rows if r.get(field))
+    return heads, missing
+
+
+def filter_prompts(items: list[dict], heads: set[str]) -> tuple[list[dict], int]:
+    """Items whose prompt does not start like a benchmark item (its head, or the whole of an
+    item shorter than a head), and how many were dropped."""
+    short = [h for h in heads if len(h) < 60]
+
+    def like(text: str) -> bool:
+        h = _head(text)
+        return h in heads or any(h.startswith(x) for x in short)
+
+    kept = [it for it in items if not like(it["prompt"])]
+    return kept, len(items) - len(kept)
+
+
+def read_prompts_file(path: str, heads: set[str]) -> tuple[list[dict], dict]:
+    """--prompts-file: JSON lines with a "prompt" (the user turn; optional "id", "source"), as
+    self_instruct.py writes them. Prompts that start like a benchmark item are dropped (counted)."""
+    items = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: not JSON ({e})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str) \
+                    or not rec["prompt"].strip():
+                raise ValueError(f"{path}:{n}: each line needs a non-empty \"prompt\" string")
+            items.append({"id": str(rec.get("id", f"file/{n}")),
+                          "source": str(rec.get("source", "prompts-file")),
+                          "prompt": rec["prompt"]})
+    kept, dropped = filter_prompts(items, heads)
+    return kept, {"path": os.path.abspath(path), "lines": len(items),
+                  "dropped_benchmark_like": dropped}
+
+
 def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: int = 0,
                      max_prompts: Optional[int] = None, seed: int = 0,
                      gsm8k_variants_n: int = 0, prompts_files=()) -> tuple[list[dict], dict]:
@@ -184,8 +246,6 @@ def training_prompts(data_dir: Optional[str], sources=TRAIN_SOURCES, synthetic: 
         info["sources"]["synthetic"] = {"available_prompts": len(syn), "seed": seed,
                                         "families": families}
     if prompts_files:  # e.g. written by the target itself (self_instruct.py)
-        from specpilot.train_drafter.self_instruct import benchmark_heads, read_prompts_file
-
         heads, missing = benchmark_heads(data_dir, strict=False) if data_dir else (set(), [])
         files = []
         for path in prompts_files:

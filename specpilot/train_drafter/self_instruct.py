@@ -11,8 +11,8 @@ scorer formats the benchmark it imitates (specpilot.evals.datasets):
   code          a Python exercise             -> mbpp's reply instruction, without tests
 No benchmark text is shown to the target. A problem that starts like any item of gsm8k,
 math500, humaneval or mbpp (the same first 60 characters, spaces collapsed, case ignored) is
-dropped (benchmark_heads, filter_prompts), as are duplicates and answers that are not one
-problem.
+dropped (prompts.benchmark_heads, prompts.filter_prompts), as are duplicates and answers that
+are not one problem.
 
 The result is a JSON-lines file of {"id", "source": "self-instruct/<kind>", "prompt"} that
 `python -m specpilot.train_drafter --prompts-file FILE` adds to its training prompts; the
@@ -33,6 +33,7 @@ import time
 from typing import Optional
 
 from specpilot.evals.datasets import STEP_BY_STEP
+from specpilot.train_drafter.prompts import benchmark_heads, filter_prompts
 
 TOPICS = (
     "a bakery", "a school trip", "a garden", "a bookshop", "a train journey", "a farm",
@@ -127,69 +128,6 @@ def as_prompt(problem: str, kind: str) -> str:
     if kind == "code":
         return f"{problem}\nReply with the Python code in a ```python code block."
     return f"{problem}\n{STEP_BY_STEP}"
-
-
-def _head(text: str) -> str:
-    return " ".join(text.split())[:60].lower()
-
-
-BENCHMARKS = (("gsm8k", "question"), ("math500", "problem"), ("humaneval", "prompt"),
-              ("mbpp", "text"))
-
-
-def benchmark_heads(data_dir: str, strict: bool = True) -> tuple[set[str], list[str]]:
-    """(starts of every item of the benchmark files in data_dir: first 60 characters, spaces
-    collapsed, lower case; all rows, training and held-out halves alike, and the benchmarks
-    whose file is absent). strict: an absent file is an error."""
-    from specpilot.train_drafter.prompts import read_rows
-
-    heads, missing = set(), []
-    for name, field in BENCHMARKS:
-        try:
-            rows = read_rows(data_dir, name)[0]
-        except FileNotFoundError:
-            if strict:
-                raise
-            missing.append(name)
-            continue
-        heads.update(_head(r[field]) for r in rows if r.get(field))
-    return heads, missing
-
-
-def filter_prompts(items: list[dict], heads: set[str]) -> tuple[list[dict], int]:
-    """Items whose prompt does not start like a benchmark item (its head, or the whole of an
-    item shorter than a head), and how many were dropped."""
-    short = [h for h in heads if len(h) < 60]
-
-    def like(text: str) -> bool:
-        h = _head(text)
-        return h in heads or any(h.startswith(x) for x in short)
-
-    kept = [it for it in items if not like(it["prompt"])]
-    return kept, len(items) - len(kept)
-
-
-def read_prompts_file(path: str, heads: set[str]) -> tuple[list[dict], dict]:
-    """--prompts-file: JSON lines with a "prompt" (the user turn; optional "id", "source"), as
-    this module writes them. Prompts that start like a benchmark item are dropped (counted)."""
-    items = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str) \
-                    or not rec["prompt"].strip():
-                raise ValueError(f"{path}:{n}: each line needs a non-empty \"prompt\" string")
-            items.append({"id": str(rec.get("id", f"file/{n}")),
-                          "source": str(rec.get("source", "prompts-file")),
-                          "prompt": rec["prompt"]})
-    kept, dropped = filter_prompts(items, heads)
-    return kept, {"path": os.path.abspath(path), "lines": len(items),
-                  "dropped_benchmark_like": dropped}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -708,20 +708,18 @@ def test_self_instruct_instructions_and_cleaning():
 
 
 def test_prompts_file_drops_benchmark_like_prompts(data_dir, tmp_path):
-    from specpilot.train_drafter import self_instruct as si
-
-    heads, missing = si.benchmark_heads(data_dir, strict=False)
-    assert missing == ["math500", "humaneval"] and si._head("7*6?") in heads
+    heads, missing = prompts.benchmark_heads(data_dir, strict=False)
+    assert missing == ["math500", "humaneval"] and prompts._head("7*6?") in heads
     f = tmp_path / "p.jsonl"
     f.write_text(json.dumps({"prompt": "7*6?\nThink step by step."}) + "\n\n"
                  + json.dumps({"prompt": "A new problem with 3 apples?", "id": "x1"}) + "\n")
-    items, info = si.read_prompts_file(str(f), heads)
+    items, info = prompts.read_prompts_file(str(f), heads)
     assert [it["id"] for it in items] == ["x1"] and info["dropped_benchmark_like"] == 1
     f.write_text('{"prompt": "ok"}\n{"text": "no prompt"}\n')
     with pytest.raises(ValueError, match=r"p.jsonl:2: each line needs"):
-        si.read_prompts_file(str(f), heads)
+        prompts.read_prompts_file(str(f), heads)
     with pytest.raises(FileNotFoundError):
-        si.benchmark_heads(data_dir)  # strict: every benchmark file must be there
+        prompts.benchmark_heads(data_dir)  # strict: every benchmark file must be there
 
 
 def test_self_instruct_cli_then_training(target, data_dir, tmp_path, monkeypatch):
