@@ -34,9 +34,10 @@ random prompt tokens are prefilled, a few warm-up steps run, then N steps are ti
      under the profiler with every label as a `record_function` range. Each kernel of that run
      gets the innermost label around the host call that launched it (launch_labels); the
      replay's kernels are matched to them in order (attribute_kernels: difflib over the kernel
-     names, since a replay runs the kernels captured from that very code). Kernels no label
-     covers are "other"; replayed kernels with no match in the eager run are "unattributed"
-     (reported, never spread over the labels). When the pass runs, the report uses it for the
+     names, since a replay runs the kernels captured from that very code; where one stretch
+     differs, e.g. another GEMM variant under capture, by position). Kernels no label covers
+     are "other"; replayed kernels with no match in the eager run are "unattributed"
+     (reported with their names, never spread over the labels). When the pass runs, the report uses it for the
      in-graph times (labels outside the graphs keep pass 2's times) and keeps pass 2's
      span-corrected figures in the JSON beside it.
 Graphs are switched off by setting the engine's graph attributes to None and restored after.
@@ -294,28 +295,46 @@ def replay_kernels(events, replays: int) -> list[list[tuple[str, float]]]:
 def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[str, float]]]
                       ) -> tuple[dict[str, float], dict]:
     """Mean ms per replay per label: each replayed kernel takes the label of the kernel it
-    matches in the labelled eager run (difflib over the name sequences, per replay);
-    unmatched ones count as UNATTRIBUTED. Returns (ms per label, stats: kernels per replay,
-    matched per replay, eager kernels, unattributed ms per replay)."""
+    matches in the labelled eager run (difflib over the name sequences, per replay). Where the
+    two runs differ at one place (a difflib "replace": e.g. cuBLAS picks another variant of a
+    GEMM under capture), the replayed kernels take the eager kernels' labels by position when
+    the two stretches are as long, or their one label when all of them share it; these count as
+    matched by position. Anything else, and replayed kernels with no eager counterpart, count as
+    UNATTRIBUTED. Returns (ms per label, stats: kernels per replay, matched per replay by name
+    and by position, eager kernels, unattributed ms per replay, and `by_position` /
+    `unattributed_kernels`: up to 5 replayed kernel names each, with their ms per replay)."""
     import difflib
 
     names = [n for n, _ in labelled]
     totals: dict[str, float] = defaultdict(float)
-    matched = []
+    odd: dict[str, dict[str, float]] = {"by_position": defaultdict(float),
+                                        "unattributed_kernels": defaultdict(float)}
+    matched, by_pos = [], []
     for rep in replays:
         sm = difflib.SequenceMatcher(None, names, [n for n, _ in rep], autojunk=False)
-        lab = [UNATTRIBUTED] * len(rep)
-        for blk in sm.get_matching_blocks():
-            for i in range(blk.size):
-                lab[blk.b + i] = labelled[blk.a + i][1]
-        for (_, ms), name in zip(rep, lab):
-            totals[name] += ms
-        matched.append(sum(x != UNATTRIBUTED for x in lab))
+        lab, how = [UNATTRIBUTED] * len(rep), ["unattributed_kernels"] * len(rep)
+        for tag, i1, i2, j1, j2 in sm.get_opcodes():
+            eager = [labelled[i][1] for i in range(i1, i2)]
+            if tag == "equal":
+                lab[j1:j2], how[j1:j2] = eager, [None] * (j2 - j1)
+            elif tag == "replace" and (i2 - i1 == j2 - j1 or len(set(eager)) == 1):
+                lab[j1:j2] = eager if i2 - i1 == j2 - j1 else eager[:1] * (j2 - j1)
+                how[j1:j2] = ["by_position"] * (j2 - j1)
+        for (name, ms), label, kind in zip(rep, lab, how):
+            totals[label] += ms
+            if kind is not None:
+                odd[kind][name] += ms
+        matched.append(how.count(None))
+        by_pos.append(how.count("by_position"))
     n = max(len(replays), 1)
     per = {k: v / n for k, v in totals.items()}
     stats = {"kernels_per_replay": statistics.mean(len(r) for r in replays) if replays else 0,
              "matched_per_replay": statistics.mean(matched) if matched else 0,
+             "position_matched_per_replay": statistics.mean(by_pos) if by_pos else 0,
              "eager_kernels": len(labelled), "unattributed_ms": per.get(UNATTRIBUTED, 0.0)}
+    for kind, d in odd.items():
+        top = sorted(d.items(), key=lambda kv: -kv[1])[:5]
+        stats[kind] = {name: ms / n for name, ms in top}
     return per, stats
 
 
@@ -328,7 +347,7 @@ def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
 
     acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
     inside: dict[str, float] = defaultdict(float)
-    stats: dict[str, float] = defaultdict(float)
+    stats: dict = {}
     for g in graphs:
         bs = g.bucket(batch)
         if not g.captured or bs is None:
@@ -352,7 +371,12 @@ def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
         for k, v in per.items():
             inside[k] += v
         for k, v in st.items():
-            stats[k] += v
+            if isinstance(v, dict):  # kernel names: merged over the graphs
+                d = stats.setdefault(k, {})
+                for name, ms in v.items():
+                    d[name] = d.get(name, 0.0) + ms
+            else:
+                stats[k] = stats.get(k, 0) + v
     return dict(inside), dict(stats)
 
 
@@ -494,7 +518,7 @@ class StepProfile:
     # pass 5 (kernel profile), when it ran: graph_components_ms then holds its in-graph times,
     # span_components_ms pass 2's span-corrected ones, kernel_stats its matching figures
     span_components_ms: Optional[dict[str, float]] = None
-    kernel_stats: Optional[dict[str, float]] = None
+    kernel_stats: Optional[dict] = None
 
     @property
     def eager_host_gap_ms(self) -> float:

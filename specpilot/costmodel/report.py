@@ -173,8 +173,15 @@ def render(rep: dict) -> str:
             k = None if p is None else p.get("kernel_stats")
             if k:
                 lines.append(f"kernel profile ({label}): {k['kernels_per_replay']:g} kernels per "
-                             f"step, {k['matched_per_replay']:g} matched to the eager run's "
-                             f"{k['eager_kernels']:g}; unattributed {k['unattributed_ms']:.3f} ms")
+                             f"step, {k['matched_per_replay']:g} matched by name and "
+                             f"{k.get('position_matched_per_replay', 0):g} by position to the "
+                             f"eager run's {k['eager_kernels']:g}; unattributed "
+                             f"{k['unattributed_ms']:.3f} ms")
+                for kind, what in (("by_position", "matched by position"),
+                                   ("unattributed_kernels", "unattributed")):
+                    if k.get(kind):
+                        lines.append(f"  {what}: " + ", ".join(
+                            f"{name[:60]} {ms * 1e3:.1f} us" for name, ms in k[kind].items()))
         if cal and not ks:
             per_step = ", ".join(f"{label} {p['graph_spans_per_step']:g}" for label, p in
                                  (("stock", measured["spec"]), ("ar", measured["ar"]))
