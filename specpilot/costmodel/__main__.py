@@ -16,6 +16,9 @@ stock steps at SIMULATED acceptance --accept (random drafters accept nothing); t
 CUDA graphs come from a kernel profile of the graphs (torch.profiler, kernels matched to the
 components of an eager run of the same code; --no-kernel-profile: from timing spans corrected
 for their measured cost instead; --json has both, the raw span times and the calibration).
+With the kernel profile, the host gap is also split by what the host does while the GPU idles
+(schedule, worker batch, graph inputs, launch, sampling and its copy, processing results: a
+torch.profiler pass with those phases as ranges).
 """
 
 from __future__ import annotations
@@ -100,7 +103,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     ap.add_argument("--dtype-bytes", type=int, default=2)
     ap.add_argument("--measure", action="store_true", help="time the components on the GPU")
     ap.add_argument("--no-kernel-profile", dest="kernel_profile", action="store_false",
-                    help="in-graph times from the corrected timing spans, not the kernel profile")
+                    help="in-graph times from the corrected timing spans, not the kernel "
+                    "profile (and no host-phase profile)")
     ap.add_argument("--steps", type=int, default=8, help="timed decode steps per pass (--measure)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed decode steps first (--measure)")
     ap.add_argument("--json", default=None, help="also write the report as JSON here")

@@ -40,6 +40,13 @@ random prompt tokens are prefilled, a few warm-up steps run, then N steps are ti
      (reported with their names, never spread over the labels). When the pass runs, the report uses it for the
      in-graph times (labels outside the graphs keep pass 2's times) and keeps pass 2's
      span-corrected figures in the JSON beside it.
+  6. host phases (with pass 5): the graph steps again under torch.profiler, CPU and CUDA, with
+     the host's phases of a step as ranges (phase_wraps: schedule, worker batch, graph inputs,
+     graph launch, sampling and its copy, processing results). Every stretch in which the GPU
+     runs nothing is charged to the innermost phase open on the host meanwhile (idle_by_phase),
+     so the host gap splits into where the host spends it; idle between the kernels of one
+     graph replay is reported apart. The profiler slows the host, so the phases are read
+     against that pass's own wall, printed beside pass 1's.
 Graphs are switched off by setting the engine's graph attributes to None and restored after.
 Without graphs passes 1-2 are skipped; on the CPU the graph objects run their eager twins and
 passes 1-2 time the same code with the host clock.
@@ -215,7 +222,9 @@ class ComponentTimer:
 
 
 LABEL_PREFIX = "costmodel:"  # record_function names of pass 5's labels
+PHASE_PREFIX = "hostphase:"  # and of pass 6's host phases
 OTHER, UNATTRIBUTED = "other", "unattributed"
+IN_GRAPH, NO_PHASE = "idle inside graphs", "outside every phase"
 
 
 class KernelLabels(ComponentTimer):
@@ -223,13 +232,14 @@ class KernelLabels(ComponentTimer):
     label is a torch.profiler range (record_function named LABEL_PREFIX + label), not a clock
     mark, so the kernels launched inside it can be told apart in a profile."""
 
-    def __init__(self):
+    def __init__(self, prefix: str = LABEL_PREFIX):
         super().__init__(HostClock())
+        self.prefix = prefix
         self._ranges: list = []
 
     def begin(self, label: str) -> None:
         if self.active:
-            rf = torch.autograd.profiler.record_function(LABEL_PREFIX + label)
+            rf = torch.autograd.profiler.record_function(self.prefix + label)
             rf.__enter__()
             self._ranges.append(rf)
 
@@ -380,6 +390,77 @@ def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
     return dict(inside), dict(stats)
 
 
+def phase_wraps(sched, worker) -> list[tuple[object, str, str]]:
+    """(owner, method, phase) of pass 6: the scheduler's parts of a decode step, the worker's
+    forward, each graph object's run (filling its buffers) and launch, and ar's sampling (with
+    the step's device-to-host copy); innermost wins."""
+    runner = getattr(worker, "runner", worker)
+    out = [(sched, "step", "scheduler step"), (sched, "_schedule_decode", "schedule"),
+           (sched, "_worker_batch", "worker batch"), (sched, "_process", "process results"),
+           (worker, "forward", "worker forward")]
+    for g in step_graphs(worker):
+        out += [(g, "run", "graph inputs"), (g, "_launch", "graph launch")]
+    if runner is worker:
+        out.append((runner, "_sample", "sample + copy"))
+    return out
+
+
+def idle_by_phase(events, steps: int) -> dict[str, float]:
+    """GPU idle ms per step by what the host was doing meanwhile, from a profile of `steps`
+    steps with PHASE_PREFIX ranges (the outermost named "scheduler step"): the window is from the
+    first step's start to the last one's end; an idle stretch between two kernels of one graph
+    replay (same correlation id) counts as IN_GRAPH, any other is split at the phase boundaries
+    and charged to the innermost phase open on the host (NO_PHASE where none is)."""
+    ranges, dev = [], []
+    for e in events:
+        if _is_device(e):
+            dev.append((e.time_range.start, e.time_range.end, e.id))
+        elif e.name.startswith(PHASE_PREFIX):
+            ranges.append((e.time_range.start, e.time_range.end, e.name[len(PHASE_PREFIX):]))
+    outer = [r for r in ranges if r[2] == "scheduler step"]
+    if not outer:
+        raise ValueError("no host phase ranges in the profile")
+    lo, hi = min(r[0] for r in outer), max(r[1] for r in outer)
+    gaps, t, last = [], lo, None
+    for a, b, cid in sorted(d for d in dev if d[1] > lo and d[0] < hi):
+        if a > t:
+            gaps.append((t, a, last is not None and cid == last))
+        if b > t:
+            t, last = b, cid
+    if hi > t:
+        gaps.append((t, hi, False))
+    out: dict[str, float] = defaultdict(float)
+    for a, b, in_graph in gaps:
+        if in_graph:
+            out[IN_GRAPH] += b - a
+            continue
+        cuts = sorted({a, b} | {x for r in ranges for x in r[:2] if a < x < b})
+        for x, y in zip(cuts, cuts[1:]):
+            m, best = (x + y) / 2, None
+            for r in ranges:
+                if r[0] <= m <= r[1] and (best is None or r[1] - r[0] < best[1] - best[0]):
+                    best = r
+            out[NO_PHASE if best is None else best[2]] += y - x
+    return {k: v / 1e3 / max(steps, 1) for k, v in out.items()}
+
+
+def host_phase_pass(sched, worker, batch: int, context: int, steps: int, warmup: int,
+                    clock) -> tuple[dict[str, float], float]:
+    """Pass 6 (CUDA graphs on): `steps` decode steps under torch.profiler with the phases of
+    phase_wraps as ranges -> (GPU idle ms per step by host phase, median profiled wall ms)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    phases = KernelLabels(PHASE_PREFIX)
+    with contextlib.ExitStack() as stack:
+        for obj, attr, label in phase_wraps(sched, worker):
+            stack.enter_context(phases.wrap(obj, attr, label))
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                         if torch.cuda.is_available() else [])
+        with profile(activities=acts) as prof:
+            wall, _ = timed_steps(sched, batch, context, steps, warmup, clock, phases)
+    return idle_by_phase(prof.events(), steps), wall
+
+
 def combine_kernel_pass(timer: ComponentTimer, inside: dict[str, float]) -> dict[str, float]:
     """Pass 2's labels outside the graphs (as timed) plus pass 5's times inside them."""
     raw_inside = timer.mean_ms(graph_only=True)
@@ -519,6 +600,9 @@ class StepProfile:
     # span_components_ms pass 2's span-corrected ones, kernel_stats its matching figures
     span_components_ms: Optional[dict[str, float]] = None
     kernel_stats: Optional[dict] = None
+    # pass 6 (with pass 5): GPU idle ms per step by host phase, and that pass's median wall
+    host_phases_ms: Optional[dict[str, float]] = None
+    host_phase_wall_ms: Optional[float] = None
 
     @property
     def eager_host_gap_ms(self) -> float:
@@ -752,7 +836,7 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
 
     graphs = step_graphs(worker)
     graph_ms = graph_inst_ms = graph_comp = graph_gpu = graph_raw = graph_spans = cal = None
-    span_comp = kernel_stats = None
+    span_comp = kernel_stats = phases = phase_wall = None
     notes = []
     if graphs:
         replays = ComponentTimer(clock)  # pass 1: the wall, and the GPU time of the replays
@@ -783,6 +867,12 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
                 log.warning("cost model: the kernel profile of the graphs failed (%s); the "
                             "report uses the span-corrected times", e)
                 notes.append(f"kernel profile failed ({e}); in-graph times are span-corrected")
+            try:  # pass 6: what the host does while the GPU idles
+                phases, phase_wall = host_phase_pass(sched, worker, batch, context, steps,
+                                                     warmup, clock)
+            except (RuntimeError, ValueError) as e:
+                log.warning("cost model: the host-phase profile failed (%s)", e)
+                notes.append(f"host-phase profile failed ({e})")
     owners = graph_objects(worker)
     saved = [getattr(o, a) for o, a in owners]
     for o, a in owners:
@@ -798,7 +888,8 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
     engine = "ar" if worker is runner else "stock"
     return StepProfile(engine, getattr(worker, "num_draft_tokens", 1), accepted, eager_ms,
                        inst_ms, graph_ms, timer.mean_ms(), graph_comp, graph_inst_ms, graph_gpu,
-                       graph_raw, graph_spans, cal, notes, span_comp, kernel_stats)
+                       graph_raw, graph_spans, cal, notes, span_comp, kernel_stats, phases,
+                       phase_wall)
 
 
 def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, context: int,

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from specpilot.costmodel.counts import Rates, Step, TargetShape, oracle_step, step_costs, total
-from specpilot.costmodel.profile import Profile, StepProfile
+from specpilot.costmodel.profile import IN_GRAPH, Profile, StepProfile
 
 HOST_GAP = "host gap"
 MIN_GAP = 5e-3  # ms per generated token: smaller gaps sort as none (then by floor)
@@ -182,6 +182,15 @@ def render(rep: dict) -> str:
                     if k.get(kind):
                         lines.append(f"  {what}: " + ", ".join(
                             f"{name[:60]} {ms * 1e3:.1f} us" for name, ms in k[kind].items()))
+            ph = None if p is None else p.get("host_phases_ms")
+            if ph:
+                host = sorted(((k, v) for k, v in ph.items() if k != IN_GRAPH),
+                              key=lambda kv: -kv[1])
+                lines.append(
+                    f"host phases ({label}): GPU idle per step while the host ran "
+                    + ", ".join(f"{k} {v:.3f}" for k, v in host) + f" ms; idle inside graphs "
+                    f"{ph.get(IN_GRAPH, 0.0):.3f} ms (under the profiler: wall "
+                    f"{p['host_phase_wall_ms']:.2f} ms against {p['graph_ms']:.2f} without)")
         if cal and not ks:
             per_step = ", ".join(f"{label} {p['graph_spans_per_step']:g}" for label, p in
                                  (("stock", measured["spec"]), ("ar", measured["ar"]))

@@ -361,6 +361,13 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     text = render(rep)
     assert "inside the CUDA graphs" in text and "with CUDA graphs" in text
     assert "not captured: uncorrected" in text and "span calibration" not in text
+    assert "host phases" not in text  # pass 6 runs only where graphs are captured
+    p.ar.host_phases_ms = {"process results": 0.25, "graph inputs": 0.5, prof.IN_GRAPH: 0.125}
+    p.ar.host_phase_wall_ms = 9.0
+    text = render(build_report(shape, dc, Step.for_engine(dc, 2, 12, 4, 2.5), p.rates, p))
+    assert ("host phases (ar): GPU idle per step while the host ran graph inputs 0.500, process "
+            "results 0.250 ms; idle inside graphs 0.125 ms (under the profiler: wall 9.00 ms "
+            f"against {p.ar.graph_ms:.2f} without)") in text
 
 
 def _ev(name, start, end, cid=0, device=False, thread=1, linked=0):
@@ -432,6 +439,53 @@ def test_attribution_by_position():
     assert st["unattributed_kernels"] == {"r": pytest.approx(4.0)}
 
 
+def test_idle_by_phase_charges_the_innermost_host_phase():
+    """Pass 6 on a synthetic two-step trace (us): each GPU-idle stretch goes to the innermost
+    host phase open meanwhile, split at phase boundaries; idle between two kernels of one graph
+    replay (same correlation id) is reported apart; time between steps has no phase."""
+    p = prof.PHASE_PREFIX
+    events = [_ev(p + n, a, b) for n, a, b in (
+        ("scheduler step", 0, 1000), ("schedule", 10, 60), ("worker forward", 100, 900),
+        ("graph inputs", 110, 300), ("graph launch", 250, 290), ("sample + copy", 300, 880),
+        ("process results", 910, 990), ("scheduler step", 1100, 1500),
+        ("process results", 1400, 1490))]
+    events += [_ev(n, a, b, cid=c, device=True) for n, a, b, c in (
+        ("copy", 150, 160, 1), ("g1", 280, 500, 2), ("g2", 520, 700, 2), ("argmax", 720, 730, 3),
+        ("memcpy", 740, 745, 4), ("next", 1200, 1300, 5))]
+    events.append(_ev("aten::add", 0, 1500))  # not a phase: ignored
+    got = prof.idle_by_phase(events, steps=2)
+    want = {"scheduler step": 280, "schedule": 50, "worker forward": 30, "graph inputs": 130,
+            "graph launch": 30, "sample + copy": 165, "process results": 170,
+            prof.NO_PHASE: 100, prof.IN_GRAPH: 20}
+    assert got == pytest.approx({k: v / 2e3 for k, v in want.items()})
+    assert sum(got.values()) == pytest.approx((1500 - 525) / 2e3)  # window less busy time
+    with pytest.raises(ValueError, match="no host phase"):
+        prof.idle_by_phase(events[-7:], steps=2)
+
+
+def test_host_phase_pass_on_cpu(tmp_path):
+    """Pass 6's wiring over the graph objects' eager twins: the CPU runs no device activities, so
+    every step's time is 'idle' and lands on the host phases; they are all there, add up to the
+    steps, and the engine is left unwrapped."""
+    dirs = _tiny_config_dirs(tmp_path)
+    eng = prof.build_engine(dirs["t"], dirs["d"], 1, 12, 4, 2.5, 40, device="cpu",
+                            dtype="float32", attention_backend="triton")
+    eng.runner.enable_cuda_graphs(1, capture=False)
+    eng.worker.enable_cuda_graphs(1, capture=False)
+    from specpilot.scheduler.scheduler import Scheduler
+
+    for worker, sample in ((eng.runner, {"sample + copy"}), (eng.worker, set())):
+        sched = Scheduler(worker, None, 1, 8192, 16384)
+        got, wall = prof.host_phase_pass(sched, worker, 1, 12, 3, 1, prof.HostClock())
+        assert {"scheduler step", "schedule", "worker batch", "worker forward", "graph inputs",
+                "graph launch", "process results"} | sample <= set(got)
+        assert 0.5 * wall < sum(got.values()) - got.get(prof.NO_PHASE, 0) < 2 * wall
+        assert not {"step", "_schedule_decode", "_process"} & set(vars(sched))
+        assert not {"forward", "_sample"} & set(vars(worker))
+        for g in prof.step_graphs(worker):
+            assert not {"run", "_launch"} & set(vars(g))
+
+
 def test_kernel_labels_are_profiler_ranges(tmp_path):
     """Pass 5's labelling half on the CPU: instrument() with KernelLabels puts every component
     of an eager step as a named record_function range into a real torch.profiler trace, nested
@@ -461,8 +515,9 @@ def test_kernel_labels_are_profiler_ranges(tmp_path):
 
 @pytest.mark.gpu
 def test_kernel_pass_on_gpu(tmp_path):
-    """Pass 5 on a captured graph: every replayed kernel is matched to the eager run and the
-    in-graph times come from it (the report says so)."""
+    """Passes 5 and 6 on captured graphs: every replayed kernel is matched to the eager run, the
+    in-graph times come from it, and the host gap is split into host phases (the report says
+    so)."""
     dirs = _tiny_config_dirs(tmp_path)
     eng = prof.build_engine(dirs["t"], dirs["d"], 2, 12, 4, 2.5, 40)
     p = prof.profile_engine(eng, 2, 12, steps=2, warmup=1)
@@ -474,6 +529,9 @@ def test_kernel_pass_on_gpu(tmp_path):
         assert k["matched_per_replay"] + k["position_matched_per_replay"] == k["kernels_per_replay"]
         assert k["unattributed_ms"] == 0 and k["matched_per_replay"] > 0.9 * k["kernels_per_replay"]
         assert sp.graph_components_ms["lm_head"] > 0 and sp.span_components_ms is not None
+        ph = sp.host_phases_ms  # pass 6: the GPU idles at least while results are processed
+        assert ph["process results"] > 0 and sum(ph.values()) < sp.host_phase_wall_ms
     dc = eng.worker.drafter.dc
     text = render(build_report(shape, dc, Step.for_engine(dc, 2, 12, 4, 2.5), p.rates, p))
     assert "from a kernel profile of their replays" in text and "kernel profile (stock)" in text
+    assert "host phases (ar): GPU idle per step while the host ran" in text
