@@ -870,9 +870,10 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
             try:  # pass 6: what the host does while the GPU idles
                 phases, phase_wall = host_phase_pass(sched, worker, batch, context, steps,
                                                      warmup, clock)
-            except (RuntimeError, ValueError) as e:
-                log.warning("cost model: the host-phase profile failed (%s)", e)
-                notes.append(f"host-phase profile failed ({e})")
+            except Exception as e:  # a diagnostic pass: report it, keep the other passes
+                log.exception("cost model: the host-phase profile failed")
+                sched.abort_all("costmodel: host-phase pass failed")
+                notes.append(f"host-phase profile failed ({type(e).__name__}: {e})")
     owners = graph_objects(worker)
     saved = [getattr(o, a) for o, a in owners]
     for o, a in owners:
