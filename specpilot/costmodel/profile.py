@@ -37,9 +37,9 @@ random prompt tokens are prefilled, a few warm-up steps run, then N steps are ti
      names, since a replay runs the kernels captured from that very code; where one stretch
      differs, e.g. another GEMM variant under capture, by position). Kernels no label covers
      are "other"; replayed kernels with no match in the eager run are "unattributed"
-     (reported with their names, never spread over the labels). When the pass runs, the report uses it for the
-     in-graph times (labels outside the graphs keep pass 2's times) and keeps pass 2's
-     span-corrected figures in the JSON beside it.
+     (reported with their names, never spread over the labels). When the pass runs, the report
+     uses it for the in-graph times (labels outside the graphs keep pass 2's times) and keeps
+     pass 2's span-corrected figures in the JSON beside it.
   6. host phases (with pass 5): the graph steps again under torch.profiler, CPU and CUDA, with
      the host's phases of a step as ranges (phase_wraps: schedule, worker batch, graph inputs,
      graph launch, sampling and its copy, processing results). Every stretch in which the GPU

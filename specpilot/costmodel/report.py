@@ -184,11 +184,12 @@ def render(rep: dict) -> str:
                             f"{name[:60]} {ms * 1e3:.1f} us" for name, ms in k[kind].items()))
             ph = None if p is None else p.get("host_phases_ms")
             if ph:
-                host = sorted(((k, v) for k, v in ph.items() if k != IN_GRAPH),
+                host = sorted(((phase, ms) for phase, ms in ph.items() if phase != IN_GRAPH),
                               key=lambda kv: -kv[1])
                 lines.append(
                     f"host phases ({label}): GPU idle per step while the host ran "
-                    + ", ".join(f"{k} {v:.3f}" for k, v in host) + f" ms; idle inside graphs "
+                    + ", ".join(f"{phase} {ms:.3f}" for phase, ms in host)
+                    + f" ms; idle inside graphs "
                     f"{ph.get(IN_GRAPH, 0.0):.3f} ms (under the profiler: wall "
                     f"{p['host_phase_wall_ms']:.2f} ms against {p['graph_ms']:.2f} without)")
         if cal and not ks:
