@@ -21,13 +21,16 @@ Order of operations (fp32 throughout):
      min-p (drop p < min_p * p_max) and sample with the exponential race argmax(p / E),
      E ~ Exp(1) i.i.d., which draws from p without a cumsum/multinomial host sync.
 
-Seeding: a row with `seed` set draws its E from a `torch.Generator` seeded with
-`_mix(seed, steps[i])`, so a request's draws depend only on (seed, step, V, device) and not on
-which other rows share the batch. Unseeded rows use the default generator.
+Seeding: a row with `seed` set draws its E from a counter-based stream keyed by
+`_mix(seed, steps[i])` (`seeded_uniform`: a 32-bit integer hash of (key, column), computed for
+all seeded rows at once, the same integers on every device), so a request's draws depend only on
+(seed, step, V) and not on which other rows share the batch. Unseeded rows use the default
+generator.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -211,15 +214,49 @@ def _filtered_probs(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     return probs
 
 
+_M32 = 0xFFFFFFFF
+_HASH_MUL = 0x045D9F3B  # < 2**27: a 32-bit value times it stays below 2**63 (no int64 overflow)
+
+
+def _hash32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer mixing hash (xorshift-multiply, 2 rounds) on int64 tensors holding values
+    in [0, 2**32), in place; bijective on 32 bits."""
+    for _ in range(2):
+        x.bitwise_xor_(x >> 16).mul_(_HASH_MUL).bitwise_and_(_M32)
+    return x.bitwise_xor_(x >> 16)
+
+
+@functools.lru_cache(maxsize=8)
+def _column_hashes(offset: int, n: int, device: str) -> torch.Tensor:
+    """_hash32 of the counters offset .. offset + n - 1, on `device` (cached: the vocabulary
+    size and the few offsets in use repeat every step)."""
+    return _hash32(torch.arange(offset, offset + n, dtype=torch.int64) & _M32).to(device)
+
+
+def seeded_uniform(keys: Sequence[int], n: int, device, offset: int = 0) -> torch.Tensor:
+    """[len(keys), n] float32 uniforms in (0, 1): row r, column c is a hash of (keys[r], offset +
+    c), so a row depends on its key alone, never on the other rows, and every device computes the
+    same values (23 bits: (h + 1/2) / 2**23 is exact in fp32 and stays below 1). One batched
+    computation for all rows (the keys are mixed on the host, then about 15 device ops whatever
+    the number of rows): no per-row generator, no per-row launches."""
+    halves = torch.tensor([[(int(key) & _MASK64) & _M32, (int(key) & _MASK64) >> 32]
+                           for key in keys], dtype=torch.int64).reshape(-1, 2)
+    rows = _hash32(halves[:, 0] ^ _hash32(halves[:, 1].clone()))  # [R] in [0, 2**32), host
+    if torch.device(device).type == "cuda":
+        rows = rows.pin_memory().to(device, non_blocking=True)
+    else:
+        rows = rows.to(device)
+    x = _hash32(rows[:, None] ^ _column_hashes(offset, n, str(torch.device(device)))[None, :])
+    return ((x >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
+
+
 def _exponential_noise(batch: SamplingBatch, shape: tuple[int, int], device) -> torch.Tensor:
-    """E ~ Exp(1) of `shape` [B, V]; seeded rows from their own generators."""
+    """E ~ Exp(1) of `shape` [B, V]; seeded rows from their keys' counter-based streams."""
     noise = torch.empty(shape, dtype=torch.float32, device=device).exponential_()
-    for i, gseed in enumerate(batch.generator_seeds):
-        if gseed is not None:
-            gen = torch.Generator(device=device)
-            gen.manual_seed(gseed)
-            noise[i] = torch.empty(shape[1], dtype=torch.float32,
-                                   device=device).exponential_(generator=gen)
+    rows = [i for i, gseed in enumerate(batch.generator_seeds) if gseed is not None]
+    if rows:
+        u = seeded_uniform([batch.generator_seeds[i] for i in rows], shape[1], device)
+        noise[_h2d(rows, torch.int64, device)] = u.log_().neg_()
     return noise.clamp_min_(torch.finfo(torch.float32).tiny)  # no division by an exact 0
 
 

@@ -25,7 +25,7 @@ import torch
 from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.kv_cache import KVCache
 from specpilot.engine.model_runner import forced_checks
-from specpilot.engine.sampler import SamplingBatch, _mix, probs, sample
+from specpilot.engine.sampler import SamplingBatch, _h2d, _mix, probs, sample, seeded_uniform
 from specpilot.spec.accept import greedy_accept, rejection_accept
 from specpilot.spec.draft_attention import DraftAttentionBackend
 from specpilot.spec.draft_loader import load_drafter
@@ -224,10 +224,10 @@ class StockSpecWorker:
         dev = self.runner.device
         u = torch.rand(r, b - 1, device=dev)
         e = torch.empty(r, p.shape[-1], device=dev).exponential_()
-        for i, sp in enumerate(wb.sampling):
-            if sp.seed is not None:
-                g = torch.Generator(device=dev)
-                g.manual_seed(_mix(sp.seed, wb.steps[i]) ^ 0x5bd1e995)
-                u[i] = torch.rand(b - 1, device=dev, generator=g)
-                e[i] = torch.empty(p.shape[-1], device=dev).exponential_(generator=g)
+        rows = [i for i, sp in enumerate(wb.sampling) if sp.seed is not None]
+        if rows:  # all seeded rows at once, from counter-based streams (sampler.seeded_uniform)
+            keys = [_mix(wb.sampling[i].seed, wb.steps[i]) ^ 0x5bd1e995 for i in rows]
+            idx = _h2d(rows, torch.int64, dev)
+            u[idx] = seeded_uniform(keys, b - 1, dev)
+            e[idx] = seeded_uniform(keys, p.shape[-1], dev, offset=b - 1).log_().neg_()
         return u, e.clamp_min_(torch.finfo(torch.float32).tiny)
