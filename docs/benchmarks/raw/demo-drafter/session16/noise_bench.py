@@ -1,22 +1,41 @@
-"""Seeded exponential noise for B rows x V: the per-row-generator version (before) against
-seeded_uniform (after), CPU: wall and number of aten ops dispatched (each is a kernel launch on a GPU)."""
-import time, torch, statistics, sys
-from torch.profiler import profile, ProfilerActivity
-from specpilot.engine.sampler import seeded_uniform, _mix
+"""Seeded exponential noise for B rows x V ids: the per-row-generator version (before session 16)
+against sampler.seeded_uniform (after): median wall and the number of aten ops dispatched (on a
+GPU each op on a device tensor is a kernel launch).
+    PYTHONPATH=. python docs/benchmarks/raw/demo-drafter/session16/noise_bench.py [cpu|cuda]"""
+import statistics
+import sys
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from specpilot.engine.sampler import _mix, seeded_uniform
+
+DEV = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+
+
+def sync():
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+
 
 def before(keys, V):
-    noise = torch.empty(len(keys), V).exponential_()
+    noise = torch.empty(len(keys), V, device=DEV).exponential_()
     for i, k in enumerate(keys):
-        g = torch.Generator(); g.manual_seed(k)
-        noise[i] = torch.empty(V).exponential_(generator=g)
+        g = torch.Generator(device=DEV)
+        g.manual_seed(k)
+        noise[i] = torch.empty(V, device=DEV).exponential_(generator=g)
     return noise
+
 
 def after(keys, V):
-    noise = torch.empty(len(keys), V).exponential_()
-    noise[torch.arange(len(keys))] = seeded_uniform(keys, V, "cpu").log_().neg_()
+    noise = torch.empty(len(keys), V, device=DEV).exponential_()
+    noise[torch.arange(len(keys), device=DEV)] = seeded_uniform(keys, V, DEV).log_().neg_()
     return noise
 
+
 V = 49152
+print(f"device {DEV}, V {V}")
 print("B     before ms  after ms  before ops  after ops")
 for B in (1, 8, 64, 256):
     keys = [_mix(s, 3) for s in range(B)]
@@ -25,7 +44,11 @@ for B in (1, 8, 64, 256):
         f(keys, V)
         ts = []
         for _ in range(5):
-            t = time.perf_counter(); f(keys, V); ts.append((time.perf_counter() - t) * 1e3)
+            sync()
+            t = time.perf_counter()
+            f(keys, V)
+            sync()
+            ts.append((time.perf_counter() - t) * 1e3)
         row.append(statistics.median(ts))
     for f in (before, after):
         with profile(activities=[ProfilerActivity.CPU]) as p:
