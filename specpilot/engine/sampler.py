@@ -73,8 +73,9 @@ class SamplingBatch:
     seen_mask: Optional[torch.Tensor]  # [B, V] bool: token in the row's prompt or output ids
     ban_rows: Optional[torch.Tensor]  # [N] int64: (row, id) pairs set to -inf (min_new_tokens)
     ban_cols: Optional[torch.Tensor]  # [N] int64
-    seeds: list[Optional[int]]  # host: request seeds (a Generator is seeded on the host)
-    generator_seeds: list[Optional[int]]  # host: _mix(seed, step) per seeded row, else None
+    seeds: list[Optional[int]]  # host: request seeds
+    generator_seeds: list[Optional[int]]  # host: _mix(seed, step) per seeded row (the key of its
+    # seeded_uniform stream), else None
     vocab_size: int
     all_greedy: bool
     has_top_k: bool
