@@ -311,8 +311,9 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
     the two stretches are as long, or their one label when all of them share it; these count as
     matched by position. Anything else, and replayed kernels with no eager counterpart, count as
     UNATTRIBUTED. Returns (ms per label, stats: kernels per replay, matched per replay by name
-    and by position, eager kernels, unattributed ms per replay, and `by_position` /
-    `unattributed_kernels`: up to 5 replayed kernel names each, with their ms per replay)."""
+    and by position, eager kernels, unattributed ms per replay, `by_position` /
+    `unattributed_kernels`: up to 5 replayed kernel names each, with their ms per replay, and
+    `top_kernels`: per label its 3 costliest kernel names, ms and launches per replay)."""
     import difflib
 
     names = [n for n, _ in labelled]
@@ -320,6 +321,7 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
     odd: dict[str, dict[str, float]] = {"by_position": defaultdict(float),
                                         "unattributed_kernels": defaultdict(float)}
     matched, by_pos = [], []
+    per_kernel: dict = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))  # label -> name -> ms, n
     for rep in replays:
         sm = difflib.SequenceMatcher(None, names, [n for n, _ in rep], autojunk=False)
         lab, how = [UNATTRIBUTED] * len(rep), ["unattributed_kernels"] * len(rep)
@@ -332,6 +334,8 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
                 how[j1:j2] = ["by_position"] * (j2 - j1)
         for (name, ms), label, kind in zip(rep, lab, how):
             totals[label] += ms
+            per_kernel[label][name][0] += ms
+            per_kernel[label][name][1] += 1
             if kind is not None:
                 odd[kind][name] += ms
         matched.append(how.count(None))
@@ -345,6 +349,10 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
     for kind, d in odd.items():
         top = sorted(d.items(), key=lambda kv: -kv[1])[:5]
         stats[kind] = {name: ms / n for name, ms in top}
+    stats["top_kernels"] = {
+        label: {name: [ms / n, count / n] for name, (ms, count) in
+                sorted(d.items(), key=lambda kv: -kv[1][0])[:3]}
+        for label, d in per_kernel.items()}
     return per, stats
 
 
@@ -381,7 +389,14 @@ def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
         for k, v in per.items():
             inside[k] += v
         for k, v in st.items():
-            if isinstance(v, dict):  # kernel names: merged over the graphs
+            if k == "top_kernels":  # per label, merged over the graphs (top 3 kept)
+                for label, kernels in v.items():
+                    d = stats.setdefault(k, {}).setdefault(label, {})
+                    for name, (ms, count) in kernels.items():
+                        old_ms, old_n = d.get(name, (0.0, 0))
+                        d[name] = [old_ms + ms, old_n + count]
+                    stats[k][label] = dict(sorted(d.items(), key=lambda kv: -kv[1][0])[:3])
+            elif isinstance(v, dict):  # kernel names: merged over the graphs
                 d = stats.setdefault(k, {})
                 for name, ms in v.items():
                     d[name] = d.get(name, 0.0) + ms

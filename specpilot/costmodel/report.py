@@ -225,10 +225,15 @@ def render(rep: dict) -> str:
     lines.append(f"{'step (sum)':20} {_ms(meas_sum):>9} {_ms(t['floor_ms']):>9}")
     lines += ["", f"three largest gaps ({gap_name}; then largest floor):"]
     by_name = {r["name"]: r for r in rep["components"]}
+    main = None if measured is None else (measured["spec"] or measured["ar"])
+    tops = ((main or {}).get("kernel_stats") or {}).get("top_kernels", {})
     for i, name in enumerate(rep["largest_gaps"], 1):
         r = by_name[name]
         lines.append(f"  {i}. {name}: {r[rep['gap_key']]:.4f} ms per generated token "
                      f"(floor {r['floor_ms']:.3f} ms per step)")
+        if name in tops:  # where the component's in-graph time goes (kernel profile)
+            lines.append("     kernels: " + ", ".join(
+                f"{k[:48]} {ms:.3f} ms ({count:g}x)" for k, (ms, count) in tops[name].items()))
     v = rep["verify"]
     lines += ["", f"verified rows {v['rows_per_step']:g} per step vs accepted+1 "
               f"{v['accepted_plus_one']:.2f}: speculation efficiency {v['efficiency']:.0%}",
