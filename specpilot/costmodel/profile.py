@@ -311,20 +311,19 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
     the two stretches are as long, or their one label when all of them share it; these count as
     matched by position. Anything else, and replayed kernels with no eager counterpart, count as
     UNATTRIBUTED. Returns (ms per label, stats: kernels per replay, matched per replay by name
-    and by position, eager kernels, unattributed ms per replay, `by_position` /
-    `unattributed_kernels`: up to 5 replayed kernel names each, with their ms per replay, and
-    `top_kernels`: per label its 3 costliest kernel names, ms and launches per replay)."""
+    and by position, eager kernels, unattributed ms per replay, `by_position`: up to 5 kernel
+    names matched by position with their ms per replay, and `top_kernels`: per label, UNATTRIBUTED
+    included, its 3 costliest kernel names with ms and launches per replay)."""
     import difflib
 
     names = [n for n, _ in labelled]
     totals: dict[str, float] = defaultdict(float)
-    odd: dict[str, dict[str, float]] = {"by_position": defaultdict(float),
-                                        "unattributed_kernels": defaultdict(float)}
+    positional: dict[str, float] = defaultdict(float)  # kernel name -> ms
     matched, by_pos = [], []
     per_kernel: dict = defaultdict(lambda: defaultdict(lambda: [0.0, 0]))  # label -> name -> ms, n
     for rep in replays:
         sm = difflib.SequenceMatcher(None, names, [n for n, _ in rep], autojunk=False)
-        lab, how = [UNATTRIBUTED] * len(rep), ["unattributed_kernels"] * len(rep)
+        lab, how = [UNATTRIBUTED] * len(rep), [UNATTRIBUTED] * len(rep)
         for tag, i1, i2, j1, j2 in sm.get_opcodes():
             eager = [labelled[i][1] for i in range(i1, i2)]
             if tag == "equal":
@@ -336,8 +335,8 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
             totals[label] += ms
             per_kernel[label][name][0] += ms
             per_kernel[label][name][1] += 1
-            if kind is not None:
-                odd[kind][name] += ms
+            if kind == "by_position":
+                positional[name] += ms
         matched.append(how.count(None))
         by_pos.append(how.count("by_position"))
     n = max(len(replays), 1)
@@ -346,9 +345,8 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
              "matched_per_replay": statistics.mean(matched) if matched else 0,
              "position_matched_per_replay": statistics.mean(by_pos) if by_pos else 0,
              "eager_kernels": len(labelled), "unattributed_ms": per.get(UNATTRIBUTED, 0.0)}
-    for kind, d in odd.items():
-        top = sorted(d.items(), key=lambda kv: -kv[1])[:5]
-        stats[kind] = {name: ms / n for name, ms in top}
+    top = sorted(positional.items(), key=lambda kv: -kv[1])[:5]
+    stats["by_position"] = {name: ms / n for name, ms in top}
     stats["top_kernels"] = {
         label: {name: [ms / n, count / n] for name, (ms, count) in
                 sorted(d.items(), key=lambda kv: -kv[1][0])[:3]}
@@ -396,7 +394,7 @@ def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
                         old_ms, old_n = d.get(name, (0.0, 0))
                         d[name] = [old_ms + ms, old_n + count]
                     stats[k][label] = dict(sorted(d.items(), key=lambda kv: -kv[1][0])[:3])
-            elif isinstance(v, dict):  # kernel names: merged over the graphs
+            elif k == "by_position":  # kernel names: merged over the graphs
                 d = stats.setdefault(k, {})
                 for name, ms in v.items():
                     d[name] = d.get(name, 0.0) + ms
@@ -839,7 +837,8 @@ def correct_graph_pass(timer: ComponentTimer, graph_gpu_ms: float,
 def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
                  kernels: bool = True) -> StepProfile:
     """The passes of one engine (see the module docstring): graphs, graphs instrumented, eager,
-    eager instrumented, and (kernels, graphs captured) the kernel profile of the graphs."""
+    eager instrumented, and (kernels, graphs captured) the kernel profile of the graphs and the
+    host phases."""
     from specpilot.scheduler.scheduler import Scheduler
 
     runner = getattr(worker, "runner", worker)
@@ -945,7 +944,8 @@ def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, contex
 def profile_engine(eng, batch: int, context: int, steps: int = 8, warmup: int = 2,
                    rates: Optional[Rates] = None, kernels: bool = True) -> Profile:
     """ar (on the engine's runner) and, when the engine speculates, stock; rates: measured
-    device ceilings (measure_rates()) to attach, default the nominal ones; kernels: pass 5."""
+    device ceilings (measure_rates()) to attach, default the nominal ones; kernels: passes 5
+    and 6."""
     rn = eng.runner
     ar = profile_step(rn, batch, context, steps, warmup, kernels)
     spec = None

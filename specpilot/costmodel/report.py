@@ -22,7 +22,7 @@ from dataclasses import asdict
 from typing import Optional
 
 from specpilot.costmodel.counts import Rates, Step, TargetShape, oracle_step, step_costs, total
-from specpilot.costmodel.profile import IN_GRAPH, Profile, StepProfile
+from specpilot.costmodel.profile import IN_GRAPH, UNATTRIBUTED, Profile, StepProfile
 
 HOST_GAP = "host gap"
 MIN_GAP = 5e-3  # ms per generated token: smaller gaps sort as none (then by floor)
@@ -149,11 +149,11 @@ def render(rep: dict) -> str:
              f"{s['dtype_bytes']} B/element",
              f"rates: HBM {rep['rates']['bw'] / 1e12:.2f} TB/s, matrix "
              f"{rep['rates']['flops'] / 1e12:.0f} TFLOP/s ({rep['rates']['source']})"]
+    main = None if measured is None else (measured["spec"] or measured["ar"])
     if measured is None:
         lines.append("analytic floors only: the measured columns need a GPU "
                      "(run the same command with --measure on one)")
     else:
-        main = measured["spec"] or measured["ar"]
         cal, ks = main["span_calibration"], main.get("kernel_stats")
         spans = ("leaf spans as event nodes, CORRECTED: each less its spans x the span overhead"
                  if cal else "leaf spans on the eager twins, not captured: uncorrected")
@@ -174,14 +174,16 @@ def render(rep: dict) -> str:
             if k:
                 lines.append(f"kernel profile ({label}): {k['kernels_per_replay']:g} kernels per "
                              f"step, {k['matched_per_replay']:g} matched by name and "
-                             f"{k.get('position_matched_per_replay', 0):g} by position to the "
+                             f"{k['position_matched_per_replay']:g} by position to the "
                              f"eager run's {k['eager_kernels']:g}; unattributed "
                              f"{k['unattributed_ms']:.3f} ms")
-                for kind, what in (("by_position", "matched by position"),
-                                   ("unattributed_kernels", "unattributed")):
-                    if k.get(kind):
+                odd = (("matched by position", k["by_position"].items()),
+                       ("unattributed", [(name, ms) for name, (ms, _) in
+                                         k["top_kernels"].get(UNATTRIBUTED, {}).items()]))
+                for what, kernels in odd:
+                    if kernels:
                         lines.append(f"  {what}: " + ", ".join(
-                            f"{name[:60]} {ms * 1e3:.1f} us" for name, ms in k[kind].items()))
+                            f"{name[:60]} {ms * 1e3:.1f} us" for name, ms in kernels))
             ph = None if p is None else p.get("host_phases_ms")
             if ph:
                 host = sorted(((phase, ms) for phase, ms in ph.items() if phase != IN_GRAPH),
@@ -225,7 +227,6 @@ def render(rep: dict) -> str:
     lines.append(f"{'step (sum)':20} {_ms(meas_sum):>9} {_ms(t['floor_ms']):>9}")
     lines += ["", f"three largest gaps ({gap_name}; then largest floor):"]
     by_name = {r["name"]: r for r in rep["components"]}
-    main = None if measured is None else (measured["spec"] or measured["ar"])
     tops = ((main or {}).get("kernel_stats") or {}).get("top_kernels", {})
     for i, name in enumerate(rep["largest_gaps"], 1):
         r = by_name[name]

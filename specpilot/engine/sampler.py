@@ -240,24 +240,28 @@ def seeded_uniform(keys: Sequence[int], n: int, device, offset: int = 0) -> torc
     same values (23 bits: (h + 1/2) / 2**23 is exact in fp32 and stays below 1). One batched
     computation for all rows (the keys are mixed on the host, then about 15 device ops whatever
     the number of rows): no per-row generator, no per-row launches."""
-    halves = torch.tensor([[(int(key) & _MASK64) & _M32, (int(key) & _MASK64) >> 32]
-                           for key in keys], dtype=torch.int64).reshape(-1, 2)
-    rows = _hash32(halves[:, 0] ^ _hash32(halves[:, 1].clone()))  # [R] in [0, 2**32), host
-    if torch.device(device).type == "cuda":
-        rows = rows.pin_memory().to(device, non_blocking=True)
-    else:
-        rows = rows.to(device)
+    halves = torch.tensor([[k & _M32, k >> 32] for k in (int(key) & _MASK64 for key in keys)],
+                          dtype=torch.int64).reshape(-1, 2)
+    rows = _h2d(_hash32(halves[:, 0] ^ _hash32(halves[:, 1].clone())).tolist(), torch.int64,
+                device)  # [R] in [0, 2**32)
     x = _hash32(rows[:, None] ^ _column_hashes(offset, n, str(torch.device(device)))[None, :])
     return ((x >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
+
+
+def seeded_exponential_(out: torch.Tensor, rows: list[int], keys: Sequence[int],
+                        offset: int = 0) -> torch.Tensor:
+    """out[rows[i]] <- Exp(1) draws of keys[i]'s stream (-log of seeded_uniform), in place."""
+    if rows:
+        u = seeded_uniform(keys, out.shape[1], out.device, offset)
+        out[_h2d(rows, torch.int64, out.device)] = u.log_().neg_()
+    return out
 
 
 def _exponential_noise(batch: SamplingBatch, shape: tuple[int, int], device) -> torch.Tensor:
     """E ~ Exp(1) of `shape` [B, V]; seeded rows from their keys' counter-based streams."""
     noise = torch.empty(shape, dtype=torch.float32, device=device).exponential_()
     rows = [i for i, gseed in enumerate(batch.generator_seeds) if gseed is not None]
-    if rows:
-        u = seeded_uniform([batch.generator_seeds[i] for i in rows], shape[1], device)
-        noise[_h2d(rows, torch.int64, device)] = u.log_().neg_()
+    seeded_exponential_(noise, rows, [batch.generator_seeds[i] for i in rows])
     return noise.clamp_min_(torch.finfo(torch.float32).tiny)  # no division by an exact 0
 
 

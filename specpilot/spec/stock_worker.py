@@ -25,7 +25,8 @@ import torch
 from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.kv_cache import KVCache
 from specpilot.engine.model_runner import forced_checks
-from specpilot.engine.sampler import SamplingBatch, _h2d, _mix, probs, sample, seeded_uniform
+from specpilot.engine.sampler import (SamplingBatch, _h2d, _mix, probs, sample,
+                                      seeded_exponential_, seeded_uniform)
 from specpilot.spec.accept import greedy_accept, rejection_accept
 from specpilot.spec.draft_attention import DraftAttentionBackend
 from specpilot.spec.draft_loader import load_drafter
@@ -227,7 +228,6 @@ class StockSpecWorker:
         rows = [i for i, sp in enumerate(wb.sampling) if sp.seed is not None]
         if rows:  # all seeded rows at once, from counter-based streams (sampler.seeded_uniform)
             keys = [_mix(wb.sampling[i].seed, wb.steps[i]) ^ 0x5bd1e995 for i in rows]
-            idx = _h2d(rows, torch.int64, dev)
-            u[idx] = seeded_uniform(keys, b - 1, dev)
-            e[idx] = seeded_uniform(keys, p.shape[-1], dev, offset=b - 1).log_().neg_()
+            u[_h2d(rows, torch.int64, dev)] = seeded_uniform(keys, b - 1, dev)
+            seeded_exponential_(e, rows, keys, offset=b - 1)
         return u, e.clamp_min_(torch.finfo(torch.float32).tiny)

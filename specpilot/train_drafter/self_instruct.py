@@ -173,29 +173,23 @@ def main(argv=None) -> int:
         heads, _ = benchmark_heads(a.data_dir)
     except (ValueError, FileNotFoundError) as e:
         ap.error(str(e))
-    import torch
     from transformers import AutoConfig, AutoTokenizer
 
     from specpilot.engine.model_runner import eos_ids, resolve_device
     from specpilot.train_drafter import data
     from specpilot.train_drafter.cli import default_work_dir
     from specpilot.train_drafter.prompts import render
-    from specpilot.train_drafter.train import load_target
+    from specpilot.train_drafter.train import make_generator, target_dtype
 
     device = resolve_device(a.device)
     tok = AutoTokenizer.from_pretrained(a.target)
     asks = instructions(a.n, a.seed, mix)
     jobs = [(render(tok, x["text"]), 0) for x in asks]
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32  # as load_target
+    dtype = target_dtype(device)
     eos = eos_ids(a.target, AutoConfig.from_pretrained(a.target))
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
-    if a.gen_backend == "hf":
-        gen = data.HFGenerator(load_target(a.target, device), a.max_new_tokens, eos, pad)
-    else:  # the engine loads its own copy of the weights: no transformers model besides it
-        gen = data.EngineGenerator(a.target, device.type,
-                                   "bfloat16" if dtype == torch.bfloat16 else "float32",
-                                   a.gen_batch_size, max(len(p) for p, _ in jobs) + 8,
-                                   a.max_new_tokens)
+    gen = make_generator(a.gen_backend, a.target, device, a.gen_batch_size,
+                         max(len(p) for p, _ in jobs) + 8, a.max_new_tokens, eos, pad)
     sampling = {"temperature": a.temperature, "top_p": a.top_p, "seed": a.seed,
                 "purpose": "self-instruct"}
     work = a.work_dir or default_work_dir()

@@ -29,23 +29,39 @@ from specpilot.train_drafter.model import (count_parameters, drafter_config, for
 
 
 
+def target_dtype(device: torch.device) -> torch.dtype:
+    """The target's dtype for features and data generation: bf16 on CUDA, else fp32."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
 def load_target(path: str, device: torch.device):
     from transformers import AutoModelForCausalLM
 
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=target_dtype(device))
+    model = model.to(device).eval()
     model.requires_grad_(False)
     return model
 
 
-def _generator(args, target, eos, pad, dtype):
+def make_generator(backend: str, target_path: str, device: torch.device, batch_size: int,
+                   max_len: int, max_new_tokens: int, eos, pad, hf_model=None):
+    """The continuation generator of --gen-backend: transformers `generate` on `hf_model`
+    (loaded here when not given), or our engine, which loads its own copy of the weights (so
+    none is loaded here for it)."""
+    if backend == "hf":
+        model = hf_model if hf_model is not None else load_target(target_path, device)
+        return data.HFGenerator(model, max_new_tokens, eos, pad)
+    dtype = "bfloat16" if target_dtype(device) == torch.bfloat16 else "float32"
+    return data.EngineGenerator(target_path, device.type, dtype, batch_size, max_len,
+                                max_new_tokens)
+
+
+def _generator(args, target, eos, pad):
     if args.gen_fraction == 0 and not args.generate_only:
         return None  # train on the caches only
-    if args.gen_backend == "hf":
-        return data.HFGenerator(target, args.max_new_tokens, eos, pad)
-    return data.EngineGenerator(args.target, next(target.parameters()).device.type,
-                                "bfloat16" if dtype == torch.bfloat16 else "float32",
-                                args.gen_batch_size, args.max_len, args.max_new_tokens)
+    return make_generator(args.gen_backend, args.target, next(target.parameters()).device,
+                          args.gen_batch_size, args.max_len, args.max_new_tokens, eos, pad,
+                          hf_model=target)
 
 
 def prepare_data(args, target, tokenizer, deadline):
@@ -63,7 +79,7 @@ def prepare_data(args, target, tokenizer, deadline):
     eos = eos_ids(args.target, target.config)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[0]
     dtype = next(target.parameters()).dtype
-    gen = dict(gen=_generator(args, target, eos, pad, dtype), max_new_tokens=args.max_new_tokens,
+    gen = dict(gen=_generator(args, target, eos, pad), max_new_tokens=args.max_new_tokens,
                batch_size=args.gen_batch_size, work_dir=args.work_dir, deadline=deadline,
                shard=args.gen_shard)
     key = data.settings_key(args.target, args.max_new_tokens, dtype)

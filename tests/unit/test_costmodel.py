@@ -365,12 +365,16 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     p.ar.host_phases_ms = {"process results": 0.25, "graph inputs": 0.5, prof.IN_GRAPH: 0.125}
     p.ar.host_phase_wall_ms = 9.0
     names = set(p.spec.graph_components_ms)  # the kernels of every component, as pass 5 gives
-    p.spec.kernel_stats = {"kernels_per_replay": 9, "matched_per_replay": 9,
-                           "position_matched_per_replay": 0, "eager_kernels": 9,
-                           "unattributed_ms": 0.0,
-                           "top_kernels": {n: {f"kern_{n}": [0.5, 2.0]} for n in names}}
+    p.spec.kernel_stats = {"kernels_per_replay": 9, "matched_per_replay": 7,
+                           "position_matched_per_replay": 1, "eager_kernels": 9,
+                           "unattributed_ms": 0.002, "by_position": {"gemm_v2": 0.004},
+                           "top_kernels": {**{n: {f"kern_{n}": [0.5, 2.0]} for n in names},
+                                           "unattributed": {"odd_kernel": [0.002, 1.0]}}}
     rep = build_report(shape, dc, Step.for_engine(dc, 2, 12, 4, 2.5), p.rates, p)
     text = render(rep)
+    assert ("kernel profile (stock): 9 kernels per step, 7 matched by name and 1 by position to "
+            "the eager run's 9; unattributed 0.002 ms\n  matched by position: gemm_v2 4.0 us\n"
+            "  unattributed: odd_kernel 2.0 us") in text
     first = next(n for n in rep["largest_gaps"] if n in names)
     assert f"     kernels: kern_{first} 0.500 ms (2x)" in text
     assert ("host phases (ar): GPU idle per step while the host ran graph inputs 0.500, process "
@@ -428,7 +432,6 @@ def test_replay_kernels_split_and_attribution():
     assert st == {"kernels_per_replay": 3.5, "matched_per_replay": 3,
                   "position_matched_per_replay": 0, "eager_kernels": 3,
                   "unattributed_ms": pytest.approx(0.125), "by_position": {},
-                  "unattributed_kernels": {"x": pytest.approx(0.125)},
                   "top_kernels": {"attn.qkv": {"a": [pytest.approx(1.25), 1]},
                                   "lm_head": {"b": [pytest.approx(2.25), 1]},
                                   "other": {"c": [pytest.approx(0.5), 1]},
@@ -448,7 +451,7 @@ def test_attribution_by_position():
     assert per["unattributed"] == pytest.approx(4.0) and per["attn.qkv"] == pytest.approx(1.0)
     assert st["matched_per_replay"] == 4 and st["position_matched_per_replay"] == 2
     assert st["by_position"] == {"mm": pytest.approx(3.0), "g2": pytest.approx(2.0)}
-    assert st["unattributed_kernels"] == {"r": pytest.approx(4.0)}
+    assert st["top_kernels"]["unattributed"] == {"r": [pytest.approx(4.0), 1]}
     assert st["top_kernels"]["attn.o"] == {"mm": [pytest.approx(3.0), 1]}
     assert st["top_kernels"]["other"] == {"c": [0.5, 1], "d": [0.5, 1], "e": [0.5, 1]}
 
