@@ -173,17 +173,20 @@ class TensorRecurrentBatch:
 
     def conv(self, layer: int, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x [T, C] conv inputs -> silu(causal conv) [T, C]; writes each request's new window,
-        or under VERIFY stashes x instead. Uniform batches (decode, verify): one Triton launch
-        (kernels/conv.py); ragged EXTEND batches: torch, per request."""
+        or under VERIFY stashes x and the outputs' k | v instead (in the same launch). Uniform
+        batches (decode, verify): one Triton launch (kernels/conv.py); ragged EXTEND batches:
+        torch, per request."""
         from specpilot.kernels.conv import causal_conv as conv_kernel
 
         p = self.pool
         if self.uniform is not None:
+            stash = None
             if self.verify:
-                self.stash["x"][layer, :self.total].copy_(x)
+                st = self.stash
+                stash = (st["x"][layer, :self.total], st["kv"][layer, :self.total], p.key_dim)
             rows, fresh = self.meta[0, :self.n], self.meta[1, :self.n]
             return conv_kernel(x, weight, p.conv[layer], rows, fresh, self.uniform,
-                               write_state=not self.verify)
+                               write_state=not self.verify, stash=stash)
         rows, fresh = self.rows64[:self.n], self.meta[1, :self.n]
         window = p.conv[layer].index_select(0, rows)  # [N, C, K-1]
         window = window * (fresh == 0).to(window.dtype)[:, None, None]
@@ -194,25 +197,24 @@ class TensorRecurrentBatch:
         return y
 
     def delta(self, layer: int, q, k, v, a, b, scale: float) -> torch.Tensor:
-        """One layer's recurrence over the batch -> out [T, Hv, Dv] fp32 (kernels/gdn.py).
-        a, b [T, Hv]: the raw gate projections (g and beta are formed in the kernel)."""
+        """One layer's recurrence over the batch -> out [T, Hv, Dv] in q's dtype (kernels/gdn.py).
+        a, b [T, Hv]: the raw gate projections (g and beta are formed in the kernel). Under
+        VERIFY the kernel stashes a and b; k and v are this layer's conv outputs, which conv()
+        has stashed already."""
         from specpilot.kernels.gdn import gated_delta_rule, launch_config
 
-        if self.verify:
-            kd = self.pool.key_dim
-            st = self.stash
-            st["kv"][layer, :self.total, :kd].copy_(k)
-            st["kv"][layer, :self.total, kd:].copy_(v)
-            st["a"][layer, :self.total].copy_(a)
-            st["b"][layer, :self.total].copy_(b)
         if self.chunked is not None:
-            return self._delta_chunked(layer, q, k, v, a, b, scale)
+            return self._delta_chunked(layer, q, k, v, a, b, scale).to(q.dtype)
         rows, fresh, starts, lens = self.meta[:, :self.n]
         gate = tuple(x[layer] for x in self.pool.gate)
         most = self.uniform or max(e for _, e in self.segments)
         return gated_delta_rule(q, k, v, a, b, self.pool.rec[layer], rows, fresh, starts, lens,
                                 key_heads=self.key_heads, scale=scale,
-                                write_state=not self.verify, gate=gate, **launch_config(most))
+                                write_state=not self.verify, gate=gate, out_dtype=q.dtype,
+                                stash_gates=((self.stash["a"][layer, :self.total],
+                                              self.stash["b"][layer, :self.total])
+                                             if self.verify else None),
+                                **launch_config(most))
 
     def _delta_chunked(self, layer: int, q, k, v, a, b, scale: float) -> torch.Tensor:
         """EXTEND through fla-core's chunked kernel: states gathered from the pool (zeros for

@@ -8,7 +8,9 @@ scaled by `scale`. Value head h reads key head h // (Hv / Hk) (GQA, no repeated 
 
 Layout. q, k [.., T, Hk*Dk], v [.., T, Hv*Dv] (row-strided views: they are column slices of the
 conv output), g, beta [.., T, Hv] fp32 (or, with `gate`, the raw projections the gates come
-from, computed in the kernel), out [T, Hv, Dv] fp32. state [L, R, Hv, Dk, Dv] (a layer's
+from, computed in the kernel), out [T, Hv, Dv] fp32 or `out_dtype` (the fp32 sum rounded once).
+With `stash_gates` (VERIFY) the programs of the first Dv tile also copy each row's g and beta
+inputs to the stash tensors, so the commit can replay them without separate copy launches. state [L, R, Hv, Dk, Dv] (a layer's
 view [R, ...] is L = 1). Request b owns rows starts[b] .. starts[b] + lens[b] - 1, starts from
 state row rows[b] (or from zeros when fresh[b] != 0) and, with WRITE_STATE, stores its final state
 back there. With several layers (the commit) the leading dimension of k, v, g, beta and state is
@@ -31,12 +33,13 @@ import triton.language as tl
 @triton.jit
 def _gated_delta_kernel(
         q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, out_ptr, state_ptr,
-        rows_ptr, fresh_ptr, starts_ptr, lens_ptr, a_log_ptr, dt_bias_ptr,
-        stride_qt, stride_kl, stride_kt, stride_vl, stride_vt, stride_gl, stride_gt,
+        rows_ptr, fresh_ptr, starts_ptr, lens_ptr, a_log_ptr, dt_bias_ptr, sg_ptr, sb_ptr,
+        stride_sgt, stride_qt, stride_kl, stride_kt, stride_vl, stride_vt, stride_gl, stride_gt,
         stride_sl, stride_sr, scale, eps,
         HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
         BK: tl.constexpr, BV: tl.constexpr,
-        WRITE_OUT: tl.constexpr, WRITE_STATE: tl.constexpr, GATE: tl.constexpr):
+        WRITE_OUT: tl.constexpr, WRITE_STATE: tl.constexpr, GATE: tl.constexpr,
+        STASH: tl.constexpr):
     b = tl.program_id(0)
     lh = tl.program_id(1)
     vb = tl.program_id(2)
@@ -72,6 +75,9 @@ def _gated_delta_kernel(
         vt = tl.load(v_base + r * stride_vt + offs_v, mask=mask_v, other=0.0).to(tl.float32)
         gt = tl.load(g_base + r * stride_gt)
         bt = tl.load(b_base + r * stride_gt)
+        if STASH:  # one copy per row and head: the first Dv tile's program writes it
+            tl.store(sg_ptr + r * stride_sgt + h, gt.to(sg_ptr.dtype.element_ty), mask=vb == 0)
+            tl.store(sb_ptr + r * stride_sgt + h, bt.to(sb_ptr.dtype.element_ty), mask=vb == 0)
         if GATE:
             x = gt.to(tl.float32) + dt_bias
             gt = -decay_rate * tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))  # softplus
@@ -85,7 +91,8 @@ def _gated_delta_kernel(
                          other=0.0).to(tl.float32)
             qt = qt * (1.0 / tl.sqrt(tl.sum(qt * qt, axis=0) + eps)) * scale
             o = tl.sum(s * qt[:, None], axis=0)
-            tl.store(out_ptr + r * (HV * DV) + h * DV + offs_v, o, mask=mask_v)
+            tl.store(out_ptr + r * (HV * DV) + h * DV + offs_v, o.to(out_ptr.dtype.element_ty),
+                     mask=mask_v)
     if WRITE_STATE:
         tl.store(s_ptrs, s, mask=s_mask)
 
@@ -121,16 +128,20 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
                      key_heads: int, scale: float = 1.0, eps: float = 1e-6,
                      write_state: bool = True,
                      gate: tuple[torch.Tensor, torch.Tensor] | None = None,
+                     out_dtype: torch.dtype = torch.float32,
+                     stash_gates: tuple[torch.Tensor, torch.Tensor] | None = None,
                      block_v: int | None = None, num_warps: int | None = None
                      ) -> torch.Tensor | None:
     """Run the recurrence for len(rows) requests (see the module docstring for layouts).
 
-    q None: no output (the commit); else returns out [T, Hv, Dv] fp32 for the T rows of q.
+    q None: no output (the commit); else returns out [T, Hv, Dv] (out_dtype) for q's T rows.
     state [R, Hv, Dk, Dv] (one layer) or [L, R, Hv, Dk, Dv] with k, v, g, beta [L, T, ..].
     rows, fresh, starts, lens: int32 [N] device tensors.
     gate (A_log, dt_bias), fp32 [L, Hv] (or [Hv] for one layer): g and beta are then the raw
     projections a, b (any float dtype, same layout), and the kernel forms Gated DeltaNet's gates
     g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) (rounded to b's dtype, as torch).
+    stash_gates (sg, sb), each [T, Hv] with a contiguous head dim and one row stride (one layer
+    only): g and beta as given (the raw a, b under `gate`) are copied there, in their dtype.
     """
     layered = state.dim() == 5
     num_layers = state.shape[0] if layered else 1
@@ -155,7 +166,15 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
         _row_strides(q, False)
         if layered:
             raise ValueError("gated_delta_rule: outputs are for one layer at a time")
-        out = torch.empty(q.shape[0], hv, dv, dtype=torch.float32, device=q.device)
+        out = torch.empty(q.shape[0], hv, dv, dtype=out_dtype, device=q.device)
+    if stash_gates is not None:
+        sg, sb = stash_gates
+        if (layered or tuple(sg.shape) != tuple(g.shape) or sg.shape != sb.shape
+                or sg.stride() != sb.stride() or sg.stride(-1) != 1):
+            raise ValueError(f"gated_delta_rule: stash_gates must be two [{g.shape[0]}, {hv}] "
+                             "tensors of one layout (one layer)")
+    else:
+        sg = sb = g
     if n == 0:
         return out
     bk = max(triton.next_power_of_2(dk), 16)
@@ -163,10 +182,10 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
     grid = (n, num_layers * hv, triton.cdiv(dv, bv))
     _gated_delta_kernel[grid](
         q if q is not None else k, k, v, g, beta, out if out is not None else g, state,
-        rows, fresh, starts, lens, *(gate if gate is not None else (g, g)),
-        q.stride(0) if q is not None else 0, kl, kt, vl, vt, gl, gt,
+        rows, fresh, starts, lens, *(gate if gate is not None else (g, g)), sg, sb,
+        sg.stride(-2), q.stride(0) if q is not None else 0, kl, kt, vl, vt, gl, gt,
         state.stride(0) if layered else 0, state.stride(-4), scale, eps,
         HK=key_heads, HV=hv, DK=dk, DV=dv, BK=bk, BV=bv,
         WRITE_OUT=q is not None, WRITE_STATE=write_state, GATE=gate is not None,
-        num_warps=num_warps or NUM_WARPS)
+        STASH=stash_gates is not None, num_warps=num_warps or NUM_WARPS)
     return out

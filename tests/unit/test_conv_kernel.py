@@ -60,3 +60,28 @@ def test_causal_conv_fresh_ignores_row_contents():
     y = causal_conv(x, weight, state, one, one, 3, False)
     ref, _ = _reference(x, weight, torch.zeros(2, C, K - 1, device=DEVICE), one, one * 0, 3)
     torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_causal_conv_stash_copies_inputs_and_kv(dtype):
+    """VERIFY's stash: x and the outputs past the first KD channels land in the stash views
+    (row-strided slices of a larger buffer), bit for bit, in the same launch."""
+    n, t, kd = 2, 3, 16
+    x = torch.randn(n * t, C, device=DEVICE).to(dtype)
+    weight = torch.randn(C, K, device=DEVICE).to(dtype)
+    state = torch.randn(R, C, K - 1, device=DEVICE)
+    rows = torch.tensor([3, 0], dtype=torch.int32, device=DEVICE)
+    fresh = torch.tensor([0, 1], dtype=torch.int32, device=DEVICE)
+    sx = torch.full((2, n * t + 2, C), -7.0, device=DEVICE).to(dtype)
+    skv = torch.full((2, n * t + 2, C - kd), -7.0, device=DEVICE).to(dtype)
+    before = state.clone()
+
+    y = causal_conv(x, weight, state, rows, fresh, t, False,
+                    stash=(sx[1, :n * t], skv[1, :n * t], kd))
+
+    assert torch.equal(y, causal_conv(x, weight, state, rows, fresh, t, False))
+    assert torch.equal(sx[1, :n * t], x) and torch.equal(skv[1, :n * t], y[:, kd:])
+    assert (sx[0] == -7).all() and (sx[1, n * t:] == -7).all() and (skv[0] == -7).all()
+    assert torch.equal(state, before)
+    with pytest.raises(ValueError, match="stash"):
+        causal_conv(x, weight, state, rows, fresh, t, False, stash=(sx[1], skv[1], kd))

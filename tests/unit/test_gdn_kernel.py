@@ -104,3 +104,27 @@ def test_bad_inputs_are_refused():
         gated_delta_rule(q, k, v, g, beta, pool, *m, key_heads=3)
     with pytest.raises(ValueError, match="contiguous"):
         gated_delta_rule(q, k, v, g, beta, pool.half(), *m, key_heads=HK)
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16])
+def test_stashed_gates_and_output_dtype(out_dtype):
+    """VERIFY's stash: the raw gate inputs land in the stash views (one copy per row and head,
+    whatever the number of Dv tiles), and out_dtype rounds the fp32 output once, as .to()."""
+    torch.manual_seed(3)
+    lens = [3, 3]
+    q, k, v, _, _ = inputs(sum(lens))
+    a, b = torch.randn(sum(lens), HV), torch.randn(sum(lens), HV)
+    gate = (torch.randn(HV) * 0.5, torch.randn(HV))
+    m = meta([1, 0], [0, 1], lens)
+    pool = torch.randn(2, HV, DK, DV)
+    ref = gated_delta_rule(q, k, v, a, b, pool.clone(), *m, key_heads=HK, gate=gate,
+                           write_state=False)
+    sa, sb = torch.zeros(2, 8, HV), torch.zeros(2, 8, HV)
+    out = gated_delta_rule(q, k, v, a, b, pool, *m, key_heads=HK, gate=gate, write_state=False,
+                           out_dtype=out_dtype, stash_gates=(sa[1, :6], sb[1, :6]), block_v=8)
+    assert out.dtype == out_dtype and torch.equal(out, ref.to(out_dtype))
+    assert torch.equal(sa[1, :6], a) and torch.equal(sb[1, :6], b)
+    assert not sa[0].any() and not sa[1, 6:].any() and not sb[0].any()
+    with pytest.raises(ValueError, match="stash_gates"):
+        gated_delta_rule(q, k, v, a, b, pool, *m, key_heads=HK, gate=gate,
+                         stash_gates=(sa[1], sb[1]))
