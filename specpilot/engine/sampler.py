@@ -24,7 +24,9 @@ Order of operations (fp32 throughout):
 Seeding: a row with `seed` set draws its E from a counter-based stream keyed by
 `_mix(seed, steps[i])` (`seeded_uniform`: a 32-bit integer hash of (key, column), computed for
 all seeded rows at once, the same integers on every device), so a request's draws depend only on
-(seed, step, V) and not on which other rows share the batch. Unseeded rows use the default
+(seed, step, V) and not on which other rows share the batch. The keys are hashed on the host in
+python ints; on CUDA one Triton launch (kernels/noise.py) writes the seeded rows straight into
+the noise tensor, elsewhere torch ops compute the same integers. Unseeded rows use the default
 generator.
 """
 
@@ -217,6 +219,7 @@ def _filtered_probs(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
 
 _M32 = 0xFFFFFFFF
 _HASH_MUL = 0x045D9F3B  # < 2**27: a 32-bit value times it stays below 2**63 (no int64 overflow)
+USE_TRITON = True  # CUDA noise takes the kernel of kernels/noise.py; False: always torch
 
 
 def _hash32(x: torch.Tensor) -> torch.Tensor:
@@ -227,6 +230,19 @@ def _hash32(x: torch.Tensor) -> torch.Tensor:
     return x.bitwise_xor_(x >> 16)
 
 
+def _hash32_int(x: int) -> int:
+    """_hash32 of one python int in [0, 2**32)."""
+    for _ in range(2):
+        x = ((x ^ (x >> 16)) * _HASH_MUL) & _M32
+    return x ^ (x >> 16)
+
+
+def _row_hash(key: int) -> int:
+    """The 32-bit hash a row's stream is keyed by: both halves of the 64-bit key, mixed."""
+    key = int(key) & _MASK64
+    return _hash32_int((key & _M32) ^ _hash32_int(key >> 32))
+
+
 @functools.lru_cache(maxsize=8)
 def _column_hashes(offset: int, n: int, device: str) -> torch.Tensor:
     """_hash32 of the counters offset .. offset + n - 1, on `device` (cached: the vocabulary
@@ -234,27 +250,68 @@ def _column_hashes(offset: int, n: int, device: str) -> torch.Tensor:
     return _hash32(torch.arange(offset, offset + n, dtype=torch.int64) & _M32).to(device)
 
 
+@functools.lru_cache(maxsize=None)
+def _noise_kernel():
+    """kernels.noise.seeded_noise_, or None where triton does not import."""
+    try:
+        from specpilot.kernels.noise import seeded_noise_
+    except ImportError:
+        return None
+    return seeded_noise_
+
+
+def _kernel_for(device):
+    """The noise kernel where `device` should take it (CUDA, USE_TRITON, triton), else None."""
+    return _noise_kernel() if USE_TRITON and torch.device(device).type == "cuda" else None
+
+
+def _seeded_(out: torch.Tensor, rows: Sequence[int], keys: Sequence[int], offset: int,
+             exponential: bool) -> torch.Tensor:
+    """out[rows[i]] <- keys[i]'s uniforms (or -log of them), columns offset .. offset + n - 1.
+    CUDA: one Triton launch after one small host->device copy (row hashes and rows); elsewhere
+    the torch ops of the reference path."""
+    if not rows:
+        return out
+    hashes = [_row_hash(k) for k in keys]
+    kernel = _kernel_for(out.device)
+    if kernel is not None:
+        return kernel(out, _h2d([hashes, list(rows)], torch.int64, out.device), offset,
+                      exponential)
+    u = _seeded_uniform_torch(hashes, out.shape[1], out.device, offset)
+    out[_h2d(list(rows), torch.int64, out.device)] = u.log_().neg_() if exponential else u
+    return out
+
+
+def _seeded_uniform_torch(hashes: list[int], n: int, device, offset: int) -> torch.Tensor:
+    """[len(hashes), n] uniforms of the row hashes with torch ops (about 15, whatever the number
+    of rows)."""
+    rows = _h2d(hashes, torch.int64, device)[:, None]  # [R, 1] in [0, 2**32)
+    x = _hash32(rows ^ _column_hashes(offset, n, str(torch.device(device)))[None, :])
+    return ((x >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
+
+
 def seeded_uniform(keys: Sequence[int], n: int, device, offset: int = 0) -> torch.Tensor:
     """[len(keys), n] float32 uniforms in (0, 1): row r, column c is a hash of (keys[r], offset +
     c), so a row depends on its key alone, never on the other rows, and every device computes the
     same values (23 bits: (h + 1/2) / 2**23 is exact in fp32 and stays below 1). One batched
-    computation for all rows (the keys are mixed on the host, then about 15 device ops whatever
-    the number of rows): no per-row generator, no per-row launches."""
-    halves = torch.tensor([[k & _M32, k >> 32] for k in (int(key) & _MASK64 for key in keys)],
-                          dtype=torch.int64).reshape(-1, 2)
-    rows = _h2d(_hash32(halves[:, 0] ^ _hash32(halves[:, 1].clone())).tolist(), torch.int64,
-                device)  # [R] in [0, 2**32)
-    x = _hash32(rows[:, None] ^ _column_hashes(offset, n, str(torch.device(device)))[None, :])
-    return ((x >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
+    computation for all rows (the keys are mixed on the host in python ints, then one Triton
+    launch on CUDA, about 15 torch ops elsewhere): no per-row generator, no per-row launches."""
+    if _kernel_for(device) is not None:
+        out = torch.empty(len(keys), n, dtype=torch.float32, device=device)
+        return _seeded_(out, range(len(keys)), keys, offset, exponential=False)
+    return _seeded_uniform_torch([_row_hash(k) for k in keys], n, device, offset)
+
+
+def seeded_uniform_(out: torch.Tensor, rows: Sequence[int], keys: Sequence[int],
+                    offset: int = 0) -> torch.Tensor:
+    """out[rows[i]] <- seeded_uniform(keys[i:i+1], out.shape[1], offset), in place."""
+    return _seeded_(out, rows, keys, offset, exponential=False)
 
 
 def seeded_exponential_(out: torch.Tensor, rows: list[int], keys: Sequence[int],
                         offset: int = 0) -> torch.Tensor:
     """out[rows[i]] <- Exp(1) draws of keys[i]'s stream (-log of seeded_uniform), in place."""
-    if rows:
-        u = seeded_uniform(keys, out.shape[1], out.device, offset)
-        out[_h2d(rows, torch.int64, out.device)] = u.log_().neg_()
-    return out
+    return _seeded_(out, rows, keys, offset, exponential=True)
 
 
 def _exponential_noise(batch: SamplingBatch, shape: tuple[int, int], device) -> torch.Tensor:

@@ -25,8 +25,8 @@ import torch
 from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.kv_cache import KVCache
 from specpilot.engine.model_runner import forced_checks
-from specpilot.engine.sampler import (SamplingBatch, _h2d, _mix, probs, sample,
-                                      seeded_exponential_, seeded_uniform)
+from specpilot.engine.sampler import (SamplingBatch, _mix, probs, sample, seeded_exponential_,
+                                      seeded_uniform_)
 from specpilot.spec.accept import greedy_accept, rejection_accept
 from specpilot.spec.draft_attention import DraftAttentionBackend
 from specpilot.spec.draft_loader import load_drafter
@@ -226,8 +226,8 @@ class StockSpecWorker:
         u = torch.rand(r, b - 1, device=dev)
         e = torch.empty(r, p.shape[-1], device=dev).exponential_()
         rows = [i for i, sp in enumerate(wb.sampling) if sp.seed is not None]
-        if rows:  # all seeded rows at once, from counter-based streams (sampler.seeded_uniform)
+        if rows:  # all seeded rows at once, from counter-based streams (sampler.seeded_uniform_)
             keys = [_mix(wb.sampling[i].seed, wb.steps[i]) ^ 0x5bd1e995 for i in rows]
-            u[_h2d(rows, torch.int64, dev)] = seeded_uniform(keys, b - 1, dev)
+            seeded_uniform_(u, rows, keys)
             seeded_exponential_(e, rows, keys, offset=b - 1)
         return u, e.clamp_min_(torch.finfo(torch.float32).tiny)

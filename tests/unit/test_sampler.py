@@ -195,6 +195,22 @@ def test_seeded_uniform_matches_reference_and_is_row_local():
     assert seeded_uniform([], 7, "cpu").shape == (0, 7)
 
 
+def test_seeded_rows_in_place():
+    """seeded_uniform_ / seeded_exponential_ write keys[i]'s row of seeded_uniform (or its -log)
+    to out[rows[i]] and nothing else."""
+    from specpilot.engine.sampler import seeded_exponential_, seeded_uniform, seeded_uniform_
+
+    keys, rows = [7, 2**63 - 1, 0], [4, 0, 2]
+    ref = seeded_uniform(keys, 20, "cpu", offset=3)
+    u = torch.full((5, 20), -1.0)
+    assert seeded_uniform_(u, rows, keys, offset=3) is u
+    assert torch.equal(u[rows], ref) and (u[[1, 3]] == -1.0).all()
+    e = torch.full((5, 20), -1.0)
+    seeded_exponential_(e, rows, keys, offset=3)
+    assert torch.equal(e[rows], ref.log().neg()) and (e[[1, 3]] == -1.0).all()
+    assert torch.equal(seeded_exponential_(e, [], [], offset=3), e)
+
+
 def test_seeded_uniform_is_uniform_and_uncorrelated():
     from specpilot.engine.sampler import seeded_uniform
 
