@@ -1,5 +1,7 @@
 """Tiny random Hugging Face checkpoints (fp32) written to a folder, for exactness tests."""
 
+import inspect
+
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
@@ -43,11 +45,14 @@ def make_tiny(kind: str, path, **overrides) -> str:
 def hf_greedy_ids(model, prompt: list[int], max_new_tokens: int) -> list[int]:
     """transformers greedy continuation that never stops at EOS (what ignore_eos means for us;
     generate(min_new_tokens=...) would instead forbid EOS, a different continuation)."""
+    # transformers 5.x renames `past_key_values` to `cache` (the old name warns, and goes in
+    # 5.40); take whichever this version's forward declares
+    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     ids, past, out = torch.tensor([prompt]), None, []
     with torch.no_grad():
         for _ in range(max_new_tokens):
-            res = model(input_ids=ids, past_key_values=past, use_cache=True)
-            past = res.past_key_values
+            res = model(input_ids=ids, use_cache=True, **{key: past})
+            past = res[key]
             nxt = int(res.logits[0, -1].argmax())
             out.append(nxt)
             ids = torch.tensor([[nxt]])
