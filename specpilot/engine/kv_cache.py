@@ -5,9 +5,13 @@ request living in `row`; `k[layer][slot]`, `v[layer][slot]` hold the cached vect
 reserved scratch slot (padding writes land there); allocation and freeing of rows and slots is the
 scheduler's bookkeeping (scheduler/kv_alloc.py), so rollback is by length: a request's KV is
 exactly the slots of its first `len` positions.
+On CUDA, `store` writes K and V in one Triton launch (kernels/kv_store.py, a bit-exact copy; same
+switch as the norms: layers.norm.USE_TRITON); elsewhere torch indexing.
 """
 
 import torch
+
+from specpilot.layers.norm import triton_kernels
 
 
 class KVCache:
@@ -24,7 +28,13 @@ class KVCache:
         return 2 * num_layers * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
     def store(self, layer_id: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """loc [T] int64 slots; k, v [T, Hkv, D]."""
+        """loc [T] int64 slots; k, v [T, Hkv, D]: k[t], v[t] go to slot loc[t], cast to the
+        cache's dtype."""
+        kernels = triton_kernels(k, "kv_store")
+        if kernels is not None:  # cast first, as indexing would
+            dt = self.k[layer_id].dtype
+            kernels.store_kv(self.k[layer_id], self.v[layer_id], loc, k.to(dt), v.to(dt))
+            return
         self.k[layer_id][loc] = k
         self.v[layer_id][loc] = v
 

@@ -5,7 +5,10 @@
 - gdn.py: the gated delta rule (Gated DeltaNet) over the state pool in place: decode, verify
   (no state write), extend, and the verify commit of every layer in one launch.
 - conv.py: Gated DeltaNet's short causal conv + SiLU over the conv-window pool (decode, verify).
-- rope.py: rotary embedding of q and k in one launch (partial rotary, strided views).
+- rope.py: rotary embedding of q and k in one launch (partial rotary, strided views, an optional
+  query gain folded in).
+- kv_store.py: the KV cache store, k and v into their slots in one launch (bit-exact copy).
+- noise.py: the sampler's seeded uniforms / Exp(1) noise, a counter-based hash in one launch.
 - norm.py: RMSNorm (plain, zero-centred, optional fused residual add), gated RMSNorm, SiLU-mul.
 - dynconv.py: DFlash2's grouped dynamic causal conv around a drafter sub-layer, one launch per
   side, reading the raw coefficient projection.

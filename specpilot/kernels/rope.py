@@ -9,6 +9,9 @@ channels R..D-1 are copied unchanged. Products of two 16-bit values are exact in
 sum of two 16-bit values is rounded once to fp32 and then to dt, as torch's fp32-opmath kernels do,
 so 16-bit results equal torch's bit for bit; in fp32 they are equal too as long as the compiler
 does not contract x * cos + b into an fma, which the launch forbids (enable_fp_fusion=False).
+With q_scale s (Muse-Glimmer's query gain), q's heads are first x = (x * s).to(dt), s passed as an
+fp32 scalar: torch's `q * s` for a python float s (s cast to fp32, an fp32 multiply, one rounding
+to dt); they are rotated from there (channels R..D-1 get the scaled x). k is never scaled.
 
 Grid (T, head blocks): program (t, j) rotates BLOCK_H heads of token t, of q for the first
 cdiv(Hq, BLOCK_H) blocks and of k after them, sharing token t's cos / sin row. q and k are read
@@ -28,10 +31,11 @@ _TILE = 2048  # elements (heads x padded head dim) one program handles
 
 
 @triton.jit
-def _rotate_heads(x_ptr, out_ptr, cos, sin, t, h0, H, stride_t, stride_h, D, R,
-                  BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Rotates heads h0 .. h0 + BLOCK_H - 1 (< H) of token t; cos / sin: fp32 [BLOCK_D], zero
-    from R on. out is contiguous [T, H, D]."""
+def _rotate_heads(x_ptr, out_ptr, cos, sin, scale, t, h0, H, stride_t, stride_h, D, R,
+                  SCALED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Rotates heads h0 .. h0 + BLOCK_H - 1 (< H) of token t, SCALED: first times the fp32
+    scalar scale, rounded to x's dtype; cos / sin: fp32 [BLOCK_D], zero from R on. out is
+    contiguous [T, H, D]."""
     dt = x_ptr.dtype.element_ty
     heads = h0 + tl.arange(0, BLOCK_H)
     d = tl.arange(0, BLOCK_D)
@@ -43,6 +47,9 @@ def _rotate_heads(x_ptr, out_ptr, cos, sin, t, h0, H, stride_t, stride_h, D, R,
     row = x_ptr + t * stride_t + heads[:, None].to(tl.int64) * stride_h
     x = tl.load(row + d[None, :], mask=ok, other=0.0)
     xp = tl.load(row + partner[None, :], mask=ok & in_rot, other=0.0)
+    if SCALED:
+        x = (x.to(tl.float32) * scale).to(dt)
+        xp = (xp.to(tl.float32) * scale).to(dt)
     rh = tl.where(first, -xp, xp)  # rotate_half(x): negation is exact in any dtype
     c = cos.to(dt).to(tl.float32)[None, :]
     s = sin.to(dt).to(tl.float32)[None, :]
@@ -57,8 +64,8 @@ def _rotate_heads(x_ptr, out_ptr, cos, sin, t, h0, H, stride_t, stride_h, D, R,
 @triton.jit
 def _rope_kernel(pos_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, qo_ptr, ko_ptr,
                  stride_qt, stride_qh, stride_kt, stride_kh, stride_tab,
-                 Hq, Hkv, D, R, q_blocks,
-                 BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+                 Hq, Hkv, D, R, q_blocks, q_scale,
+                 Q_SCALED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
     """Grid (T, q_blocks + cdiv(Hkv, BLOCK_H)); see the module docstring."""
     t = tl.program_id(0).to(tl.int64)
     blk = tl.program_id(1)
@@ -67,11 +74,11 @@ def _rope_kernel(pos_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, qo_ptr, ko_ptr,
     cos = tl.load(cos_ptr + pos * stride_tab + d, mask=d < R, other=0.0)
     sin = tl.load(sin_ptr + pos * stride_tab + d, mask=d < R, other=0.0)
     if blk < q_blocks:
-        _rotate_heads(q_ptr, qo_ptr, cos, sin, t, blk * BLOCK_H, Hq, stride_qt, stride_qh, D, R,
-                      BLOCK_H, BLOCK_D)
+        _rotate_heads(q_ptr, qo_ptr, cos, sin, q_scale, t, blk * BLOCK_H, Hq, stride_qt,
+                      stride_qh, D, R, Q_SCALED, BLOCK_H, BLOCK_D)
     else:
-        _rotate_heads(k_ptr, ko_ptr, cos, sin, t, (blk - q_blocks) * BLOCK_H, Hkv, stride_kt,
-                      stride_kh, D, R, BLOCK_H, BLOCK_D)
+        _rotate_heads(k_ptr, ko_ptr, cos, sin, q_scale, t, (blk - q_blocks) * BLOCK_H, Hkv,
+                      stride_kt, stride_kh, D, R, False, BLOCK_H, BLOCK_D)
 
 
 def _heads(x: torch.Tensor) -> torch.Tensor:
@@ -80,10 +87,12 @@ def _heads(x: torch.Tensor) -> torch.Tensor:
 
 
 def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor,
-         sin_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+         sin_table: torch.Tensor,
+         q_scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """positions [T] (integer); q [T, Hq, D]; k [T, Hkv, D]; cos_table / sin_table fp32
     [max_positions, R] (R = rotary_dim <= D, even) -> (q_out, k_out): new contiguous tensors of
-    q's / k's shape and dtype, equal to RotaryEmbedding.rotate(positions, q / k)."""
+    q's / k's shape and dtype, equal to RotaryEmbedding.rotate(positions, q / k); with q_scale,
+    q_out equals rotate(positions, q * q_scale)."""
     if q.dim() != 3 or k.dim() != 3 or positions.dim() != 1:
         raise ValueError(f"expected positions [T], q [T, Hq, D], k [T, Hkv, D]; got "
                          f"{tuple(positions.shape)}, {tuple(q.shape)}, {tuple(k.shape)}")
@@ -114,6 +123,7 @@ def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: t
     _rope_kernel[(t, q_blocks + k_blocks)](
         positions, cos_table, sin_table, q, k, q_out, k_out,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), cos_table.stride(0),
-        hq, hkv, dim, r, q_blocks, BLOCK_H=block_h, BLOCK_D=block_d,
+        hq, hkv, dim, r, q_blocks, 1.0 if q_scale is None else float(q_scale),
+        Q_SCALED=q_scale is not None, BLOCK_H=block_h, BLOCK_D=block_d,
         num_warps=min(max(block_h * block_d // 512, 1), 8), enable_fp_fusion=False)
     return q_out, k_out

@@ -66,11 +66,14 @@ class RotaryEmbedding(nn.Module):
         rot, rest = x[..., :self.rotary_dim], x[..., self.rotary_dim:]
         return torch.cat([rot * cos + rotate_half(rot) * sin, rest], dim=-1)
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
-        """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes.
-        On CUDA (layers.norm.USE_TRITON) one Triton launch rotates both, bit-identical to rotate
-        (kernels/rope.py)."""
+    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                q_scale: float | None = None):
+        """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes; q_scale:
+        q is first `q * q_scale` (in q's dtype). On CUDA (layers.norm.USE_TRITON) one Triton
+        launch scales and rotates both, bit-identical to this torch code (kernels/rope.py)."""
         kernels = triton_kernels(q, "rope")
         if kernels is not None:
-            return kernels.rope(positions, q, k, self.cos_table, self.sin_table)
+            return kernels.rope(positions, q, k, self.cos_table, self.sin_table, q_scale)
+        if q_scale is not None:
+            q = q * q_scale
         return self.rotate(positions, q), self.rotate(positions, k)

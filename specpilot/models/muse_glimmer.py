@@ -89,14 +89,25 @@ class MuseAttention(nn.Module):
 
     def forward(self, positions: torch.Tensor, x: torch.Tensor, backend) -> torch.Tensor:
         """positions [T]; x [T, hidden] (the normed layer input) -> [T, hidden]."""
-        t = x.shape[0]
-        q, k, v, gate = project(self, "qkvg_proj", x)
-        q = self.qk_norm(q.view(t, self.num_heads, self.head_dim))
-        q = q * self.qk_scale_factor  # after the norm, before RoPE, in the model dtype (as HF)
-        k = self.qk_norm(k.view(t, self.num_kv_heads, self.head_dim))
-        v = v.view(t, self.num_kv_heads, self.head_dim)
+        t, hq, hkv, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
+        sizes = getattr(self, "fused_sizes", {}).get("qkvg_proj")
+        if sizes is not None:
+            # q and k are adjacent columns of the fused output: one norm launch over the
+            # [T, Hq + Hkv, D] view of both (read in place; each head row is normalised on its
+            # own, so the values are those of separate q and k norms)
+            qk, v, gate = self.qkvg_proj(x).split([sizes[0] + sizes[1], *sizes[2:]], dim=-1)
+            q, k = self.qk_norm(qk.view(t, hq + hkv, d)).split([hq, hkv], dim=1)
+        else:
+            q, k, v, gate = project(self, "qkvg_proj", x)
+            q = self.qk_norm(q.view(t, hq, d))
+            k = self.qk_norm(k.view(t, hkv, d))
+        v = v.view(t, hkv, d)
+        # qk_scale_factor: after the norm, before RoPE, in the model dtype (as HF); folded into
+        # the RoPE launch (the same single rounding of q * s)
         if self.rotary is not None:
-            q, k = self.rotary[0](positions, q, k)
+            q, k = self.rotary[0](positions, q, k, q_scale=self.qk_scale_factor)
+        else:
+            q = q * self.qk_scale_factor
         o = backend.forward(q, k, v, self.layer_id, self.scaling, self.window)  # [T, Hq, D]
         o = o.reshape(t, self.num_heads * self.head_dim) * torch.sigmoid(gate)
         return self.o_proj(o)

@@ -104,6 +104,31 @@ def test_rope_contiguous_and_forward_dispatch(monkeypatch):
     assert layers_norm.triton_kernels(q, "rope") is None  # USE_TRITON off
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("partial", [False, True])
+@pytest.mark.parametrize("scale", [0.7, 1.0 / 3.0, 12.25])
+def test_rope_q_scale(monkeypatch, dtype, partial, scale):
+    """q_scale: q_out equals rotate(positions, q * scale) (torch's multiply by a python float,
+    one rounding to q's dtype), k_out is unscaled; tile 64 splits q over two head blocks. The
+    module's forward gives the same on both paths."""
+    monkeypatch.setattr(KR, "_TILE", 64)
+    rot = make_rotary(partial)
+    _, q, k = split_qk(5, 4, 2, dtype, seed=7)
+    pos = positions(5, seed=8)
+    q_out, k_out = KR.rope(pos, q, k, rot.cos_table, rot.sin_table, q_scale=scale)
+    ref_q = rot.rotate(pos, q * scale)
+    assert torch.equal(q_out, ref_q), (q_out.float() - ref_q.float()).abs().max().item()
+    assert torch.equal(k_out, rot.rotate(pos, k))
+    assert not torch.equal(q_out, rot.rotate(pos, q))  # the scale did something
+    ref = rot(pos, q, k, q_scale=scale)  # torch path
+    monkeypatch.setattr(rotary_mod, "triton_kernels", lambda x, name: KR)
+    out = rot(pos, q, k, q_scale=scale)
+    for a, b in zip((q_out, k_out), ref):
+        assert torch.equal(a, b)
+    for a, b in zip(out, ref):
+        assert torch.equal(a, b)
+
+
 def norm_tol(dtype: torch.dtype) -> dict:
     if dtype == torch.float32:
         return dict(rtol=2e-6, atol=1e-6)
