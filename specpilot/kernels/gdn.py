@@ -9,12 +9,12 @@ scaled by `scale`. Value head h reads key head h // (Hv / Hk) (GQA, no repeated 
 Layout. q, k [.., T, Hk*Dk], v [.., T, Hv*Dv] (row-strided views: they are column slices of the
 conv output), g, beta [.., T, Hv] fp32 (or, with `gate`, the raw projections the gates come
 from, computed in the kernel), out [T, Hv, Dv] fp32 or `out_dtype` (the fp32 sum rounded once).
-With `stash_gates` (VERIFY) the programs of the first Dv tile also copy each row's g and beta
-inputs to the stash tensors, so the commit can replay them without separate copy launches. state [L, R, Hv, Dk, Dv] (a layer's
-view [R, ...] is L = 1). Request b owns rows starts[b] .. starts[b] + lens[b] - 1, starts from
-state row rows[b] (or from zeros when fresh[b] != 0) and, with WRITE_STATE, stores its final state
-back there. With several layers (the commit) the leading dimension of k, v, g, beta and state is
-the layer; program axis 1 is layer * Hv + h.
+state [L, R, Hv, Dk, Dv] (a layer's view [R, ...] is L = 1). Request b owns rows starts[b] ..
+starts[b] + lens[b] - 1, starts from state row rows[b] (or from zeros when fresh[b] != 0) and,
+with WRITE_STATE, stores its final state back there. With several layers (the commit) the leading dimension of k, v, g, beta and state is
+the layer; program axis 1 is layer * Hv + h. With `stash_gates` (VERIFY) the programs of the
+first Dv tile also copy each row's g and beta inputs to the stash, so the commit can replay them
+without separate copy launches.
 
 One program holds a [Dk, BV] slice of one state in registers for all of the request's rows, so a
 verify step reads each state once and writes nothing (WRITE_STATE off), and the commit replays the
@@ -141,7 +141,7 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
     projections a, b (any float dtype, same layout), and the kernel forms Gated DeltaNet's gates
     g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) (rounded to b's dtype, as torch).
     stash_gates (sg, sb), each [T, Hv] with a contiguous head dim and one row stride (one layer
-    only): g and beta as given (the raw a, b under `gate`) are copied there, in their dtype.
+    only): g and beta as given (the raw a, b under `gate`) are copied there, in the stash's dtype.
     """
     layered = state.dim() == 5
     num_layers = state.shape[0] if layered else 1
