@@ -61,13 +61,14 @@ def _mix(seed: int, step: int) -> int:
 
 @dataclass
 class SamplingBatch:
-    """Per-row sampling state for one step. B rows, vocabulary V. All tensors on `device`."""
+    """Per-row sampling state for one step. B rows, vocabulary V. All tensors on `device`; the
+    five per-row parameters (temperature .. min_p) go there on first use, in one copy, so an
+    all-greedy step, which only takes the argmax, copies nothing."""
 
-    temperature: torch.Tensor  # [B] fp32; 1.0 on greedy rows (never divided by zero)
-    greedy: torch.Tensor  # [B] bool; temperature == 0 or top_k == 1
-    top_p: torch.Tensor  # [B] fp32 in (0, 1]
-    top_k: torch.Tensor  # [B] int64 in [1, V]; V when off
-    min_p: torch.Tensor  # [B] fp32 in [0, 1]
+    rows: list[tuple[float, float, float, float, float]]  # host, per row: temperature (1.0 on
+    # greedy rows: never divided by zero), greedy (1.0: temperature == 0 or top_k == 1), top_p
+    # in (0, 1], top_k in [1, V] (V when off), min_p in [0, 1]
+    device: torch.device | str
     repetition_penalty: Optional[torch.Tensor]  # [B] fp32, or None when no row has penalties
     frequency_penalty: Optional[torch.Tensor]  # [B] fp32
     presence_penalty: Optional[torch.Tensor]  # [B] fp32
@@ -87,7 +88,33 @@ class SamplingBatch:
 
     @property
     def batch_size(self) -> int:
-        return self.temperature.shape[0]
+        return len(self.rows)
+
+    @functools.cached_property
+    def _row_params(self) -> torch.Tensor:
+        """[5, B] fp32 on the device (one host-to-device copy; ints up to 2**24 are exact)."""
+        cols = [list(c) for c in zip(*self.rows)] or [[] for _ in range(5)]
+        return _h2d(cols, torch.float32, self.device).view(5, -1)
+
+    @property
+    def temperature(self) -> torch.Tensor:  # [B] fp32
+        return self._row_params[0]
+
+    @functools.cached_property
+    def greedy(self) -> torch.Tensor:  # [B] bool
+        return self._row_params[1] > 0
+
+    @property
+    def top_p(self) -> torch.Tensor:  # [B] fp32
+        return self._row_params[2]
+
+    @functools.cached_property
+    def top_k(self) -> torch.Tensor:  # [B] int64
+        return self._row_params[3].long()
+
+    @property
+    def min_p(self) -> torch.Tensor:  # [B] fp32
+        return self._row_params[4]
 
     @property
     def has_penalties(self) -> bool:
@@ -109,6 +136,7 @@ class SamplingBatch:
         EOS ids + stop_token_ids); None means nothing is banned."""
         B, V = len(params), vocab_size
         assert len(steps) == B, (len(steps), B)
+        assert V <= 1 << 24, f"vocabulary {V} > 2**24: top_k would not be exact in fp32"
         greedy = [p.greedy for p in params]
         top_k = [V if (p.top_k < 0 or p.top_k > V) else p.top_k for p in params]
         sampled = [i for i in range(B) if not greedy[i]]
@@ -154,12 +182,9 @@ class SamplingBatch:
 
         seeds = [p.seed for p in params]
         return cls(
-            temperature=f32([1.0 if greedy[i] else float(p.temperature)
-                             for i, p in enumerate(params)]),
-            greedy=_h2d(greedy, torch.bool, device),
-            top_p=f32([p.top_p for p in params]),
-            top_k=_h2d(top_k, torch.int64, device),
-            min_p=f32([p.min_p for p in params]),
+            rows=[(1.0 if greedy[i] else float(p.temperature), float(greedy[i]), float(p.top_p),
+                   float(top_k[i]), float(p.min_p)) for i, p in enumerate(params)],
+            device=device,
             repetition_penalty=rep, frequency_penalty=freq, presence_penalty=pres,
             output_counts=counts, seen_mask=seen, ban_rows=ban_rows, ban_cols=ban_cols,
             seeds=seeds,

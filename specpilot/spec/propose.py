@@ -47,7 +47,7 @@ def _rows(sb: SamplingBatch, idx) -> SamplingBatch:
         v = getattr(sb, f.name)
         if isinstance(v, torch.Tensor) and f.name not in ("ban_rows", "ban_cols"):
             out[f.name] = v[idx]
-        elif f.name in ("seeds", "generator_seeds"):
+        elif f.name in ("rows", "seeds", "generator_seeds"):  # host lists
             out[f.name] = [v[i] for i in idx.tolist()]
     out["ban_rows"] = out["ban_cols"] = None  # drafts are never banned; p enforces the rule
     return replace(sb, **out)

@@ -232,3 +232,41 @@ def test_seeded_rows_sample_the_softmax():
     out = sample(logits.expand(n, 4), batch)
     freq = torch.bincount(out, minlength=4).float() / n
     assert (freq - logits.softmax(-1)[0]).abs().max() < 0.02
+
+
+def test_greedy_step_copies_no_row_params():
+    """An all-greedy batch takes the argmax without building its per-row device tensors; a
+    mixed one builds them once, in one [5, B] copy, with the values of its params."""
+    from specpilot.core import SamplingParams
+    from specpilot.engine.sampler import SamplingBatch, sample
+
+    logits = torch.randn(3, 11)
+    sb = SamplingBatch.from_params([SamplingParams(temperature=0)] * 3, [0] * 3, None, 11, "cpu")
+    assert torch.equal(sample(logits, sb), logits.argmax(-1)) and sb.batch_size == 3
+    assert "_row_params" not in vars(sb)
+    params = [SamplingParams(temperature=0), SamplingParams(temperature=0.5, top_k=4, top_p=0.9,
+                                                           min_p=0.1, seed=1)]
+    sb = SamplingBatch.from_params(params, [0, 0], None, 11, "cpu")
+    sample(logits[:2], sb)
+    assert vars(sb)["_row_params"].shape == (5, 2)
+    assert sb.temperature.tolist() == [1.0, 0.5] and sb.greedy.tolist() == [True, False]
+    assert sb.top_k.tolist() == [11, 4] and sb.top_k.dtype == torch.int64
+    torch.testing.assert_close(sb.top_p, torch.tensor([1.0, 0.9]))
+    torch.testing.assert_close(sb.min_p, torch.tensor([0.0, 0.1]))
+
+
+def test_row_subset_keeps_each_rows_params():
+    """propose._rows (a drafter's sampled rows): the subset's per-row params and seeds are
+    those of the rows it names, in that order."""
+    from specpilot.core import SamplingParams
+    from specpilot.engine.sampler import SamplingBatch
+    from specpilot.spec.propose import _rows
+
+    params = [SamplingParams(temperature=t, top_k=k, seed=s)
+              for t, k, s in ((0.3, 2, 7), (0, -1, None), (0.9, 5, 8))]
+    sb = SamplingBatch.from_params(params, [0, 1, 2], None, 11, "cpu")
+    sub = _rows(sb, torch.tensor([2, 0]))
+    assert sub.batch_size == 2 and sub.seeds == [8, 7]
+    assert sub.generator_seeds == [sb.generator_seeds[2], sb.generator_seeds[0]]
+    torch.testing.assert_close(sub.temperature, torch.tensor([0.9, 0.3]))
+    assert sub.top_k.tolist() == [5, 2] and sub.greedy.tolist() == [False, False]
