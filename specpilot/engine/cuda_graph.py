@@ -25,6 +25,7 @@ import logging
 
 import torch
 
+from specpilot.engine.sampler import _h2d
 from specpilot.engine.state_pool import TensorRecurrentBatch
 from specpilot.engine.triton_backend import TritonBackend, TritonDraftAttentionBackend
 
@@ -104,9 +105,10 @@ class TargetGraphs(_BucketGraphs):
         self.runner, self.rows, self.layers = runner, rows, tuple(capture_layers)
         dev = runner.device
         n = self.max_bs * rows
-        self.ids = torch.zeros(n, dtype=torch.int64, device=dev)
-        self.positions = torch.zeros(n, dtype=torch.int64, device=dev)
-        self.loc = torch.zeros(n, dtype=torch.int64, device=dev)  # padding rows: scratch slot 0
+        # one buffer, rows ids / positions / loc (padding rows' KV: scratch slot 0), so a step's
+        # host inputs land in it with one copy
+        self.inputs = torch.zeros(3, n, dtype=torch.int64, device=dev)
+        self.ids, self.positions, self.loc = self.inputs
         self.backend = TritonBackend(runner.kv, runner.req_to_token)
         self.verify = rows > 1  # DECODE graphs advance recurrent state, VERIFY graphs stash
         if runner.states is not None:
@@ -128,34 +130,38 @@ class TargetGraphs(_BucketGraphs):
         hidden, aux = self.runner.model(self.ids[:n], self.positions[:n], self.backend, self.layers)
         return self.runner.model.compute_logits(hidden), aux
 
-    def fill(self, rows_l: list[int], prefix_lens: list[int], input_ids: torch.Tensor | None,
-             loc: torch.Tensor) -> int:
+    def fill(self, rows_l: list[int], prefix_lens: list[int],
+             input_ids: torch.Tensor | list[int] | None, loc: torch.Tensor | list[int]) -> int:
         """Write a step's inputs into the static buffers and prepare the metadata; returns the
-        bucket. input_ids None: the caller writes self.ids (StockStepGraphs does, in its graph)."""
+        bucket. input_ids, loc: [R * rows] device tensors or host lists; host lists travel with
+        the positions in one host-to-device copy (ar's decode: one copy for the whole step's
+        inputs). input_ids None: the caller writes self.ids (StockStepGraphs does, in its
+        graph). Padding requests: ids 0 at positions 0..rows-1, KV to the scratch slot 0."""
         r, k = len(rows_l), self.rows
         bs = self._bucket_for(r)
-        n, dev = r * k, self.runner.device
-        offs = torch.arange(k, device=dev)
-        pos = (torch.tensor(prefix_lens, dtype=torch.int64, device=dev)[:, None] + offs).reshape(-1)
-        rows_t = torch.tensor(rows_l, dtype=torch.int64, device=dev).repeat_interleave(k)
-        self.runner.req_to_token.write(rows_t, pos, loc)
-        if input_ids is not None:
-            self.ids[:n].copy_(input_ids)
-        self.positions[:n].copy_(pos)
-        self.loc[:n].copy_(loc)
-        m = bs * k
-        if n < m:  # padding requests: ids 0 at positions 0..k-1, KV to the scratch slot
-            self.ids[n:m].zero_()
-            self.positions[n:m].copy_(offs.repeat(bs - r))
-            self.loc[n:m].zero_()
+        n, m, dev = r * k, bs * k, self.runner.device
+        zeros = [0] * (m - n)
+        pos = [p + j for p in prefix_lens for j in range(k)] + list(range(k)) * (bs - r)
+        rows_t = [row for row in rows_l for _ in range(k)] + zeros
+        if isinstance(input_ids, list) and isinstance(loc, list):  # all on the host: one copy
+            st = _h2d([input_ids + zeros, pos, loc + zeros, rows_t], torch.int64, dev)
+            self.inputs[:, :m].copy_(st[:3])
+        else:
+            st = _h2d([[0] * m, pos, [0] * m, rows_t], torch.int64, dev)  # the same layout
+            self.positions[:m].copy_(st[1])
+            for buf, x in ((self.ids, input_ids), (self.loc, loc)):
+                if x is not None:
+                    buf[:n].copy_(_h2d(x, torch.int64, dev) if isinstance(x, list) else x)
+                buf[n:m].zero_()
+        self.runner.req_to_token.write(st[3, :n], st[1, :n], self.loc[:n])
         self._prepare(bs, rows_l, prefix_lens)
         return bs
 
     @torch.inference_mode()
-    def run(self, rows_l: list[int], prefix_lens: list[int], input_ids: torch.Tensor,
-            loc: torch.Tensor):
+    def run(self, rows_l: list[int], prefix_lens: list[int],
+            input_ids: torch.Tensor | list[int], loc: torch.Tensor | list[int]):
         """One step for len(rows_l) <= max_bs requests, each with self.rows new rows at
-        prefix_lens[i].. (input_ids, loc: [R * rows] device tensors). Returns (logits [R*rows, V]
+        prefix_lens[i].. (input_ids, loc: [R * rows] device tensors or host lists). Returns (logits [R*rows, V]
         fp32, aux [R*rows, n*H] or None); they are views into graph outputs, valid until the
         next run."""
         n = len(rows_l) * self.rows

@@ -247,8 +247,8 @@ class ModelRunner:
         """EXTEND or DECODE: one sampled token per request, from its last row."""
         if self.graphs is not None and wb.mode == ForwardMode.DECODE \
                 and self.graphs.bucket(wb.batch_size) is not None:
-            logits, _ = self.graphs.run(wb.req_pool_indices, wb.prefix_lens,
-                                        self.tensor(wb.input_ids), self.tensor(wb.out_cache_loc))
+            logits, _ = self.graphs.run(wb.req_pool_indices, wb.prefix_lens,  # host lists: one
+                                        list(wb.input_ids), list(wb.out_cache_loc))  # copy in
             return self._sample(wb, logits)
         hidden, _ = self.run_target(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens,
                                     self.tensor(wb.input_ids), self.tensor(wb.out_cache_loc))
