@@ -136,23 +136,20 @@ class TargetGraphs(_BucketGraphs):
         bucket. input_ids, loc: [R * rows] device tensors or host lists; host lists travel with
         the positions in one host-to-device copy (ar's decode: one copy for the whole step's
         inputs). input_ids None: the caller writes self.ids (StockStepGraphs does, in its
-        graph). Padding requests: ids 0 at positions 0..rows-1, KV to the scratch slot 0."""
+        graph; fill leaves zeros there). Padding requests: ids 0 at positions 0..rows-1, KV to
+        the scratch slot 0."""
         r, k = len(rows_l), self.rows
         bs = self._bucket_for(r)
         n, m, dev = r * k, bs * k, self.runner.device
         zeros = [0] * (m - n)
         pos = [p + j for p in prefix_lens for j in range(k)] + list(range(k)) * (bs - r)
         rows_t = [row for row in rows_l for _ in range(k)] + zeros
-        if isinstance(input_ids, list) and isinstance(loc, list):  # all on the host: one copy
-            st = _h2d([input_ids + zeros, pos, loc + zeros, rows_t], torch.int64, dev)
-            self.inputs[:, :m].copy_(st[:3])
-        else:
-            st = _h2d([[0] * m, pos, [0] * m, rows_t], torch.int64, dev)  # the same layout
-            self.positions[:m].copy_(st[1])
-            for buf, x in ((self.ids, input_ids), (self.loc, loc)):
-                if x is not None:
-                    buf[:n].copy_(_h2d(x, torch.int64, dev) if isinstance(x, list) else x)
-                buf[n:m].zero_()
+        host = [x + zeros if isinstance(x, list) else [0] * m for x in (input_ids, loc)]
+        st = _h2d([host[0], pos, host[1], rows_t], torch.int64, dev)  # ids, positions, loc, rows
+        self.inputs[:, :m].copy_(st[:3])  # padding rows included
+        for buf, x in ((self.ids, input_ids), (self.loc, loc)):
+            if isinstance(x, torch.Tensor):  # device inputs over the zeros just written
+                buf[:n].copy_(x)
         self.runner.req_to_token.write(st[3, :n], st[1, :n], self.loc[:n])
         self._prepare(bs, rows_l, prefix_lens)
         return bs

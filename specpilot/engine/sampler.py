@@ -39,6 +39,7 @@ from typing import Optional, Sequence
 import torch
 
 from specpilot.core import SamplingParams
+from specpilot.layers.norm import triton_kernels
 
 _MASK64 = (1 << 64) - 1
 
@@ -244,7 +245,6 @@ def _filtered_probs(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
 
 _M32 = 0xFFFFFFFF
 _HASH_MUL = 0x045D9F3B  # < 2**27: a 32-bit value times it stays below 2**63 (no int64 overflow)
-USE_TRITON = True  # CUDA noise takes the kernel of kernels/noise.py; False: always torch
 
 
 def _hash32(x: torch.Tensor) -> torch.Tensor:
@@ -275,33 +275,18 @@ def _column_hashes(offset: int, n: int, device: str) -> torch.Tensor:
     return _hash32(torch.arange(offset, offset + n, dtype=torch.int64) & _M32).to(device)
 
 
-@functools.lru_cache(maxsize=None)
-def _noise_kernel():
-    """kernels.noise.seeded_noise_, or None where triton does not import."""
-    try:
-        from specpilot.kernels.noise import seeded_noise_
-    except ImportError:
-        return None
-    return seeded_noise_
-
-
-def _kernel_for(device):
-    """The noise kernel where `device` should take it (CUDA, USE_TRITON, triton), else None."""
-    return _noise_kernel() if USE_TRITON and torch.device(device).type == "cuda" else None
-
-
 def _seeded_(out: torch.Tensor, rows: Sequence[int], keys: Sequence[int], offset: int,
              exponential: bool) -> torch.Tensor:
     """out[rows[i]] <- keys[i]'s uniforms (or -log of them), columns offset .. offset + n - 1.
-    CUDA: one Triton launch after one small host->device copy (row hashes and rows); elsewhere
-    the torch ops of the reference path."""
+    CUDA (layers.norm.triton_kernels): one Triton launch after one small host->device copy (row
+    hashes and rows); elsewhere the torch ops of the reference path."""
     if not rows:
         return out
     hashes = [_row_hash(k) for k in keys]
-    kernel = _kernel_for(out.device)
-    if kernel is not None:
-        return kernel(out, _h2d([hashes, list(rows)], torch.int64, out.device), offset,
-                      exponential)
+    kernels = triton_kernels(out, "noise")
+    if kernels is not None:
+        return kernels.seeded_noise_(out, _h2d([hashes, list(rows)], torch.int64, out.device),
+                                     offset, exponential)
     u = _seeded_uniform_torch(hashes, out.shape[1], out.device, offset)
     out[_h2d(list(rows), torch.int64, out.device)] = u.log_().neg_() if exponential else u
     return out
@@ -321,10 +306,8 @@ def seeded_uniform(keys: Sequence[int], n: int, device, offset: int = 0) -> torc
     same values (23 bits: (h + 1/2) / 2**23 is exact in fp32 and stays below 1). One batched
     computation for all rows (the keys are mixed on the host in python ints, then one Triton
     launch on CUDA, about 15 torch ops elsewhere): no per-row generator, no per-row launches."""
-    if _kernel_for(device) is not None:
-        out = torch.empty(len(keys), n, dtype=torch.float32, device=device)
-        return _seeded_(out, range(len(keys)), keys, offset, exponential=False)
-    return _seeded_uniform_torch([_row_hash(k) for k in keys], n, device, offset)
+    out = torch.empty(len(keys), n, dtype=torch.float32, device=device)
+    return _seeded_(out, range(len(keys)), keys, offset, exponential=False)
 
 
 def seeded_uniform_(out: torch.Tensor, rows: Sequence[int], keys: Sequence[int],

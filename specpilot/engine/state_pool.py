@@ -204,7 +204,7 @@ class TensorRecurrentBatch:
         from specpilot.kernels.gdn import gated_delta_rule, launch_config
 
         if self.chunked is not None:
-            return self._delta_chunked(layer, q, k, v, a, b, scale).to(q.dtype)
+            return self._delta_chunked(layer, q, k, v, a, b, scale)
         rows, fresh, starts, lens = self.meta[:, :self.n]
         gate = tuple(x[layer] for x in self.pool.gate)
         most = self.uniform or max(e for _, e in self.segments)
@@ -233,7 +233,7 @@ class TensorRecurrentBatch:
             beta[None].contiguous(), scale=scale, initial_state=init, output_final_state=True,
             use_qk_l2norm_in_kernel=True, cu_seqlens=self.cu[0], cu_seqlens_cpu=self.cu[1])
         p.rec[layer].index_copy_(0, rows, final.float())
-        return o[0].float()
+        return o[0].to(q.dtype)
 
     def commit(self, accepted: list[int] | torch.Tensor) -> None:
         """VERIFY only: every layer's state and conv window move to after rows 0..accepted[i]

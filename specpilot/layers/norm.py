@@ -26,9 +26,9 @@ def _kernel_module(name: str):
 
 
 def triton_kernels(x: torch.Tensor, name: str = "norm"):
-    """The kernel module specpilot.kernels.<name> (norm, rope, kv_store) when x should take the
-    Triton path (CUDA, USE_TRITON, and autograd off: the kernels have no backward, so training,
-    e.g. the drafter recipe, runs the torch code), else None."""
+    """The kernel module specpilot.kernels.<name> (norm, rope, kv_store, noise) when x should
+    take the Triton path (CUDA, USE_TRITON, and autograd off: the kernels have no backward, so
+    training, e.g. the drafter recipe, runs the torch code), else None."""
     if USE_TRITON and x.is_cuda and not torch.is_grad_enabled():
         return _kernel_module(name)
     return None

@@ -60,7 +60,7 @@ class GatedDeltaNet(nn.Module):
         if getattr(st, "tensorized", False):  # batched ops + the Triton recurrence (gates in it)
             y = st.conv(self.state_index, mixed, weight)
             q, k, v = y.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
-            out = st.delta(self.state_index, q, k, v, a, b, self.dk ** -0.5).to(x.dtype)
+            out = st.delta(self.state_index, q, k, v, a, b, self.dk ** -0.5)  # x.dtype
             o = self.norm(out.reshape(-1, self.dv), z.reshape(-1, self.dv))
             return self.out_proj(o.view(x.shape[0], self.value_dim))
         beta = b.sigmoid().float()  # [T, Hv]

@@ -4,6 +4,8 @@ out written."""
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
@@ -65,14 +67,15 @@ def test_strided_out_and_large_offset():
 
 def test_sampler_routes_cuda_through_the_kernel(monkeypatch):
     """seeded_uniform(_) / seeded_exponential_ hand the kernel their rows; checked on CPU by
-    routing every device to it (as _kernel_for routes CUDA)."""
+    routing every device to it (as layers.norm.triton_kernels routes CUDA)."""
     calls = []
 
     def kernel(out, info, offset, exponential):
         calls.append(exponential)
         return seeded_noise_(out, info, offset, exponential)
 
-    monkeypatch.setattr(S, "_kernel_for", lambda device: kernel)
+    monkeypatch.setattr(S, "triton_kernels",
+                        lambda x, name: types.SimpleNamespace(seeded_noise_=kernel))
     e = torch.full((4, 37), -1.0, device=DEV)
     S.seeded_exponential_(e, [3, 1], KEYS[2:4], offset=5)
     assert calls == [True]
