@@ -3,6 +3,9 @@
 - `demo_model_dir` (session): the converted SmolLM2-135M-Instruct folder (prepared once and
   cached under $SPECPILOT_CACHE, see specpilot/demo.py).
 - `@pytest.mark.gpu`: the test needs CUDA; skipped automatically when torch sees no GPU.
+- `@pytest.mark.interpreter`: the test runs Triton kernels on CPU tensors in the interpreter (the
+  CPU twins of the graph path); skipped where torch sees a GPU, since the interpreter is off there
+  and the engine refuses Triton on CPU. Their GPU counterparts are the `gpu` tests and scripts/gpu_*.
 - Without CUDA, TRITON_INTERPRET=1 is set before anything imports triton: triton reads it when a
   kernel is defined (`@triton.jit`, including triton's own tl.sum / tl.max), not when it runs, and
   transformers imports triton early, so a test module cannot set it reliably for itself.
@@ -25,6 +28,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # Also declared in pyproject.toml; repeated here so the marker exists under any rootdir.
     config.addinivalue_line(
         "markers", "gpu: needs a CUDA GPU; skipped automatically when torch.cuda.is_available() is false")
+    config.addinivalue_line(
+        "markers", "interpreter: Triton kernels on CPU in the interpreter; skipped where CUDA is available")
     try:
         import torch
     except ImportError:
@@ -45,12 +50,14 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
-    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
-    if not gpu_items or _cuda_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is false)")
-    for item in gpu_items:
-        item.add_marker(skip)
+    cuda = _cuda_available()
+    marker, reason = (("interpreter", "runs Triton in the interpreter on CPU, which is off where CUDA "
+                       "is available") if cuda else
+                      ("gpu", "needs a CUDA GPU (torch.cuda.is_available() is false)"))
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if item.get_closest_marker(marker) is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ def setup(tmp_path_factory):
     return target, drafter, [o.output_ids for o in ref.generate(prompts(), GREEDY)]
 
 
+@pytest.mark.interpreter
 def test_ar_decode_graph_path_equals_torch(setup):
     target, _, ref = setup
     eng = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=1024,
@@ -45,6 +46,7 @@ def test_ar_decode_graph_path_equals_torch(setup):
     assert calls and max(calls) == 3 and eng.runner.graphs.bucket(3) == 4  # padded steps ran
 
 
+@pytest.mark.interpreter
 def test_stock_verify_graph_path_equals_ar(setup):
     target, drafter, ref = setup
     eng = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=1024,
@@ -78,6 +80,7 @@ def _count_runs(graphs, calls):
     graphs.run = lambda *a: calls.append(len(a[0])) or run(*a)
 
 
+@pytest.mark.interpreter
 def test_stock_step_graph_equals_ar(setup):
     """The whole greedy step in one graph (draft, propose, verify, accept, context store) gives
     ar's output; a sampled request in the batch takes the separate graphs instead."""
@@ -97,6 +100,7 @@ def test_stock_step_graph_equals_ar(setup):
     assert verify and 3 not in steps
 
 
+@pytest.mark.interpreter
 def test_stock_step_graph_simulated_acceptance(setup, monkeypatch):
     """Simulated acceptance through the step graph: the same accept counts and tokens as the
     separate-graph path, step for step (both draw the count from the same seeded stream); in

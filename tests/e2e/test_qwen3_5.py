@@ -40,6 +40,7 @@ def test_matches_transformers(target, chunk):
 SHORT = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
 
 
+@pytest.mark.interpreter
 def test_tensorised_matches_transformers(target):
     path, ref = target
     eng = OfflineEngine(ServerArgs(model_path=path, device="cpu", max_total_tokens=2048,
@@ -59,6 +60,7 @@ def test_stock_equals_ar(target, kind, tmp_path):
         assert [o.output_ids for o in eng.generate(prompts(), GREEDY)] == ref, (kind, b)
 
 
+@pytest.mark.interpreter
 def test_stock_equals_ar_tensorised(target, tmp_path):
     """The tensorised recurrent path under VERIFY (stash, one-launch commit): block 16 eager,
     block 3 through the whole-step CUDA-graph twin (StockStepGraphs: the commit from device
@@ -82,6 +84,7 @@ def test_stock_equals_ar_tensorised(target, tmp_path):
         assert eng.scheduler.alloc.used_tokens == 0
 
 
+@pytest.mark.interpreter
 def test_ar_decode_graph_twin(target):
     path, ref = target
     eng = OfflineEngine(ServerArgs(model_path=path, device="cpu", max_total_tokens=2048,
@@ -94,7 +97,7 @@ def test_ar_decode_graph_twin(target):
     assert got == [r[:16] for r in ref[:3]] and 3 in calls
 
 
-@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=pytest.mark.interpreter)])
 def test_state_commit_equals_running_accepted_rows(target, backend):
     """A verify over B rows that is rejected at position a leaves the recurrent state equal to
     running only the a+1 accepted rows, for every a."""

@@ -325,6 +325,7 @@ def test_profile_plumbing_on_cpu(tmp_path):
     assert "measured stock: wall" in render(rep)
 
 
+@pytest.mark.interpreter
 def test_profile_graph_pass_on_cpu(tmp_path):
     """The graph pass over the graph objects' eager twins (the CPU has no capture; the Triton
     kernels run in the interpreter): ar's DECODE graph and stock's whole-step graph are what the
@@ -480,6 +481,7 @@ def test_idle_by_phase_charges_the_innermost_host_phase():
         prof.idle_by_phase(events[-7:], steps=2)
 
 
+@pytest.mark.interpreter
 def test_host_phase_pass_on_cpu(tmp_path):
     """Pass 6's wiring over the graph objects' eager twins: the CPU runs no device activities, so
     every step's time is 'idle' and lands on the host phases; they are all there, add up to the

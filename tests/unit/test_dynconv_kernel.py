@@ -26,10 +26,8 @@ from tests.e2e.tiny_drafters import make_drafter
 from tests.e2e.tiny_models import make_tiny
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-# CPU tensors through Triton need the interpreter; on a GPU machine the drafter reaches the
-# kernel through its normal CUDA dispatch instead
-interpreter_only = pytest.mark.skipif(torch.cuda.is_available(),
-                                      reason="CPU tensors through Triton need the interpreter")
+# (tests marked `interpreter` put CPU tensors through Triton; on a GPU machine the drafter reaches
+# the kernel through its normal CUDA dispatch instead)
 # 16-bit: about two ulp. The kernel rounds where torch rounds (fp32 and fp16 came out bit-equal
 # in the interpreter), but the interpreter rounds fp32 -> bf16 by truncation, so bf16 on CPU gets
 # a few truncations of the products' size (|c * y| up to ~10 here) as absolute error
@@ -158,7 +156,7 @@ def test_drafter_torch_path_unchanged(monkeypatch, drafters, kind, dtype):
         assert torch.equal(d(ids, pos, backend), reference_forward(d, ids, pos, backend))
 
 
-@interpreter_only  # fp16, not bf16: the interpreter's truncating bf16 casts drift (norms too)
+@pytest.mark.interpreter  # fp16, not bf16: the interpreter's truncating bf16 casts drift (norms too)
 @pytest.mark.parametrize("kind", ["k2", "k3"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_drafter_kernel_path(monkeypatch, drafters, kind, dtype):

@@ -23,8 +23,6 @@ TOL = dict(rtol=1e-5, atol=1e-5)
 # the forced Triton path runs the kernels on CPU tensors, which needs the interpreter; on a GPU
 # machine the layers reach the kernels through their normal CUDA dispatch instead, which
 # scripts/gpu_graph_check.py's exactness runs check against the torch reference engine
-interpreter_only = pytest.mark.skipif(torch.cuda.is_available(),
-                                      reason="CPU tensors through Triton need the interpreter")
 
 
 def rand(*shape, dtype=torch.float32, seed=0, scale=1.0):
@@ -73,7 +71,7 @@ def test_forward_add_torch_path_is_add_then_norm(dtype):
             assert h is x and torch.equal(out, m(x))
 
 
-@interpreter_only
+@pytest.mark.interpreter
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_forward_add_triton_path(monkeypatch, dtype):
     x, d = rand(3, 4, 48, dtype=dtype, seed=3, scale=3.0), rand(3, 4, 48, dtype=dtype, seed=4)
@@ -146,7 +144,7 @@ def tiny(request, tmp_path_factory):
     return model
 
 
-@interpreter_only
+@pytest.mark.interpreter
 def test_model_fused_matches_torch(tiny, monkeypatch):
     model = tiny
     n = len((getattr(model, "text", None) or model.model).layers)

@@ -27,8 +27,6 @@ CONFIG = types.SimpleNamespace(
     hidden_size=HIDDEN, num_attention_heads=HQ, num_key_value_heads=HKV, head_dim=D,
     attention_bias=False, rms_norm_eps=1e-6, qk_scale_factor=0.37,
     rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
-interpreter_only = pytest.mark.skipif(torch.cuda.is_available(),
-                                      reason="CPU tensors through Triton need the interpreter")
 
 
 class Recorder:
@@ -63,7 +61,7 @@ def modules(dtype, rope):
     return unfused, fused
 
 
-@pytest.mark.parametrize("kernels", [False, pytest.param(True, marks=interpreter_only)])
+@pytest.mark.parametrize("kernels", [False, pytest.param(True, marks=pytest.mark.interpreter)])
 @pytest.mark.parametrize("rope", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_attention_front_end_unchanged(monkeypatch, dtype, rope, kernels):
