@@ -4,8 +4,9 @@
    `ar` and `stock` with --attention-backend triton and CUDA graphs equal the torch reference
    engine's, at batch sizes that need padded graph buckets.
 2. Speed (bf16, random weights at a real shape, default Muse-Glimmer-30B + its DFlash2 drafter):
-   `ar` decode ms/step and tokens/s for a concurrency sweep, with graphs and, at batch 1, without
-   them and on the torch reference path; the weight-read roofline (weight bytes / measured copy
+   `ar` decode ms/step and tokens/s for a concurrency sweep, with graphs (with and without the
+   overlap scheduler, --overlap-schedule) and, at batch 1, without them and on the torch
+   reference path; the weight-read roofline (weight bytes / measured copy
    bandwidth) and the fraction of it reached; `stock` with SIMULATED acceptance
    (SGLANG_SIMULATE_ACC_LEN, default 6.5 at block 16): step ms, ratio to one `ar` step, tokens/s,
    speedup over `ar`.
@@ -71,11 +72,12 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
     ref = [o.output_ids for o in OfflineEngine(ServerArgs(**common, attention_backend="torch"))
            .generate(ps, sp)]
     ok = True
-    for name, extra in (("ar", {}), ("stock B=4", dict(speculative_draft_model_path=drafter,
-                                                          speculative_num_draft_tokens=4))):
+    for name, extra in (("ar", {}), ("ar overlap", dict(overlap_schedule=True)),
+                        ("stock B=4", dict(speculative_draft_model_path=drafter,
+                                           speculative_num_draft_tokens=4))):
         eng = OfflineEngine(ServerArgs(**common, attention_backend="triton", **extra))
-        graphs = eng.runner.graphs if not extra else (eng.worker.step_graphs
-                                                       or eng.worker.verify_graphs)
+        graphs = eng.runner.graphs if eng.worker is eng.runner else (
+            eng.worker.step_graphs or eng.worker.verify_graphs)
         for subset in (ps, ps[:3], ps[:1]):  # 5 -> bucket 8, 3 -> 4, 1 -> 1
             outs = [o.output_ids for o in eng.generate(subset, sp)]
             same = outs == ref[:len(subset)]
@@ -133,7 +135,8 @@ def speed(a, bw: float) -> dict:
     floor_ms = 1000 * wb / bw
     vocab = rn.info.vocab_size
     b = eng.worker.num_draft_tokens
-    mk = lambda: Scheduler(rn, None, max(a.batch), 8192, 65536)  # noqa: E731
+    mk = lambda overlap=False: Scheduler(rn, None, max(a.batch), 8192, 65536,  # noqa: E731
+                                         overlap=overlap)
     rows = []
     decode_ms_per_step(mk(), 2, 32, 4, vocab)  # warm-up: Triton JIT of the eager kernels
     decode_ms_per_step(eng.scheduler, 2, 32, 4, vocab)
@@ -143,10 +146,12 @@ def speed(a, bw: float) -> dict:
         decode_ms_per_step(mk(), bs, a.prompt_len, 8, vocab)
         decode_ms_per_step(eng.scheduler, bs, a.prompt_len, 8, vocab)
         ms, tps = decode_ms_per_step(mk(), bs, a.prompt_len, a.new, vocab)
+        oms, otps = decode_ms_per_step(mk(overlap=True), bs, a.prompt_len, a.new, vocab)
         sms, stps = decode_ms_per_step(eng.scheduler, bs, a.prompt_len, a.new, vocab)
         row = dict(batch=bs, ctx=a.prompt_len, ar_ms=ms, ar_tps=tps, stock_ms=sms,
                    stock_tps=stps, step_ratio=sms / ms, speedup=stps / tps,
-                   roofline=floor_ms / ms)
+                   roofline=floor_ms / ms, ar_overlap_ms=oms, ar_overlap_tps=otps,
+                   overlap_roofline=floor_ms / oms)
         step_graphs = eng.worker.step_graphs
         if step_graphs is not None:  # the same steps with separate draft / verify graphs
             eng.worker.step_graphs = None
@@ -288,10 +293,12 @@ def main() -> int:
     print(f"\n{a.target}: weights {res['weight_bytes'] / 1e9:.1f} GB, floor "
           f"{res['floor_ms']:.2f} ms/step at {bw / 1e12:.2f} TB/s; stock B={res['verify_rows']}, "
           f"simulated acceptance {a.accept}")
-    print(f"{'bs':>3} {'ar ms':>8} {'ar tok/s':>9} {'roofline':>9} {'stock ms':>9} "
-          f"{'stock tok/s':>12} {'step ratio':>11} {'speedup':>8} {'no-step ratio':>14}")
+    print(f"{'bs':>3} {'ar ms':>8} {'ar tok/s':>9} {'roofline':>9} {'overlap ms':>11} "
+          f"{'roofline':>9} {'stock ms':>9} {'stock tok/s':>12} {'step ratio':>11} {'speedup':>8} "
+          f"{'no-step ratio':>14}")
     for r in res["rows"]:
         print(f"{r['batch']:3} {r['ar_ms']:8.2f} {r['ar_tps']:9.1f} {r['roofline']:9.1%} "
+              f"{r['ar_overlap_ms']:11.2f} {r['overlap_roofline']:9.1%} "
               f"{r['stock_ms']:9.2f} {r['stock_tps']:12.1f} {r['step_ratio']:11.2f} "
               f"{r['speedup']:8.2f} {r.get('nostep_ratio', float('nan')):14.2f}")
     lc = res["ar_long_ctx"]

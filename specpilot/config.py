@@ -41,6 +41,7 @@ class ServerArgs:
     disable_cuda_graph: bool = False  # CUDA graphs of DECODE / VERIFY (CUDA + triton backend)
     cuda_graph_max_bs: Optional[int] = None  # largest graphed batch; None: min(max running, 32)
     disable_draft_cuda_graph: bool = False  # graph VERIFY only: block pass and step graph eager
+    overlap_schedule: bool = False  # ar: queue DECODE step k+1 before reading step k's tokens
     # speculative decoding (none given: the `ar` engine)
     speculative_algorithm: Optional[str] = None  # DFLASH | DFLASH2 | DSPARK; None: from the drafter
     speculative_draft_model_path: Optional[str] = None
@@ -74,6 +75,9 @@ class ServerArgs:
         spec_given = (self.speculative_algorithm, self.speculative_num_draft_tokens)
         if self.speculative_draft_model_path is None and any(x is not None for x in spec_given):
             raise ValueError("speculative flags need --speculative-draft-model-path")
+        if self.overlap_schedule and self.speculative_draft_model_path is not None:
+            raise ValueError("--overlap-schedule works with the ar engine only (no "
+                             "--speculative-draft-model-path)")
         algos = ("DFLASH", "DFLASH2", "DSPARK")
         if self.speculative_algorithm is not None and self.speculative_algorithm.upper() not in algos:
             raise ValueError(f"--speculative-algorithm must be one of {algos}")

@@ -24,7 +24,8 @@ class OfflineEngine:
         self.worker = build_worker(args)
         self.runner = getattr(self.worker, "runner", self.worker)  # the target's ModelRunner
         self.scheduler = Scheduler(self.worker, tokenizer, args.max_running_requests,
-                                   args.chunked_prefill_size, args.max_prefill_tokens)
+                                   args.chunked_prefill_size, args.max_prefill_tokens,
+                                   overlap=args.overlap_schedule)
         self._ids = itertools.count()
 
     def force(self, prompts: Sequence[list[int]], forced: Sequence[list[int]]) -> list[list]:

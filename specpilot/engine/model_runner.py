@@ -245,18 +245,64 @@ class ModelRunner:
     @torch.inference_mode()
     def forward(self, wb: WorkerBatch) -> StepOutput:
         """EXTEND or DECODE: one sampled token per request, from its last row."""
-        if self.graphs is not None and wb.mode == ForwardMode.DECODE \
-                and self.graphs.bucket(wb.batch_size) is not None:
-            logits, _ = self.graphs.run(wb.req_pool_indices, wb.prefix_lens,  # host lists: one
-                                        list(wb.input_ids), list(wb.out_cache_loc))  # copy in
-            return self._sample(wb, logits)
+        if wb.mode == ForwardMode.DECODE:
+            return self._sample(wb, self._decode_logits(wb, list(wb.input_ids)))
         hidden, _ = self.run_target(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens,
                                     self.tensor(wb.input_ids), self.tensor(wb.out_cache_loc))
         last = self.tensor(wb.extend_lens).cumsum(0) - 1
         return self._sample(wb, self.model.compute_logits(hidden[last]))  # [B, V] fp32
+
+    @torch.inference_mode()
+    def launch_decode(self, wb: WorkerBatch, input_ids: torch.Tensor | None = None) -> "PendingTokens":
+        """DECODE for the overlap scheduler: queues the step and its sampling on the device and
+        returns without waiting for the tokens. input_ids: [R] int64 device tensor (the previous
+        step's tokens, not yet on the host) or None (wb.input_ids). No token forcing here."""
+        if wb.forced is not None:
+            raise ValueError("launch_decode does not force tokens; use forward")
+        ids = input_ids if input_ids is not None else list(wb.input_ids)
+        return PendingTokens(sample(self._decode_logits(wb, ids), self.sampling_batch(wb)))
+
+    def _decode_logits(self, wb: WorkerBatch, ids: torch.Tensor | list[int]) -> torch.Tensor:
+        """Logits [R, V] fp32 of a DECODE step (one row per request): the graph of its bucket
+        when there is one (host lists travel in one copy), else the eager target."""
+        if self.graphs is not None and self.graphs.bucket(wb.batch_size) is not None:
+            return self.graphs.run(wb.req_pool_indices, wb.prefix_lens, ids,
+                                   list(wb.out_cache_loc))[0]
+        ids = ids if isinstance(ids, torch.Tensor) else self.tensor(ids)
+        hidden, _ = self.run_target(wb.req_pool_indices, wb.prefix_lens, wb.extend_lens, ids,
+                                    self.tensor(wb.out_cache_loc))
+        return self.model.compute_logits(hidden)  # one new row per request
 
     def _sample(self, wb: WorkerBatch, logits: torch.Tensor) -> StepOutput:
         if wb.forced is not None:
             return StepOutput(wb.forced, checks=[[c] for c in forced_checks(logits)])
         tokens = sample(logits, self.sampling_batch(wb)).tolist()  # the step's one D2H copy
         return StepOutput([[t] for t in tokens])
+
+
+class PendingTokens:
+    """One sampled token per request on its way to the host: `tokens` stays on the device (the
+    overlap scheduler feeds it to the next step as input ids) while a non-blocking copy moves it
+    into pinned host memory; result() waits for that copy only."""
+
+    def __init__(self, tokens: torch.Tensor):
+        self.tokens = tokens
+        self._event = None
+        if tokens.is_cuda:
+            self._host = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
+            self._host.copy_(tokens, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host = tokens
+
+    def device_tokens(self, pick: list[int] | None = None) -> torch.Tensor:
+        """The tokens on the device, [R] int64, or those of the requests at `pick` (in order)."""
+        if pick is None:
+            return self.tokens
+        return self.tokens[torch.tensor(pick, dtype=torch.int64, device=self.tokens.device)]
+
+    def result(self) -> StepOutput:
+        if self._event is not None:
+            self._event.synchronize()
+        return StepOutput([[t] for t in self._host.tolist()])

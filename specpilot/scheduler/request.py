@@ -66,6 +66,15 @@ class Req:
     def fill_ids(self) -> list[int]:
         return self.input_ids + self.output_ids
 
+    def token_slice(self, start: int, stop: int) -> list[int]:
+        """fill_ids[start:stop] (0 <= start <= stop) without building fill_ids each step."""
+        n = len(self.input_ids)
+        if stop <= n:
+            return self.input_ids[start:stop]
+        if start >= n:
+            return self.output_ids[start - n:stop - n]
+        return self.input_ids[start:] + self.output_ids[:stop - n]
+
     @property
     def seq_len(self) -> int:
         return len(self.input_ids) + len(self.output_ids)

@@ -5,6 +5,8 @@ One `step()` runs one forward: a prefill batch (EXTEND) when a waiting request c
 under the token budget, the KV budget and --max-running-requests, else a DECODE batch of every
 running request. When KV runs out during decode, the newest running request is retracted: its KV
 is freed and it goes back to the waiting queue to be prefilled again (prompt + output so far).
+With `overlap` (the ar engine, --overlap-schedule) a DECODE step() queues the next DECODE on the
+device before it reads the current one's tokens (see "overlap" below).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ log = logging.getLogger(__name__)
 
 class Scheduler:
     def __init__(self, runner, tokenizer=None, max_running_requests: int = 64,
-                 chunked_prefill_size: int = 2048, max_prefill_tokens: int = 16384):
+                 chunked_prefill_size: int = 2048, max_prefill_tokens: int = 16384,
+                 overlap: bool = False):
         self.runner = runner  # forward(WorkerBatch) -> list[int]; .info: RunnerInfo
         info = runner.info
         self.tokenizer = tokenizer
@@ -45,6 +48,11 @@ class Scheduler:
         self.spec_accept_positions: list[int] = []  # [j] = drafts accepted at block slot j
         self._emit: Callable[[RequestOutput], None] = lambda out: None
         self._tok_times: collections.deque = collections.deque()  # (time, tokens) for throughput
+        if overlap and not hasattr(runner, "launch_decode"):
+            raise ValueError("the overlap scheduler needs the ar engine (a runner with "
+                             "launch_decode); speculative workers do not have it yet")
+        self.overlap = overlap
+        self._inflight: Optional[_InFlight] = None  # overlap: a launched DECODE, tokens unread
 
     # ---------------------------------------------------------------- inputs
     def set_output_callback(self, fn: Callable[[RequestOutput], None]) -> None:
@@ -112,7 +120,7 @@ class Scheduler:
 
     # ---------------------------------------------------------------- state
     def is_idle(self) -> bool:
-        return not self.waiting and not self.running
+        return not self.waiting and not self.running and self._inflight is None
 
     def stats(self) -> dict:
         """Safe to call from any thread (reads a snapshot; never mutates scheduler state)."""
@@ -140,6 +148,9 @@ class Scheduler:
 
     # ---------------------------------------------------------------- one step
     def step(self) -> None:
+        if self._inflight is not None:
+            self._overlap_step()
+            return
         batch = self._schedule_prefill()
         mode = ForwardMode.EXTEND
         if batch is None:
@@ -148,16 +159,75 @@ class Scheduler:
             return
         reqs, prefix_lens, extend_lens = batch
         wb = self._worker_batch(mode, reqs, prefix_lens, extend_lens)
+        if mode == ForwardMode.DECODE and self.overlap and wb.forced is None:
+            self._inflight = self._launch(reqs, wb, None)  # its tokens are read next step
+            return
         try:
             result = self.runner.forward(wb)
-        except Exception as e:  # keep serving: fail this batch's requests, free their KV
-            log.exception("forward failed")
-            for req in reqs:
-                (self.running if req in self.running else self.waiting).remove(req)
-                req.finish_reason = {"type": "abort", "message": f"internal error: {e}"}
-                self._finish(req, error=f"internal error: {e}")
+        except Exception as e:
+            self._fail(reqs, e)
             return
         self._process(mode, reqs, result)
+
+    def _fail(self, reqs: list[Req], e: Exception) -> None:
+        """Keep serving: fail this batch's requests (those not finished already), free their KV."""
+        log.exception("forward failed")
+        for req in reqs:
+            if req.finished:
+                continue
+            (self.running if req in self.running else self.waiting).remove(req)
+            req.finish_reason = {"type": "abort", "message": f"internal error: {e}"}
+            self._finish(req, error=f"internal error: {e}")
+
+    # ---------------------------------------------------------------- overlap
+    # With --overlap-schedule (ar engine), DECODE step k+1 is queued on the device before step k's
+    # tokens are read: its input ids are step k's sampled tokens, still on the device, so the
+    # host's work for a step (reading and processing results, scheduling, filling the next
+    # step's inputs) runs while the GPU computes. The host learns one step late that a request
+    # has finished (a stop token or string); the token its extra step produced is dropped, and
+    # its KV slot is freed with the rest of the request's. Prefill, forcing and penalties (which
+    # need the previous token on the host) make the scheduler read the step in flight first.
+
+    def _launch(self, reqs: list[Req], wb: WorkerBatch, input_ids) -> Optional["_InFlight"]:
+        try:
+            return _InFlight(reqs, self.runner.launch_decode(wb, input_ids))
+        except Exception as e:
+            self._fail(reqs, e)
+            return None
+
+    def _overlap_step(self) -> None:
+        prev, self._inflight = self._inflight, None
+        nxt = self._next_overlapped(prev)
+        if nxt is not None:
+            self._inflight = self._launch(*nxt)
+        try:
+            result = prev.pending.result()
+        except Exception as e:
+            self._fail(prev.reqs, e)
+            return
+        self._process(ForwardMode.DECODE, prev.reqs, result,
+                      ahead=set() if nxt is None else {id(r) for r in nxt[0]})
+
+    def _next_overlapped(self, prev: "_InFlight"):
+        """(reqs, WorkerBatch, input ids on the device) of the DECODE step to queue behind prev,
+        or None when the host has to read prev first."""
+        if self.waiting:
+            return None  # a prefill is due: it runs after prev's results are in
+        # requests whose prev token will end them for length need no further step
+        idx = [i for i, r in enumerate(prev.reqs) if not r.finished
+               and len(r.output_ids) + 1 < r.sampling.max_new_tokens
+               and r.seq_len + 1 < self.context_length]
+        reqs = [prev.reqs[i] for i in idx]
+        if not reqs or len(reqs) * self.decode_len > self.alloc.slots.available:
+            return None
+        if any(r.sampling.has_penalties or r.forced_ids is not None for r in reqs):
+            return None
+        prefix_lens = [r.kv_len for r in reqs]  # prev's slot included: the new token's position
+        for r in reqs:
+            r.kv_slots.extend(self.alloc.slots.alloc(self.decode_len))
+        wb = self._worker_batch(ForwardMode.DECODE, reqs, prefix_lens,
+                                [self.decode_len] * len(reqs), lag=1)
+        return reqs, wb, prev.pending.device_tokens(None if len(idx) == len(prev.reqs) else idx)
 
     def _schedule_prefill(self):
         if not self.waiting:
@@ -218,11 +288,13 @@ class Scheduler:
         self.waiting.appendleft(req)
         log.info("retracted request %s (KV full): %d tokens to prefill again", req.rid, req.seq_len)
 
-    def _worker_batch(self, mode, reqs, prefix_lens, extend_lens) -> WorkerBatch:
+    def _worker_batch(self, mode, reqs, prefix_lens, extend_lens, lag: int = 0) -> WorkerBatch:
+        """lag=1: an overlapped DECODE whose input tokens are still on the device (input_ids is
+        left empty); each request has one output token more than the host knows of."""
         input_ids, loc = [], []
         for req, p, e in zip(reqs, prefix_lens, extend_lens):
-            # a speculative DECODE sends only the anchor; its drafts fill the other rows
-            input_ids.extend(req.fill_ids[p:p + (1 if mode == ForwardMode.DECODE else e)])
+            if not lag:  # a speculative DECODE sends only the anchor; its drafts fill the rest
+                input_ids.extend(req.token_slice(p, p + (1 if mode == ForwardMode.DECODE else e)))
             loc.extend(req.kv_slots[p:p + e])
         histories = None
         if any(r.sampling.has_penalties for r in reqs):
@@ -235,14 +307,18 @@ class Scheduler:
             n = self.decode_len if mode == ForwardMode.DECODE else 1
             forced = [(r.forced_ids or [])[len(r.output_ids):len(r.output_ids) + n] for r in reqs]
         return WorkerBatch(mode, [r.row for r in reqs], prefix_lens, extend_lens, input_ids, loc,
-                           [r.sampling for r in reqs], [len(r.output_ids) for r in reqs], banned,
-                           histories, forced)
+                           [r.sampling for r in reqs], [len(r.output_ids) + lag for r in reqs],
+                           banned, histories, forced)
 
     # ---------------------------------------------------------------- results
-    def _process(self, mode, reqs, result: StepOutput) -> None:
+    def _process(self, mode, reqs, result: StepOutput, ahead: frozenset | set = frozenset()) -> None:
+        """ahead: ids of the requests with an overlapped step queued behind this one (they keep
+        that step's KV slot)."""
         now = time.monotonic()
         produced = 0
         for i, (req, toks) in enumerate(zip(reqs, result.tokens)):
+            if req.finished:
+                continue  # aborted, or ended one step ago (overlap): this token is dropped
             if req.kv_len < req.seq_len:
                 continue  # a prefill chunk that did not reach the end of the prompt
             if mode == ForwardMode.EXTEND:
@@ -261,9 +337,11 @@ class Scheduler:
                 self.running.remove(req)
                 self._finish(req)
             else:
-                # rollback by length: KV keeps positions < seq_len - 1 (rejected rows go back)
-                self.alloc.slots.free(req.kv_slots[req.seq_len - 1:])
-                del req.kv_slots[req.seq_len - 1:]
+                # rollback by length: KV keeps positions < seq_len - 1 (rejected rows go back),
+                # and the slot of an overlapped step queued behind this one
+                keep = req.seq_len - 1 + (self.decode_len if id(req) in ahead else 0)
+                self.alloc.slots.free(req.kv_slots[keep:])
+                del req.kv_slots[keep:]
                 self._emit_req(req)
         if produced:
             self._tok_times.append((now, produced))
@@ -329,3 +407,11 @@ class Scheduler:
                   **({"forced_checks": req.forced_checks} if done and req.forced_ids else {})})
         req.pending_ids, req.pending_text = [], ""
         self._emit(out)
+
+
+@dataclasses.dataclass
+class _InFlight:
+    """An overlapped DECODE: its requests and their tokens, still on their way to the host."""
+
+    reqs: list[Req]
+    pending: object  # engine.model_runner.PendingTokens

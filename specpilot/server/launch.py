@@ -26,7 +26,8 @@ def build_engine_client(args: ServerArgs) -> EngineClient:
     worker = build_worker(args)
     tokenizer = load_tokenizer(args)
     scheduler = Scheduler(worker, tokenizer, args.max_running_requests,
-                          args.chunked_prefill_size, args.max_prefill_tokens)
+                          args.chunked_prefill_size, args.max_prefill_tokens,
+                          overlap=args.overlap_schedule)
     info = worker.info
     model_info = {
         "model_path": args.model_path,

@@ -1,0 +1,138 @@
+"""The overlap scheduler (--overlap-schedule, ar engine): DECODE step k+1 is queued before step k's
+tokens are read, so the host learns one step late that a request ended. Outputs, stop handling,
+seeded sampling, arrivals, aborts and KV accounting must be exactly those of the plain scheduler.
+"""
+
+import random
+
+import pytest
+
+from specpilot.config import ServerArgs
+from specpilot.core import GenerateInput, SamplingParams
+from specpilot.engine.model_runner import PendingTokens
+from specpilot.offline import OfflineEngine
+from tests.e2e.tiny_models import make_tiny
+
+
+def prompts(n=5, seed=3):
+    rng = random.Random(seed)
+    return [[rng.randrange(3, 250) for _ in range(rng.randrange(1, 24))] for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory):
+    return make_tiny("llama", tmp_path_factory.mktemp("t"))
+
+
+def engine(target, overlap, **kw):
+    return OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=kw.pop(
+        "max_total_tokens", 4096), overlap_schedule=overlap, **kw))
+
+
+@pytest.fixture(scope="module")
+def engines(target):
+    return engine(target, False), engine(target, True)
+
+
+def run_both(engines, ps, sps, arrivals=None):
+    plain, over = engines
+    a = plain.generate(ps, sps, arrivals=arrivals)
+    b = over.generate(ps, sps, arrivals=arrivals)
+    for e in engines:
+        assert e.scheduler.is_idle() and e.scheduler.alloc.used_tokens == 0  # nothing leaked
+    return a, b
+
+
+def same(a, b):
+    assert [o.output_ids for o in a] == [o.output_ids for o in b]
+    assert [o.finish_reason for o in a] == [o.finish_reason for o in b]
+
+
+def test_greedy_lengths_and_stop_tokens_match(engines):
+    ps = prompts()
+    ref = engines[0].generate(ps, SamplingParams(temperature=0, max_new_tokens=12,
+                                                 ignore_eos=True))
+    # different lengths (requests leave the batch at different steps) and stop tokens taken
+    # from the reference outputs, so requests end early on a token the host sees one step late
+    sps = [SamplingParams(temperature=0, max_new_tokens=m, ignore_eos=True,
+                          stop_token_ids=[o.output_ids[k]] if k is not None else [])
+           for o, m, k in zip(ref, (12, 3, 9, 1, 12), (5, None, 2, None, None))]
+    a, b = run_both(engines, ps, sps)
+    same(a, b)
+    assert [len(o.output_ids) for o in a][1] == 3 and a[0].finish_reason["type"] == "stop"
+
+
+def test_seeded_sampling_min_new_tokens_and_penalties_match(engines):
+    ps = prompts(6, seed=5)
+    sps = [SamplingParams(temperature=0.9, top_k=20, seed=s, max_new_tokens=10,
+                          min_new_tokens=4 if s % 2 else 0, ignore_eos=False) for s in range(6)]
+    sps[4] = SamplingParams(temperature=0, max_new_tokens=8, repetition_penalty=1.3)  # no overlap
+    a, b = run_both(engines, ps, sps)
+    same(a, b)
+
+
+def test_arrivals_mid_decode_match(engines):
+    ps = prompts(5, seed=7)
+    sp = SamplingParams(temperature=0, max_new_tokens=10, ignore_eos=True)
+    a, b = run_both(engines, ps, sp, arrivals=[0, 0, 3, 4, 11])
+    same(a, b)
+
+
+def test_steps_really_overlap(target, monkeypatch):
+    eng = engine(target, True)
+    order = []
+    launch, result = eng.runner.launch_decode, PendingTokens.result
+    monkeypatch.setattr(eng.runner, "launch_decode",
+                        lambda *a: order.append("launch") or launch(*a))
+    monkeypatch.setattr(PendingTokens, "result", lambda self: order.append("read") or result(self))
+    eng.generate([[5, 6, 7]], SamplingParams(temperature=0, max_new_tokens=5, ignore_eos=True))
+    # prefill gives token 1; decode steps 2..5 are launched each before the previous is read,
+    # and the last one needs no successor (its token ends the request by length)
+    assert order == ["launch", "launch", "read", "launch", "read", "launch", "read", "read"]
+
+
+def test_abort_while_a_step_is_in_flight(target, engines):
+    ps = prompts(3, seed=9)
+    sp = SamplingParams(temperature=0, max_new_tokens=8, ignore_eos=True)
+    ref = engines[0].generate(ps, sp)
+    eng = engine(target, True)
+    sched, outs = eng.scheduler, {}
+    sched.set_output_callback(lambda o: outs.__setitem__(o.rid, o) if o.finished else None)
+    for i, p in enumerate(ps):
+        sched.add_request(GenerateInput(f"r{i}", p, sp))
+    for _ in range(4):
+        sched.step()
+    assert sched._inflight is not None
+    sched.abort("r1")
+    while not sched.is_idle():
+        sched.step()
+    assert outs["r1"].finish_reason["type"] == "abort"
+    assert [outs[f"r{i}"].output_ids for i in (0, 2)] == [ref[0].output_ids, ref[2].output_ids]
+    assert sched.alloc.used_tokens == 0
+
+
+def test_kv_pressure_falls_back_to_plain_steps(target):
+    # a pool too small for everyone: retraction happens in plain steps, outputs unchanged
+    ps = prompts(4, seed=11)
+    sp = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
+    engines = engine(target, False, max_total_tokens=70), engine(target, True, max_total_tokens=70)
+    a, b = run_both(engines, ps, sp)
+    same(a, b)
+    assert all(e.scheduler.num_retractions > 0 for e in engines)  # the pressure was real
+
+
+def test_flag_checks(target):
+    with pytest.raises(ValueError, match="--overlap-schedule"):
+        ServerArgs(model_path=target, overlap_schedule=True,
+                   speculative_draft_model_path=target).validate()
+
+
+@pytest.mark.interpreter
+def test_graph_path_twin_matches(target):
+    # the DECODE graphs' eager twin (Triton interpreter): device input ids go into the buffers
+    ps = prompts(3, seed=13)
+    sp = SamplingParams(temperature=0, max_new_tokens=9, ignore_eos=True)
+    ref = engine(target, False).generate(ps, sp)
+    eng = engine(target, True, attention_backend="triton")
+    eng.runner.enable_cuda_graphs(max_bs=4, capture=False)
+    same(ref, eng.generate(ps, sp))
