@@ -16,7 +16,7 @@ import torch
 from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.attention_backend import TorchNativeBackend
 from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
-from specpilot.engine.sampler import SamplingBatch, sample
+from specpilot.engine.sampler import SamplingBatch, _h2d, sample
 from specpilot.engine.state_pool import RecurrentBatch, RecurrentStatePool, TensorRecurrentBatch
 from specpilot.models.loader import build_model, load_hf_config
 
@@ -300,7 +300,7 @@ class PendingTokens:
         """The tokens on the device, [R] int64, or those of the requests at `pick` (in order)."""
         if pick is None:
             return self.tokens
-        return self.tokens[torch.tensor(pick, dtype=torch.int64, device=self.tokens.device)]
+        return self.tokens[_h2d(pick, torch.int64, self.tokens.device)]  # no stream sync
 
     def result(self) -> StepOutput:
         if self._event is not None:

@@ -127,6 +127,16 @@ def test_flag_checks(target):
                    speculative_draft_model_path=target).validate()
 
 
+def test_hybrid_target_matches(tmp_path):
+    # Gated DeltaNet layers carry recurrent state from step to step: the queued step must read
+    # the state its predecessor wrote, and a request's extra step must not leak into the next
+    hybrid = make_tiny("qwen3_5", tmp_path / "h")
+    ps = prompts(4, seed=17)
+    sps = [SamplingParams(temperature=0, max_new_tokens=m, ignore_eos=True) for m in (10, 4, 7, 10)]
+    a, b = run_both((engine(hybrid, False), engine(hybrid, True)), ps, sps, arrivals=[0, 0, 2, 6])
+    same(a, b)
+
+
 @pytest.mark.interpreter
 def test_graph_path_twin_matches(target):
     # the DECODE graphs' eager twin (Triton interpreter): device input ids go into the buffers
