@@ -1,8 +1,8 @@
 """Req: one request as the scheduler sees it (python lists, no tensors).
 
 Invariant: `kv_slots[p]` is the KV slot of position p, for p < kv_len == len(kv_slots); the
-positions in KV are a prefix of `fill_ids` (= prompt + output so far).
-- waiting (new, partly prefilled, or retracted): prefill extends KV over fill_ids until
+positions in KV are a prefix of the request's tokens (prompt + output so far).
+- waiting (new, partly prefilled, or retracted): prefill extends KV over those tokens until
   kv_len == seq_len, then the sampled token is appended, so kv_len == seq_len - 1;
 - running: kv_len == seq_len - 1; a decode step puts the newest token into KV and appends one.
 """
@@ -62,12 +62,8 @@ class Req:
         self.forced_ids: Optional[list[int]] = None
         self.forced_checks: list[tuple[int, float]] = []
 
-    @property
-    def fill_ids(self) -> list[int]:
-        return self.input_ids + self.output_ids
-
     def token_slice(self, start: int, stop: int) -> list[int]:
-        """fill_ids[start:stop] (0 <= start <= stop) without building fill_ids each step."""
+        """(prompt + output so far)[start:stop], 0 <= start <= stop, without building that list."""
         n = len(self.input_ids)
         if stop <= n:
             return self.input_ids[start:stop]

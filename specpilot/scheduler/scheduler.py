@@ -206,7 +206,7 @@ class Scheduler:
             self._fail(prev.reqs, e)
             return
         self._process(ForwardMode.DECODE, prev.reqs, result,
-                      ahead=set() if nxt is None else {id(r) for r in nxt[0]})
+                      ahead=set() if nxt is None else set(nxt[0]))
 
     def _next_overlapped(self, prev: "_InFlight"):
         """(reqs, WorkerBatch, input ids on the device) of the DECODE step to queue behind prev,
@@ -312,8 +312,8 @@ class Scheduler:
 
     # ---------------------------------------------------------------- results
     def _process(self, mode, reqs, result: StepOutput, ahead: frozenset | set = frozenset()) -> None:
-        """ahead: ids of the requests with an overlapped step queued behind this one (they keep
-        that step's KV slot)."""
+        """ahead: the requests with an overlapped step queued behind this one (they keep that
+        step's KV slot)."""
         now = time.monotonic()
         produced = 0
         for i, (req, toks) in enumerate(zip(reqs, result.tokens)):
@@ -339,7 +339,7 @@ class Scheduler:
             else:
                 # rollback by length: KV keeps positions < seq_len - 1 (rejected rows go back),
                 # and the slot of an overlapped step queued behind this one
-                keep = req.seq_len - 1 + (self.decode_len if id(req) in ahead else 0)
+                keep = req.seq_len - 1 + (self.decode_len if req in ahead else 0)
                 self.alloc.slots.free(req.kv_slots[keep:])
                 del req.kv_slots[keep:]
                 self._emit_req(req)
