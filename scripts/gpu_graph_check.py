@@ -5,7 +5,7 @@
    engine's, at batch sizes that need padded graph buckets.
 2. Speed (bf16, random weights at a real shape, default Muse-Glimmer-30B + its DFlash2 drafter):
    `ar` decode ms/step and tokens/s for a concurrency sweep, with graphs (with and without the
-   overlap scheduler, --overlap-schedule) and, at batch 1, without them and on the torch
+   overlap scheduler, on by default; --disable-overlap-schedule) and, at batch 1, without them and on the torch
    reference path; the weight-read roofline (weight bytes / measured copy
    bandwidth) and the fraction of it reached; `stock` with SIMULATED acceptance
    (SGLANG_SIMULATE_ACC_LEN, default 6.5 at block 16): step ms, ratio to one `ar` step, tokens/s,
@@ -72,7 +72,7 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
     ref = [o.output_ids for o in OfflineEngine(ServerArgs(**common, attention_backend="torch"))
            .generate(ps, sp)]
     ok = True
-    for name, extra in (("ar", {}), ("ar overlap", dict(overlap_schedule=True)),
+    for name, extra in (("ar", dict(disable_overlap_schedule=True)), ("ar overlap", {}),
                         ("stock B=4", dict(speculative_draft_model_path=drafter,
                                            speculative_num_draft_tokens=4))):
         eng = OfflineEngine(ServerArgs(**common, attention_backend="triton", **extra))

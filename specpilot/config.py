@@ -41,7 +41,7 @@ class ServerArgs:
     disable_cuda_graph: bool = False  # CUDA graphs of DECODE / VERIFY (CUDA + triton backend)
     cuda_graph_max_bs: Optional[int] = None  # largest graphed batch; None: min(max running, 32)
     disable_draft_cuda_graph: bool = False  # graph VERIFY only: block pass and step graph eager
-    overlap_schedule: bool = False  # ar: queue DECODE step k+1 before reading step k's tokens
+    disable_overlap_schedule: bool = False  # ar: DECODE step k+1 is queued before step k is read
     # speculative decoding (none given: the `ar` engine)
     speculative_algorithm: Optional[str] = None  # DFLASH | DFLASH2 | DSPARK; None: from the drafter
     speculative_draft_model_path: Optional[str] = None
@@ -75,12 +75,16 @@ class ServerArgs:
         spec_given = (self.speculative_algorithm, self.speculative_num_draft_tokens)
         if self.speculative_draft_model_path is None and any(x is not None for x in spec_given):
             raise ValueError("speculative flags need --speculative-draft-model-path")
-        if self.overlap_schedule and self.speculative_draft_model_path is not None:
-            raise ValueError("--overlap-schedule works with the ar engine only (no "
-                             "--speculative-draft-model-path)")
         algos = ("DFLASH", "DFLASH2", "DSPARK")
         if self.speculative_algorithm is not None and self.speculative_algorithm.upper() not in algos:
             raise ValueError(f"--speculative-algorithm must be one of {algos}")
+
+    @property
+    def overlap_schedule(self) -> bool:
+        """Whether the overlap scheduler runs: the `ar` engine (no drafter) unless
+        --disable-overlap-schedule. Speculative engines read each step's accepted lengths before
+        the next step, so they never overlap."""
+        return not self.disable_overlap_schedule and self.speculative_draft_model_path is None
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:

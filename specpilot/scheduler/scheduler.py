@@ -5,8 +5,8 @@ One `step()` runs one forward: a prefill batch (EXTEND) when a waiting request c
 under the token budget, the KV budget and --max-running-requests, else a DECODE batch of every
 running request. When KV runs out during decode, the newest running request is retracted: its KV
 is freed and it goes back to the waiting queue to be prefilled again (prompt + output so far).
-With `overlap` (the ar engine, --overlap-schedule) a DECODE step() queues the next DECODE on the
-device before it reads the current one's tokens (see "overlap" below).
+With `overlap` (the ar engine; on by default, --disable-overlap-schedule) a DECODE step() queues
+the next DECODE on the device before it reads the current one's tokens (see "overlap" below).
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ class Scheduler:
             self._finish(req, error=f"internal error: {e}")
 
     # ---------------------------------------------------------------- overlap
-    # With --overlap-schedule (ar engine), DECODE step k+1 is queued on the device before step k's
+    # With the overlap scheduler (ar engine), DECODE step k+1 is queued on the device before step k's
     # tokens are read: its input ids are step k's sampled tokens, still on the device, so the
     # host's work for a step (reading and processing results, scheduling, filling the next
     # step's inputs) runs while the GPU computes. The host learns one step late that a request

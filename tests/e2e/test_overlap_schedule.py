@@ -1,4 +1,4 @@
-"""The overlap scheduler (--overlap-schedule, ar engine): DECODE step k+1 is queued before step k's
+"""The overlap scheduler (ar engine, on by default; --disable-overlap-schedule): DECODE step k+1 is queued before step k's
 tokens are read, so the host learns one step late that a request ended. Outputs, stop handling,
 seeded sampling, arrivals, aborts and KV accounting must be exactly those of the plain scheduler.
 """
@@ -26,7 +26,7 @@ def target(tmp_path_factory):
 
 def engine(target, overlap, **kw):
     return OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=kw.pop(
-        "max_total_tokens", 4096), overlap_schedule=overlap, **kw))
+        "max_total_tokens", 4096), disable_overlap_schedule=not overlap, **kw))
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +121,13 @@ def test_kv_pressure_falls_back_to_plain_steps(target):
     assert all(e.scheduler.num_retractions > 0 for e in engines)  # the pressure was real
 
 
-def test_flag_checks(target):
-    with pytest.raises(ValueError, match="--overlap-schedule"):
-        ServerArgs(model_path=target, overlap_schedule=True,
-                   speculative_draft_model_path=target).validate()
+def test_on_by_default_for_ar_only(target):
+    assert ServerArgs(model_path=target).overlap_schedule
+    assert not ServerArgs(model_path=target, disable_overlap_schedule=True).overlap_schedule
+    assert not ServerArgs(model_path=target, speculative_draft_model_path=target).overlap_schedule
+    assert ServerArgs.from_cli(["--model", target]).overlap_schedule
+    assert not ServerArgs.from_cli(["--model", target, "--disable-overlap-schedule"]).overlap_schedule
+    assert engine(target, True).scheduler.overlap and not engine(target, False).scheduler.overlap
 
 
 def test_hybrid_target_matches(tmp_path):
