@@ -61,7 +61,9 @@ class GatedDeltaNet(nn.Module):
             y = st.conv(self.state_index, mixed, weight)
             q, k, v = y.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
             out = st.delta(self.state_index, q, k, v, a, b, self.dk ** -0.5)  # x.dtype
-            o = self.norm(out.reshape(-1, self.dv), z.reshape(-1, self.dv))
+            # z [T, Hv, Dv] stays a view of the fused projection (the norm reads its rows in
+            # place): flattening it to [T * Hv, Dv] would copy it whenever T > 1 (VERIFY)
+            o = self.norm(out, z)
             return self.out_proj(o.view(x.shape[0], self.value_dim))
         beta = b.sigmoid().float()  # [T, Hv]
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
@@ -79,7 +81,7 @@ class GatedDeltaNet(nn.Module):
             st.update(self.state_index, i, new_window, new_state, mixed[rows], k, v, g[rows],
                       beta[rows])
             out[rows] = o.to(x.dtype)
-        o = self.norm(out.reshape(-1, self.dv), z.reshape(-1, self.dv))
+        o = self.norm(out, z)
         return self.out_proj(o.view(x.shape[0], self.value_dim))
 
 

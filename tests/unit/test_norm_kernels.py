@@ -103,6 +103,23 @@ def test_gated_rms_norm(dtype, rows, dim):
     torch.testing.assert_close(out, ref, **tol(dtype))
 
 
+def test_gated_rms_norm_strided_gate_heads():
+    """Gated DeltaNet's output norm: x [T, H, D] contiguous, the gate z [T, H, D] a view of a
+    fused projection's columns (row stride wider than H * D), read in place. Equal to the torch
+    module on the same views, and bit-identical to the kernel on a contiguous copy of z."""
+    t, heads, dim = 3, 4, 48
+    m = make_norm(GatedRMSNorm, dim, torch.float32, seed=10)
+    x = rand(t, heads, dim, dtype=torch.float32, seed=11, scale=2.0)
+    proj = rand(t, 30 + heads * dim + 7, dtype=torch.float32, seed=12, scale=3.0)
+    z = proj[:, 30:30 + heads * dim].reshape(t, heads, dim)
+    assert z.data_ptr() == proj[:, 30:].data_ptr()  # a view, not a copy
+    with torch.no_grad():
+        out = K.gated_rms_norm(x, z, m.weight, EPS)
+        torch.testing.assert_close(out, m(x, z), **tol(torch.float32))
+        assert torch.equal(out, K.gated_rms_norm(x, z.contiguous(), m.weight, EPS))
+    assert out.shape == (t, heads, dim)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lead,n", [((3,), 100), ((2, 3), 1500)])  # 1500: two column tiles
 def test_silu_mul_split_views(dtype, lead, n):
