@@ -237,14 +237,14 @@ class TensorRecurrentBatch:
 
     def commit(self, accepted: list[int] | torch.Tensor) -> None:
         """VERIFY only: every layer's state and conv window move to after rows 0..accepted[i]
-        (one kernel launch for all layers' delta-rule states, one gather for the windows).
+        (one kernel launch for all layers' delta-rule states, one for their conv windows).
         accepted: a list or a device tensor [R] (read on device: no host sync). A graph's
         batch may hold padding requests after the len(accepted) real ones."""
+        from specpilot.kernels.conv import commit_windows
         from specpilot.kernels.gdn import gated_delta_rule, launch_config
 
         assert self.verify and len(accepted) <= self.n
-        p, n, t, k1 = self.pool, len(accepted), self.uniform, self.pool.kernel - 1
-        dev = p.rec.device
+        p, n, t = self.pool, len(accepted), self.uniform
         if isinstance(accepted, torch.Tensor):
             self.meta[3, :n].copy_(accepted + 1)
         else:
@@ -257,12 +257,5 @@ class TensorRecurrentBatch:
                          st["b"][:, :total], p.rec, rows, fresh, starts, lens,
                          key_heads=self.key_heads, write_state=True, gate=p.gate,
                          **launch_config(t, p.num_layers))
-        rows64 = self.rows64[:n]
-        window = p.conv[:, rows64]  # [L, N, C, K-1]
-        window = window * (fresh == 0).float()[None, :, None, None]
-        x = st["x"][:, :n * t].view(p.num_layers, n, t, -1).transpose(2, 3).float()
-        seq = torch.cat([window, x], dim=3)  # [L, N, C, K-1+T]
-        idx = lens.long()[:, None] + torch.arange(k1, device=dev)  # window after row a: a+1..
-        idx = idx[None, :, None, :].expand(p.num_layers, n, seq.shape[2], k1)
-        p.conv[:, rows64] = seq.gather(3, idx)
+        commit_windows(p.conv, st["x"], rows, fresh, lens, t)  # window after row a: a+1..
         self.verify = False

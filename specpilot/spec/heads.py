@@ -24,10 +24,19 @@ class CandidateSelector(nn.Module):
     def scores(self, h: torch.Tensor, unary: torch.Tensor, cand: torch.Tensor,
                prev: torch.Tensor) -> torch.Tensor:
         """h [R, H] of one slot, unary/cand [R, K] candidates, prev [R] predecessor -> [R, K]."""
-        proj = self.hidden_projection(h).float()  # [R, r]
+        return self.scores_from(*self.prepare(h, cand), unary, prev)
+
+    def prepare(self, h: torch.Tensor, cand: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The parts of the scores that do not depend on the predecessor, for any leading dims
+        (all slots of a block at once: one GEMM and one gather, not one per slot):
+        h [..., H], cand [..., K] -> (projection [..., r], successor rows [..., K, r]) in fp32."""
+        return (self.hidden_projection(h).float(), self.successor_codebook[cand].float())
+
+    def scores_from(self, proj: torch.Tensor, succ: torch.Tensor, unary: torch.Tensor,
+                    prev: torch.Tensor) -> torch.Tensor:
+        """proj [R, r], succ [R, K, r] (prepare's, one slot), unary [R, K], prev [R] -> [R, K]."""
         a = self.predecessor_codebook[prev].float()  # [R, r]
-        b = self.successor_codebook[cand].float()  # [R, K, r]
-        return unary + torch.einsum("rk,rck->rc", a * proj, b)
+        return unary + torch.einsum("rk,rck->rc", a * proj, succ)
 
 
 class MarkovHead(nn.Module):

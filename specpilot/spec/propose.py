@@ -70,8 +70,9 @@ def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, sb: Optional[S
 def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
     """Left-to-right walk over the P slots of `hidden` [R, P, H], conditioned on the previous token.
 
-    The head runs once over all R*P rows (one read of its weights, not P), and so does DFlash2's
-    top-k: only the Markov / selector term depends on the previous choice. Greedy DFlash2 picks
+    The head runs once over all R*P rows (one read of its weights, not P), and so do DFlash2's
+    top-k, its hidden projection and its successor-codebook gather: only the Markov / selector
+    term's predecessor part depends on the previous choice. Greedy DFlash2 picks
     among the candidates directly (the best score; among equal scores the higher head logit)
     instead of scattering the scores into a vocabulary-wide row."""
     r, p, _ = hidden.shape
@@ -82,12 +83,14 @@ def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
     head = drafter.logits(hidden)  # [R, P, V]
     if not markov:
         unary, cand = head.topk(drafter.dc.selector_top_k, dim=-1)  # [R, P, K]
+        sel = drafter.candidate_selector
+        proj, succ = sel.prepare(hidden, cand)  # [R, P, r], [R, P, K, r]: every slot at once
     for j in range(p):
         logits = head[:, j]  # [R, V]
         if markov:
             logits = logits + drafter.markov_head(prev)
         else:
-            score = drafter.candidate_selector.scores(hidden[:, j], unary[:, j], cand[:, j], prev)
+            score = sel.scores_from(proj[:, j], succ[:, j], unary[:, j], prev)
             if greedy:
                 tok = cand[:, j].gather(1, score.argmax(dim=-1, keepdim=True)).squeeze(1)
                 toks.append(tok)

@@ -27,7 +27,7 @@ def _reference(x, weight, conv_state, rows, fresh, t):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("n,t", [(1, 1), (1, 5), (3, 1), (3, 5)])
+@pytest.mark.parametrize("n,t", [(1, 1), (1, 5), (3, 1), (3, 5), (2, 2), (2, 20)])  # 2 < K - 1; 20: chunks of 16 + 4
 @pytest.mark.parametrize("write_state", [False, True])
 def test_causal_conv_matches_torch(dtype, n, t, write_state):
     gen = torch.Generator().manual_seed(n * 10 + t)
@@ -85,3 +85,31 @@ def test_causal_conv_stash_copies_inputs_and_kv(dtype):
     assert torch.equal(state, before)
     with pytest.raises(ValueError, match="stash"):
         causal_conv(x, weight, state, rows, fresh, t, False, stash=(sx[1], skv[1], kd))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t", [1, 2, 5])  # 1, 2 < K - 1: part of the old window stays
+def test_commit_windows_equals_the_gather(dtype, t):
+    """VERIFY's commit: each request's window becomes the K-1 conv inputs before row keep[b],
+    taken from [old window (zeros when fresh), stashed inputs]; other rows of the pool keep
+    theirs. Bit for bit the torch gather the commit did before (pure copies)."""
+    from specpilot.kernels.conv import commit_windows
+
+    gen = torch.Generator().manual_seed(40 + t)
+    layers, n = 3, 3
+    conv = torch.randn(layers, R, C, K - 1, generator=gen).to(DEVICE)
+    stash = torch.randn(layers, n * t + 4, C, generator=gen).to(DEVICE, dtype)  # spare rows
+    rows = torch.tensor([4, 1, 2], dtype=torch.int32, device=DEVICE)
+    fresh = torch.tensor([0, 1, 0], dtype=torch.int32, device=DEVICE)
+    keep = torch.tensor([t, 1, max(1, t - 1)], dtype=torch.int32, device=DEVICE)
+
+    r64 = rows.long()
+    window = conv[:, r64] * (fresh == 0).float()[None, :, None, None]
+    x = stash[:, :n * t].view(layers, n, t, C).transpose(2, 3).float()
+    seq = torch.cat([window, x], dim=3)
+    idx = keep.long()[:, None] + torch.arange(K - 1, device=DEVICE)
+    expect = conv.clone()
+    expect[:, r64] = seq.gather(3, idx[None, :, None, :].expand(layers, n, C, K - 1))
+
+    commit_windows(conv, stash, rows, fresh, keep, t)
+    assert torch.equal(conv, expect)
