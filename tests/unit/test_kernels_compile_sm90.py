@@ -1,0 +1,93 @@
+"""Kernels that have run only in Triton's interpreter so far, compiled for an H100/H200 (sm_90)
+on any machine: Triton's compiler and the ptxas bundled with its wheel need no GPU. A kernel the
+interpreter accepts but the compiler rejects (an unsupported op, a layout the backend cannot
+lower) fails here, in CI, instead of on the next GPU run; so does one that spills registers
+(ptxas's report). The compiles run in a subprocess without TRITON_INTERPRET, which
+tests/conftest.py sets for this process on CPU machines."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+CONV_SIG = {"x_ptr": "*bf16", "w_ptr": "*bf16", "state_ptr": "*fp32", "y_ptr": "*bf16",
+            "rows_ptr": "*i32", "fresh_ptr": "*i32", "sx_ptr": "*bf16", "skv_ptr": "*bf16",
+            "stride_x": "i32", "stride_w": "i32", "stride_sr": "i32", "stride_sx": "i32",
+            "stride_skv": "i32", "T": "i32", "C": "i32", "KD": "i32", "K": "constexpr",
+            "KP": "constexpr", "BLOCK_C": "constexpr", "TC": "constexpr",
+            "WRITE_STATE": "constexpr", "STASH": "constexpr"}
+COMMIT_SIG = {"conv_ptr": "*fp32", "sx_ptr": "*bf16", "rows_ptr": "*i32", "fresh_ptr": "*i32",
+              "keep_ptr": "*i32", "stride_cl": "i32", "stride_cr": "i32", "stride_sl": "i32",
+              "stride_sx": "i32", "T": "i32", "C": "i32", "K": "constexpr", "KP": "constexpr",
+              "BLOCK_C": "constexpr"}
+ROWS = (1, 8, 16, 40)  # decode, verify 8 / 16, a uniform prefill
+
+
+def _spills(triton, ptx: str):
+    """Spill bytes that a bundled ptxas reports for this PTX, or None without one."""
+    found = sorted(glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends",
+                                          "nvidia", "bin", "ptxas*")))
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        for ptxas in found:  # the wheel may bundle several; the PTX version picks one
+            r = subprocess.run([ptxas, "-v", "--gpu-name", "sm_90a", src, "-o",
+                                os.path.join(d, "k.o")], capture_output=True, text=True)
+            if r.returncode == 0:
+                line = next(x for x in r.stderr.splitlines() if "spill stores" in x)
+                return int(line.split("bytes spill stores")[0].split(",")[-1])
+            if "Unsupported .version" not in r.stderr:
+                raise RuntimeError(r.stderr[-2000:])
+    return None
+
+
+def _compile_all() -> dict:
+    """Runs in the subprocess: {case: spill bytes or None}."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from specpilot.kernels import conv
+
+    target, out = GPUTarget("cuda", 90, 32), {}
+
+    def build(fn, sig, consts, name):
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=target)
+        out[name] = _spills(triton, k.asm["ptx"])
+
+    for t in ROWS:
+        tc, block_c = conv._tile(t)
+        for write_state, stash in ((True, False), (False, True)):
+            build(conv._causal_conv_kernel, CONV_SIG, dict(
+                K=4, KP=4, BLOCK_C=block_c, TC=tc, WRITE_STATE=write_state, STASH=stash),
+                f"conv T={t} write_state={write_state} stash={stash}")
+    build(conv._commit_windows_kernel, COMMIT_SIG, dict(K=4, KP=4, BLOCK_C=conv._BLOCK_C),
+          "commit_windows")
+    return out
+
+
+def test_new_kernels_compile_for_sm90_without_spills():
+    backends = pytest.importorskip("triton.backends.compiler")
+    if not hasattr(backends, "GPUTarget"):
+        pytest.skip("this triton has no GPUTarget")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(result) == 2 * len(ROWS) + 1
+    spilled = {k: v for k, v in result.items() if v not in (None, 0)}
+    assert not spilled, f"register spills (bytes): {spilled}"
+
+
+if __name__ == "__main__":
+    print(json.dumps(_compile_all()))
