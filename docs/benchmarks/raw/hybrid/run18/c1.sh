@@ -16,3 +16,6 @@ grep -vE "UserWarning|_warn_once|^\s*$" $OUT/gc_q38.log | tail -8 | cut -c1-220
 timeout 150 python3 -m specpilot.costmodel --target qwen38-27b --drafter qwen38-27b-dflash2 --batch 1 --context 256 \
   --block 8 --accept 4.8 --measure --json $OUT/cost_q38.json > $OUT/cost_q38.log 2>&1; el "cost q38 rc=$?"
 grep -E "^(host gap|gdn|other|attention|draft|step|  [123]\.|     kernels|floors|speedup|measured (ar|stock))" $OUT/cost_q38.log | cut -c1-200
+# the decode attention's fixed cost at short context (21 us per layer in run 16): tile / split sweep at 256 tokens
+timeout 240 python3 scripts/gpu_attention_check.py --quick --out $OUT/attention.json > $OUT/attention.log 2>&1; el "attention rc=$?"
+grep -E "ctx.?256|splits|FAIL" $OUT/attention.log | head -30 | cut -c1-200
