@@ -305,7 +305,7 @@ def tuning(quick: bool) -> list[dict]:
     sweep = ((32, 4, 2), (32, 4, 3), (64, 4, 2), (64, 8, 3), (16, 4, 4))  # block_n, warps, stages
     out = []
     # (1, 256, *): the cost model's context, where a layer's decode attention took 21 us in the
-    # engine (run 16) for 0.5 MB of K/V; under graphs the engine splits by the table width (32)
+    # engine (run 16) for 1 MB of K/V; under graphs the engine splits by the table width (32)
     cases = [(1, 256, 1), (1, 256, 8), (1, 8192, 1), (32, 8192, 1), (8, 8192, 16)]
     cases = cases if not quick else cases[:3]
     for batch, ctx, ext in cases:
