@@ -153,15 +153,21 @@ class EngineGenerator:
     graphs on the GPU): the kernels the `ar` engine decodes with. A sampled job uses its own seed
     (job_seed), so its draw does not depend on the batch. The engine stops at the target's EOS
     ids and keeps the EOS token, like cut_at_eos. The engine is built on the first call, so a run
-    whose data is all cached builds none."""
+    whose data is all cached builds none.
+
+    The engine keeps `batch_size` requests running and admits the next waiting one as one
+    finishes, so generate_completions hands it JOBS_PER_CALL batches' worth of jobs per call: a
+    call of one batch would drain to its longest answer before the next batch could start."""
 
     name = "engine"
+    JOBS_PER_CALL = 4  # batches of jobs per call (the deadline is checked between calls)
 
     def __init__(self, target_path: str, device: str, dtype: str, batch_size: int, max_len: int,
                  max_new_tokens: int):
         from specpilot.config import ServerArgs
 
         self.max_new, self.engine = max_new_tokens, None
+        self.jobs_per_call = self.JOBS_PER_CALL * batch_size
         per_seq = max_len + max_new_tokens + 16
         self.args = ServerArgs(
             model_path=target_path, device=device, dtype=dtype, skip_tokenizer_init=True,
@@ -195,7 +201,8 @@ def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int
     Returns one completion per job, None for a job left ungenerated: past `deadline`
     (time.monotonic()), outside this process's `shard` (i, n) (jobs j with j % n == i are
     generated here; the others only read from the caches), or every uncached one when `gen` is
-    None (train on the caches only). Jobs are batched longest first."""
+    None (train on the caches only). Jobs are batched longest first; `gen` gets batch_size jobs
+    per call, or gen.jobs_per_call where it has one (a continuously batching engine)."""
     done = read_caches(work_dir, key)
     hashes = [(prompt_hash(p), int(k)) for p, k in jobs]
     idx, n_shards = shard
@@ -213,8 +220,9 @@ def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int
               f"{sum(hk in done for hk in hashes)}/{len(jobs)} cached", file=sys.stderr)
         bar = tqdm(total=len(todo), unit="seq", desc=f"generate data ({what})")
         f = None
+        per_call = getattr(gen, "jobs_per_call", batch_size)
         try:
-            for s in range(0, len(todo), batch_size):
+            for s in range(0, len(todo), per_call):
                 if deadline is not None and time.monotonic() > deadline:
                     bar.write(f"data generation stopped at its time budget: {s}/{len(todo)} "
                               "generated (the cache keeps them for the next run)")
@@ -232,7 +240,7 @@ def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int
                     if new:
                         f.write(json.dumps({"format": 2, "settings": key, "sampling": sampling,
                                             "max_new_tokens": max_new_tokens}) + "\n")
-                batch = todo[s:s + batch_size]
+                batch = todo[s:s + per_call]
                 seeds = [job_seed(sampling["seed"], *hashes[j]) if sampling else 0 for j in batch]
                 outs = gen([jobs[j][0] for j in batch], sampling, seeds)
                 for j, c in zip(batch, outs):

@@ -677,10 +677,36 @@ def test_engine_backend_matches_hf(target, data_dir, tmp_path):
     together = eng(ps, samp, seeds)
     alone = [eng([p], samp, [s])[0] for p, s in zip(ps, seeds)]
     assert together == alone and together != eng(ps, None, [0] * 3)
+    two = data.EngineGenerator(target, "cpu", "float32", 2, 64, 24)  # 2 running, 3 per call
+    assert two.jobs_per_call == 2 * data.EngineGenerator.JOBS_PER_CALL
+    assert two(ps, None, [0] * 3) == hf(ps, None, [0] * 3)
+    assert two(ps, samp, seeds) == together
     run_cli(target, data_dir, tmp_path / "e", tmp_path / "w", "--steps", "1", "--gen-backend",
             "engine", "--samples-per-prompt", "2")
     meta = json.loads((tmp_path / "e" / "train_meta.json").read_text())["data"]
     assert meta["gen_backend"] == "engine" and meta["sampled"]["sequences"] >= 1
+
+
+def test_generate_completions_calls_per_jobs_per_call(tmp_path):
+    """A generator with jobs_per_call (the engine) gets that many jobs per call, others
+    batch_size; every job is generated once, in the order of the jobs."""
+    class Gen:
+        name = "fake"
+
+        def __init__(self, per_call=None):
+            self.calls = []
+            if per_call:
+                self.jobs_per_call = per_call
+
+        def __call__(self, prompts, sampling, seeds):
+            self.calls.append(len(prompts))
+            return [[p[0], 7] for p in prompts]
+
+    jobs = [([i + 10] * (1 + i % 3), 0) for i in range(12)]
+    for name, gen, want in (("engine", Gen(5), [5, 5, 2]), ("hf", Gen(), [2] * 6)):
+        out = data.generate_completions(gen, jobs, 2, str(tmp_path / name), "k", 4)
+        assert gen.calls == want
+        assert out == [[p[0], 7] for p, _ in jobs]
 
 
 def test_self_instruct_instructions_and_cleaning():
