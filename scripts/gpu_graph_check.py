@@ -5,9 +5,9 @@
    engine's, at batch sizes that need padded graph buckets.
 2. Speed (bf16, random weights at a real shape, default Muse-Glimmer-30B + its DFlash2 drafter):
    `ar` decode ms/step and tokens/s for a concurrency sweep, with graphs (with and without the
-   overlap scheduler, on by default; --disable-overlap-schedule) and, at batch 1, without them and on the torch
-   reference path; the weight-read roofline (weight bytes / measured copy
-   bandwidth) and the fraction of it reached; `stock` with SIMULATED acceptance
+   overlap scheduler, the engine's default) and, at batch 1, without them and on the torch
+   reference path; the weight-read roofline (weight bytes / measured copy bandwidth) and the
+   fraction of it reached; `stock` with SIMULATED acceptance
    (SGLANG_SIMULATE_ACC_LEN, default 6.5 at block 16): step ms, ratio to one `ar` step, tokens/s,
    speedup over `ar`.
 

@@ -34,9 +34,10 @@ _MAX_TC = 16  # rows per chunk
 
 
 def _tile(t: int) -> tuple[int, int]:
-    """(TC, BLOCK_C) for requests of t rows: TC * BLOCK_C stays at most 1024 values per tap."""
+    """(TC, BLOCK_C) for requests of t rows: BLOCK_C = 128 / TC, at least 32, so a chunk's tile
+    holds at most 512 values per tap."""
     tc = min(triton.next_power_of_2(max(t, 1)), _MAX_TC)
-    return tc, max(_BLOCK_C // tc, 32) if tc > 1 else _BLOCK_C
+    return tc, max(_BLOCK_C // tc, 32)
 
 
 @triton.jit
