@@ -66,14 +66,17 @@ class KernelConfig:
 def default_config(rows_per_program: int, head_dim: int) -> KernelConfig:
     """rows_per_program: the (row, head) pairs one request / KV head has (max ext * G).
 
-    Chosen from ptxas's sm_90 resource report (registers <= ~160 and no spills with 16-byte
-    aligned strides, as torch allocations are), not yet from timings: 64-row tiles at head dim
-    >= 128 need 8 warps, and head dim 256 needs 32-key tiles, to stay there.
+    Tile shapes from ptxas's sm_90 resource report (registers <= ~160 and no spills with 16-byte
+    aligned strides, as torch allocations are): 64-row tiles at head dim >= 128 need 8 warps, and
+    head dim 256 needs 32-key tiles, to stay there. Stages from a timed sweep on the H200 at head
+    dim 256 (docs/benchmarks/hybrid.md, run 18): 3 stages against 2 took decode at 8192 keys
+    from 42 to 30 us, and the one-split cases at 256 keys from 34 to 21 us (1 row) and, with 4
+    warps, from 41 to 26 us (8 rows); smaller head dims were not timed and keep 2.
     """
     block_m = min(64, max(16, triton.next_power_of_2(rows_per_program)))
     block_n = 32 if head_dim > 128 else 64
     num_warps = 8 if block_m >= 64 and head_dim >= 128 else 4
-    return KernelConfig(block_m, block_n, num_warps, num_stages=2)
+    return KernelConfig(block_m, block_n, num_warps, num_stages=3 if head_dim > 128 else 2)
 
 
 @functools.lru_cache(maxsize=None)

@@ -51,6 +51,27 @@ TOPICS = (
 )
 AREAS = ("algebra", "geometry", "number theory", "counting and probability", "precalculus",
          "intermediate algebra", "prealgebra")
+# what a competition problem is about, per area: with the area alone there were 7 distinct
+# instructions, and sampling alone gave many near-identical problems
+AREA_TOPICS = {
+    "algebra": ("linear equations", "quadratic equations", "systems of equations", "inequalities",
+                "exponents", "arithmetic sequences", "functions and their graphs",
+                "word problems with rates"),
+    "geometry": ("triangles", "circles", "areas of polygons", "volumes of solids",
+                 "similar triangles", "coordinates of points", "angles", "the Pythagorean theorem"),
+    "number theory": ("divisors", "primes", "remainders", "greatest common divisors",
+                      "digits of numbers", "bases other than ten", "modular arithmetic"),
+    "counting and probability": ("dice", "coins", "cards", "choosing committees",
+                                 "arrangements of letters", "paths on a grid", "expected value",
+                                 "drawing balls from a bag"),
+    "precalculus": ("trigonometric identities", "complex numbers", "vectors", "matrices",
+                    "polar coordinates", "sums of series"),
+    "intermediate algebra": ("polynomials and their roots", "logarithms", "functional equations",
+                             "sequences", "absolute values", "rational functions",
+                             "maximum and minimum values"),
+    "prealgebra": ("fractions", "percentages", "ratios", "averages", "unit conversions",
+                   "simple equations", "order of operations"),
+}
 CODE_TOPICS = ("strings", "lists", "dictionaries", "sorting", "prime numbers", "dates",
                "matrices", "tuples", "sets", "recursion", "binary numbers", "words in a sentence",
                "digits of a number", "intervals", "geometry formulas", "running totals")
@@ -58,8 +79,8 @@ KINDS = {
     "word": ("Write a new math word problem about {topic} for a middle-school student. Solving it "
              "should take two or three steps of arithmetic. Write only the problem, not the "
              "answer."),
-    "competition": ("Write one {area} problem in the style of a high-school mathematics "
-                    "competition. Use LaTeX for formulas. Write only the problem statement, not "
+    "competition": ("Write one {area} problem about {area_topic} in the style of a high-school "
+                    "mathematics competition. Use LaTeX for formulas. Write only the problem statement, not "
                     "the solution."),
     "code": ("Write a short Python programming exercise about {topic}: say which function to "
              "write, its arguments and what it must return. Do not write the solution."),
@@ -98,10 +119,25 @@ def instructions(n: int, seed: int = 0, mix: Optional[dict[str, float]] = None) 
     for i in range(n):
         rng = random.Random(f"self-instruct/{seed}/{i}")
         kind = rng.choices(kinds, weights)[0]
+        area = rng.choice(AREAS)
         fill = {"topic": rng.choice(CODE_TOPICS if kind == "code" else TOPICS),
-                "area": rng.choice(AREAS)}
+                "area": area, "area_topic": rng.choice(AREA_TOPICS[area])}
         out.append({"kind": kind, "text": KINDS[kind].format(**fill)})
     return out
+
+
+def draws(prompts: list[list[int]]) -> list[tuple[list[int], int]]:
+    """Jobs (prompt, k) for data.generate_completions: k numbers the earlier instructions with
+    the same text, so each repeat is its own sampled draw (its own seed and cache entry) rather
+    than the same job again. k depends only on the instructions before, so a larger n extends
+    the same jobs."""
+    seen: dict[tuple[int, ...], int] = {}
+    jobs = []
+    for p in prompts:
+        k = seen.get(tuple(p), 0)
+        seen[tuple(p)] = k + 1
+        jobs.append((p, k))
+    return jobs
 
 
 def clean_problem(text: str, kind: str) -> Optional[str]:
@@ -184,7 +220,7 @@ def main(argv=None) -> int:
     device = resolve_device(a.device)
     tok = AutoTokenizer.from_pretrained(a.target)
     asks = instructions(a.n, a.seed, mix)
-    jobs = [(render(tok, x["text"]), 0) for x in asks]
+    jobs = draws([render(tok, x["text"]) for x in asks])
     dtype = target_dtype(device)
     eos = eos_ids(a.target, AutoConfig.from_pretrained(a.target))
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]

@@ -730,6 +730,11 @@ def test_self_instruct_instructions_and_cleaning():
     assert si.clean_problem("Write a function that reverses each word of a sentence and keeps "
                             "the order of the words.", "code") is not None  # code: no digit needed
     assert si.as_prompt("P 1?", "word").endswith(STEP_BY_STEP)
+    # a repeated instruction is a new draw (its own seed and cache entry), not the same job again
+    assert si.draws([[1, 2], [3], [1, 2], [1, 2], [3]]) == [([1, 2], 0), ([3], 0), ([1, 2], 1),
+                                                            ([1, 2], 2), ([3], 1)]
+    texts = [x["text"] for x in si.instructions(200, 0, si.parse_mix("competition:1"))]
+    assert len(set(texts)) > 30 and all("{" not in t for t in texts)
     assert si.as_prompt("P", "code").endswith("```python code block.")
 
 
