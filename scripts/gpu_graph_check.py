@@ -20,7 +20,9 @@ replays (CUDA events around each replay): what is left is eager work and host st
 --draft-graph (the server default) `stock` runs the whole greedy step as one graph
 (StockStepGraphs); the speed table's `no-step ratio` column is the step ratio with separate draft
 and verify graphs instead, timed in the same run, and its last column the step ratio against the
-overlapped `ar` (the engine's default) instead of the plain one.
+overlapped `ar` (the engine's default) instead of the plain one. The `spec-overlap` columns
+time `stock` with --enable-spec-overlap (greedy steps queued one ahead): ms per launched step,
+its ratio to the overlapped `ar` step, and its tokens/s over the overlapped `ar`'s.
 
 Hybrid targets (--target qwen38-27b) run their Gated DeltaNet layers through kernels/gdn.py,
 graphed like the rest.
@@ -75,7 +77,10 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
     ok = True
     for name, extra in (("ar", dict(disable_overlap_schedule=True)), ("ar overlap", {}),
                         ("stock B=4", dict(speculative_draft_model_path=drafter,
-                                           speculative_num_draft_tokens=4))):
+                                           speculative_num_draft_tokens=4)),
+                        ("stock overlap", dict(speculative_draft_model_path=drafter,
+                                               speculative_num_draft_tokens=4,
+                                               enable_spec_overlap=True))):
         eng = OfflineEngine(ServerArgs(**common, attention_backend="triton", **extra))
         graphs = eng.runner.graphs if eng.worker is eng.runner else (
             eng.worker.step_graphs or eng.worker.verify_graphs)
@@ -136,8 +141,8 @@ def speed(a, bw: float) -> dict:
     floor_ms = 1000 * wb / bw
     vocab = rn.info.vocab_size
     b = eng.worker.num_draft_tokens
-    mk = lambda overlap=False: Scheduler(rn, None, max(a.batch), 8192, 65536,  # noqa: E731
-                                         overlap=overlap)
+    mk = lambda overlap=False, runner=rn: Scheduler(runner, None, max(a.batch),  # noqa: E731
+                                                    8192, 65536, overlap=overlap)
     rows = []
     decode_ms_per_step(mk(), 2, 32, 4, vocab)  # warm-up: Triton JIT of the eager kernels
     decode_ms_per_step(eng.scheduler, 2, 32, 4, vocab)
@@ -153,6 +158,10 @@ def speed(a, bw: float) -> dict:
                    stock_tps=stps, step_ratio=sms / ms, speedup=stps / tps,
                    roofline=floor_ms / ms, ar_overlap_ms=oms, ar_overlap_tps=otps,
                    overlap_roofline=floor_ms / oms, overlap_step_ratio=sms / oms)
+        if a.draft_graph:  # stock with --enable-spec-overlap: ms per launched step
+            xms, xtps = decode_ms_per_step(mk(True, eng.worker), bs, a.prompt_len, a.new, vocab)
+            row.update(stock_overlap_ms=xms, stock_overlap_tps=xtps,
+                       spec_overlap_ratio=xms / oms, spec_overlap_speedup=xtps / otps)
         step_graphs = eng.worker.step_graphs
         if step_graphs is not None:  # the same steps with separate draft / verify graphs
             eng.worker.step_graphs = None
@@ -296,13 +305,16 @@ def main() -> int:
           f"simulated acceptance {a.accept}")
     print(f"{'bs':>3} {'ar ms':>8} {'ar tok/s':>9} {'roofline':>9} {'overlap ms':>11} "
           f"{'roofline':>9} {'stock ms':>9} {'stock tok/s':>12} {'step ratio':>11} {'speedup':>8} "
-          f"{'no-step ratio':>14} {'vs overlap':>11}")
+          f"{'no-step ratio':>14} {'vs overlap':>11} {'spec-overlap ms':>16} {'ratio':>6} "
+          f"{'speedup':>8}")
     for r in res["rows"]:
         print(f"{r['batch']:3} {r['ar_ms']:8.2f} {r['ar_tps']:9.1f} {r['roofline']:9.1%} "
               f"{r['ar_overlap_ms']:11.2f} {r['overlap_roofline']:9.1%} "
               f"{r['stock_ms']:9.2f} {r['stock_tps']:12.1f} {r['step_ratio']:11.2f} "
               f"{r['speedup']:8.2f} {r.get('nostep_ratio', float('nan')):14.2f} "
-              f"{r['overlap_step_ratio']:11.2f}")
+              f"{r['overlap_step_ratio']:11.2f} {r.get('stock_overlap_ms', float('nan')):16.2f} "
+              f"{r.get('spec_overlap_ratio', float('nan')):6.2f} "
+              f"{r.get('spec_overlap_speedup', float('nan')):8.2f}")
     lc = res["ar_long_ctx"]
     print(f"ar bs1 ctx {lc['ctx']}: {lc['ms']:.2f} ms ({lc['roofline']:.1%} of the weight floor); "
           f"bs1 eager Triton {res['ar_eager_triton_bs1_ms']:.2f} ms, eager torch "

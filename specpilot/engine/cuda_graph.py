@@ -122,8 +122,10 @@ class TargetGraphs(_BucketGraphs):
         rows_l, prefix_lens = list(rows_l) + [self.spare_row] * pad, list(prefix_lens) + [0] * pad
         self.backend.prepare(rows_l, prefix_lens, [self.rows] * bs, self.loc[:bs * self.rows],
                              graph=True)
+        self.prepare_recurrent = lambda: self.backend.recurrent.prepare(  # noqa: E731
+            rows_l, prefix_lens, [self.rows] * bs, self.verify)
         if self.backend.recurrent is not None:
-            self.backend.recurrent.prepare(rows_l, prefix_lens, [self.rows] * bs, self.verify)
+            self.prepare_recurrent()
 
     def _forward(self, bs: int):
         n = bs * self.rows

@@ -6,7 +6,8 @@ under the token budget, the KV budget and --max-running-requests, else a DECODE 
 running request. When KV runs out during decode, the newest running request is retracted: its KV
 is freed and it goes back to the waiting queue to be prefilled again (prompt + output so far).
 With `overlap` (the ar engine; on by default, --disable-overlap-schedule) a DECODE step() queues
-the next DECODE on the device before it reads the current one's tokens (see "overlap" below).
+the next DECODE on the device before it reads the current one's tokens (see "overlap" below);
+the stock engine does the same for greedy steps with --enable-spec-overlap.
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ class Scheduler:
         reqs, prefix_lens, extend_lens = batch
         wb = self._worker_batch(mode, reqs, prefix_lens, extend_lens)
         if mode == ForwardMode.DECODE and self.overlap and wb.forced is None:
-            self._inflight = self._launch(reqs, wb, None)  # its tokens are read next step
+            # its tokens are read next step
+            self._inflight = self._launch(reqs, lambda: self.runner.launch_decode(wb, None))
             return
         try:
             result = self.runner.forward(wb)
@@ -187,10 +189,13 @@ class Scheduler:
     # has finished (a stop token or string); the token its extra step produced is dropped, and
     # its KV slot is freed with the rest of the request's. Prefill, forcing and penalties (which
     # need the previous token on the host) make the scheduler read the step in flight first.
+    # A speculative step (stock worker) is queued behind the previous one only for the same
+    # requests, greedy and in the whole-step graph; the worker moves its inputs on from the
+    # previous step's accepted counts on the device (_next_lagged_spec).
 
-    def _launch(self, reqs: list[Req], wb: WorkerBatch, input_ids) -> Optional["_InFlight"]:
+    def _launch(self, reqs: list[Req], start: Callable[[], object]) -> Optional["_InFlight"]:
         try:
-            return _InFlight(reqs, self.runner.launch_decode(wb, input_ids))
+            return _InFlight(reqs, start())
         except Exception as e:
             self._fail(reqs, e)
             return None
@@ -209,10 +214,12 @@ class Scheduler:
                       ahead=set() if nxt is None else set(nxt[0]))
 
     def _next_overlapped(self, prev: "_InFlight"):
-        """(reqs, WorkerBatch, input ids on the device) of the DECODE step to queue behind prev,
+        """(reqs, a function that queues their DECODE step) for the step to queue behind prev,
         or None when the host has to read prev first."""
         if self.waiting:
             return None  # a prefill is due: it runs after prev's results are in
+        if self.decode_len > 1:
+            return self._next_lagged_spec(prev)
         # requests whose prev token will end them for length need no further step
         idx = [i for i, r in enumerate(prev.reqs) if not r.finished
                and len(r.output_ids) + 1 < r.sampling.max_new_tokens
@@ -227,7 +234,35 @@ class Scheduler:
             r.kv_slots.extend(self.alloc.slots.alloc(self.decode_len))
         wb = self._worker_batch(ForwardMode.DECODE, reqs, prefix_lens,
                                 [self.decode_len] * len(reqs), lag=1)
-        return reqs, wb, prev.pending.device_tokens(None if len(idx) == len(prev.reqs) else idx)
+        ids = prev.pending.device_tokens(None if len(idx) == len(prev.reqs) else idx)
+        return reqs, lambda: self.runner.launch_decode(wb, ids)
+
+    def _next_lagged_spec(self, prev: "_InFlight"):
+        """A speculative step behind prev (decode_len = B verify rows): only for the same
+        requests, when prev ran in the worker's whole-step graph (greedy), and when every
+        request has room for a whole block more within the context length. Its anchor is
+        prev's bonus token, at a position the host does not know yet: between p + 1 and p + B,
+        where p is prev's anchor position (KV slots cover positions < kv_len = p + B). So each
+        request gets the slots of positions p + B .. p + 2B - 1 here; _process keeps the B
+        positions from the next anchor on and frees the rest."""
+        b = self.decode_len
+        if not prev.pending.chainable or any(r.finished for r in prev.reqs):
+            return None
+        if any(r.kv_len + b > self.context_length or r.sampling.has_penalties
+               or r.forced_ids is not None
+               or len(r.output_ids) + 1 >= r.sampling.max_new_tokens  # prev surely ends it
+               for r in prev.reqs):
+            return None
+        if len(prev.reqs) * b > self.alloc.slots.available:
+            return None
+        positions, slots = [], []
+        for r in prev.reqs:
+            new = self.alloc.slots.alloc(b)
+            positions.extend(range(len(r.kv_slots), len(r.kv_slots) + b))
+            r.kv_slots.extend(new)
+            slots.extend(new)
+        reqs = list(prev.reqs)
+        return reqs, lambda: self.runner.launch_lagged(prev.pending, positions, slots)
 
     def _schedule_prefill(self):
         if not self.waiting:

@@ -78,3 +78,40 @@ class StockStepGraphs(_BucketGraphs):
         bs = self.target.fill(rows_l, prefix_lens, None, loc)
         self.draft.fill(rows_l, prefix_lens, anchors)
         return self._launch(bs)[:len(rows_l)]
+
+    @torch.inference_mode()
+    def run_lagged(self, prev_out: torch.Tensor, sim_rows: int | None = None) -> torch.Tensor:
+        """The step after prev_out (the output of this object's last run or run_lagged, not
+        yet replaced: the same requests in the same bucket), for the overlap scheduler. Its
+        inputs are that step's, moved on on the device (advance); the host writes nothing but
+        the new KV slots' table entries (StockSpecWorker.launch_lagged). Returns as run()."""
+        if self.simulate is not None:
+            if sim_rows is None:
+                raise ValueError("the worker simulates acceptance: pass sim_rows")
+            self.sim_rows.fill_(sim_rows)
+        r = prev_out.shape[0]
+        self.advance(prev_out)
+        if self.target.backend.recurrent is not None:
+            # the commit consumed the recurrent batch's metadata; the same rows and fresh flags
+            # (no request starts fresh in a DECODE step) are set up again
+            self.target.prepare_recurrent()
+        return self._launch(self._bucket_for(r))[:r]
+
+    def advance(self, prev_out: torch.Tensor) -> None:
+        """Move the static inputs of the last step (R requests) on to the next one, on the
+        device: each request's anchor becomes its bonus token and its positions move by its
+        accepted count + 1; the verify rows' KV slots are read from req_to_token at the new
+        positions; the key counts of both attention backends grow by the same amount. Padding
+        requests and everything that does not depend on the positions (table rows, recurrent
+        rows, row offsets) stay as the last fill() left them."""
+        r, b = prev_out.shape[0], self.rows
+        n = r * b
+        delta = prev_out[:, 0] + 1  # [R] int64; read before the replay overwrites prev_out
+        t, d = self.target, self.draft
+        t.positions[:n] += delta.repeat_interleave(b)
+        req_rows = t.backend._meta[0, :r].long().repeat_interleave(b)
+        t.loc[:n].copy_(self.worker.runner.req_to_token.table[req_rows, t.positions[:n]])
+        t.backend._meta[1, :r] += delta.to(torch.int32)
+        d.block[:r, 0].copy_(prev_out[:, 1])
+        d.positions[:r] += delta[:, None]
+        d.backend._meta[1, :r] += delta.to(torch.int32)

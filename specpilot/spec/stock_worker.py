@@ -198,6 +198,48 @@ class StockSpecWorker:
             self._commit(aux, starts, loc, [row[0] for row in host])
         return self._output(host)
 
+    # ---------------------------------------------------------------- overlap
+    # With --enable-spec-overlap the scheduler queues greedy step k+1 before it reads step k
+    # (scheduler.py, "overlap"). Step k+1's inputs are step k's on the device, moved on by its
+    # accepted counts: anchors = bonus tokens, positions + (accepted + 1), KV slots gathered
+    # from req_to_token at the new positions (StockStepGraphs.advance). The scheduler
+    # allocates the KV slots of positions anchor + B .. anchor + 2B - 1 first (the rows step k
+    # did not cover), since step k+1's rows start anywhere in anchor + 1 .. anchor + B.
+
+    def launch_decode(self, wb: WorkerBatch, input_ids=None) -> "SpecPending":
+        """A DECODE step for the overlap scheduler. A greedy step that the whole-step graph
+        serves is queued and comes back unread (SpecPending.chainable: launch_lagged can follow
+        it); any other step runs as forward() and comes back read."""
+        if input_ids is not None:
+            raise ValueError("the stock worker takes its next anchors from launch_lagged")
+        sg = self.step_graphs
+        r = wb.batch_size
+        if (wb.mode != ForwardMode.DECODE or sg is None or not self._greedy(wb)
+                or wb.forced is not None or sg.bucket(r) is None):
+            return SpecPending(self, done=self.forward(wb))
+        rn = self.runner
+        sim = None if self.simulate is None else self.simulate.draw(self.num_draft_tokens)
+        out = sg.run(wb.req_pool_indices, wb.prefix_lens, rn.tensor(wb.input_ids),
+                     rn.tensor(wb.out_cache_loc), sim)
+        return SpecPending(self, out=out, rows=list(wb.req_pool_indices))
+
+    def launch_lagged(self, prev: "SpecPending", positions: list[int],
+                      slots: list[int]) -> "SpecPending":
+        """The next greedy step of prev's requests (same requests, same order), queued before
+        prev's results reach the host. positions, slots: the KV slots of the positions prev
+        did not cover (B per request, request-major), written into req_to_token here."""
+        if not prev.chainable:
+            raise ValueError("launch_lagged follows a step the whole-step graph ran")
+        rn, b = self.runner, self.num_draft_tokens
+        rows = [row for row in prev.rows for _ in range(b)]
+        if not len(positions) == len(slots) == len(rows):
+            raise ValueError(f"{len(rows)} new KV slots expected, got {len(positions)} / "
+                             f"{len(slots)}")
+        rn.req_to_token.write(rn.tensor(rows), rn.tensor(positions), rn.tensor(slots))
+        sim = None if self.simulate is None else self.simulate.draw(b)
+        out = self.step_graphs.run_lagged(prev.out, sim)
+        return SpecPending(self, out=out, rows=prev.rows)
+
     def _output(self, host: list[list[int]]) -> StepOutput:
         """host rows [accepted, bonus, drafts...] -> the step's tokens per request."""
         acc = [row[0] for row in host]
@@ -231,3 +273,36 @@ class StockSpecWorker:
             seeded_uniform_(u, rows, keys)
             seeded_exponential_(e, rows, keys, offset=b - 1)
         return u, e.clamp_min_(torch.finfo(torch.float32).tiny)
+
+
+class SpecPending:
+    """A stock DECODE step on its way to the host: the step graph's output [R, 2 + P]
+    (accepted, bonus, drafts) stays on the device for launch_lagged while a non-blocking copy
+    moves it into pinned memory; result() waits for that copy only. done: a step that already
+    ran to the host (launch_decode's other steps)."""
+
+    def __init__(self, worker: StockSpecWorker, out: torch.Tensor | None = None,
+                 rows: list[int] | None = None, done: StepOutput | None = None):
+        self.worker, self.rows, self._done = worker, rows, done
+        self.out, self._event = out, None
+        if out is None:
+            return
+        if out.is_cuda:
+            self._host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)
+            self._host.copy_(out, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host = out.clone()  # the eager twin reuses its buffers
+
+    @property
+    def chainable(self) -> bool:
+        """Whether a step may be queued behind this one with launch_lagged."""
+        return self.out is not None
+
+    def result(self) -> StepOutput:
+        if self._done is not None:
+            return self._done
+        if self._event is not None:
+            self._event.synchronize()
+        return self.worker._output(self._host.tolist())

@@ -1,0 +1,149 @@
+"""The stock engine with the overlap scheduler (--enable-spec-overlap): greedy step k+1 is
+queued, in the whole-step graph, before step k's accepted counts reach the host; the worker moves
+its anchors, positions and KV slots on from them on the device (StockStepGraphs.advance). Outputs,
+stop handling, step counts and KV accounting must be exactly those of the plain scheduler. Run as
+the graphs' eager twin on CPU (Triton interpreter), like tests/e2e/test_graph_path.py; the GPU
+run with captured graphs is scripts/gpu_graph_check.py."""
+
+import random
+
+import pytest
+
+from specpilot.config import ServerArgs
+from specpilot.core import GenerateInput, SamplingParams
+from specpilot.offline import OfflineEngine
+from tests.e2e.tiny_drafters import make_drafter
+from tests.e2e.tiny_models import make_tiny
+
+pytestmark = pytest.mark.interpreter
+
+
+def prompts(n=3, seed=11):
+    rng = random.Random(seed)
+    return [[rng.randrange(3, 250) for _ in range(rng.randrange(1, 30))] for _ in range(n)]
+
+
+def stock(target, drafter, overlap, **kw):
+    eng = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=kw.pop(
+        "max_total_tokens", 1024), attention_backend="triton",
+        speculative_draft_model_path=drafter, speculative_num_draft_tokens=4,
+        enable_spec_overlap=overlap, **kw))
+    eng.worker.enable_cuda_graphs(max_bs=4, capture=False)
+    return eng
+
+
+def count_lagged(eng):
+    calls = []
+    lagged = eng.worker.launch_lagged
+    eng.worker.launch_lagged = lambda *a: calls.append(1) or lagged(*a)
+    return calls
+
+
+def run_pair(plain, over, ps, sps, arrivals=None):
+    a = plain.generate(ps, sps, arrivals=arrivals)
+    b = over.generate(ps, sps, arrivals=arrivals)
+    for e in (plain, over):
+        assert e.scheduler.is_idle() and e.scheduler.alloc.used_tokens == 0  # nothing leaked
+    assert [o.output_ids for o in a] == [o.output_ids for o in b]
+    assert [o.finish_reason for o in a] == [o.finish_reason for o in b]
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    target = make_tiny("qwen3", tmp_path_factory.mktemp("target"))
+    drafter = make_drafter("dflash", tmp_path_factory.mktemp("drafter"))
+    return target, drafter, stock(target, drafter, False), stock(target, drafter, True)
+
+
+def test_greedy_lengths_stops_and_steps_match(dense):
+    target, drafter, plain, over = dense
+    ps = prompts()
+    ref = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=1024)).generate(
+        ps, SamplingParams(temperature=0, max_new_tokens=20, ignore_eos=True))
+    # lengths that end inside a block, and stop tokens from the reference outputs, which the
+    # host sees one step late (the step queued behind is dropped)
+    sps = [SamplingParams(temperature=0, max_new_tokens=m, ignore_eos=True,
+                          stop_token_ids=[ref[i].output_ids[k]] if k is not None else [])
+           for i, (m, k) in enumerate(((20, None), (7, None), (20, 9)))]
+    lagged = count_lagged(over)
+    a, b = run_pair(plain, over, ps, sps)
+    assert lagged  # steps really were queued behind unread ones
+    assert a[0].output_ids == ref[0].output_ids and len(a[1].output_ids) == 7
+    assert a[2].finish_reason["type"] == "stop"
+    # the same verify steps: the queued steps continue exactly where the read ones would
+    assert [o.meta["spec_verify_ct"] for o in a] == [o.meta["spec_verify_ct"] for o in b]
+
+
+def test_arrivals_sampling_and_abort(dense):
+    _, _, plain, over = dense
+    ps = prompts(4, seed=5)
+    greedy = SamplingParams(temperature=0, max_new_tokens=14, ignore_eos=True)
+    run_pair(plain, over, ps, greedy, arrivals=[0, 0, 2, 5])
+    # a sampled request makes the steps it is in plain ones (no whole-step graph)
+    sampled = SamplingParams(temperature=0.8, seed=3, max_new_tokens=10, ignore_eos=True)
+    run_pair(plain, over, ps[:3], [greedy, sampled, greedy])
+    # an abort while a step is in flight: the others finish as without it, nothing leaks
+    ref = plain.generate(ps[:3], greedy)
+    sched, outs = over.scheduler, {}
+    sched.set_output_callback(lambda o: outs.__setitem__(o.rid, o) if o.finished else None)
+    for i, p in enumerate(ps[:3]):
+        sched.add_request(GenerateInput(f"r{i}", p, greedy))
+    while sched._inflight is None:
+        sched.step()
+    sched.step()
+    sched.abort("r1")
+    while not sched.is_idle():
+        sched.step()
+    assert outs["r1"].finish_reason["type"] == "abort"
+    assert [outs[f"r{i}"].output_ids for i in (0, 2)] == [ref[0].output_ids, ref[2].output_ids]
+    assert sched.alloc.used_tokens == 0
+
+
+def test_context_limit_and_kv_pressure(tmp_path):
+    target = make_tiny("qwen3", tmp_path / "t")
+    drafter = make_drafter("dflash", tmp_path / "d")
+    ps = prompts(3, seed=7)
+    sp = SamplingParams(temperature=0, max_new_tokens=30, ignore_eos=True)
+    # requests that run into the context length (no queued step may pass it) ...
+    kw = dict(context_length=48)
+    run_pair(stock(target, drafter, False, **kw), stock(target, drafter, True, **kw), ps, sp)
+    # ... and a KV pool too small for all: retraction happens in plain steps
+    kw = dict(max_total_tokens=90)
+    a = stock(target, drafter, False, **kw)
+    b = stock(target, drafter, True, **kw)
+    run_pair(a, b, ps, sp)
+    assert b.scheduler.num_retractions > 0
+
+
+def test_hybrid_target_matches(tmp_path):
+    # Gated DeltaNet state is committed inside the step graph from the device accept counts:
+    # the queued step must start from the state its predecessor committed
+    target = make_tiny("qwen3_5", tmp_path / "h")
+    drafter = make_drafter("dflash", tmp_path / "d", target_layers=(1, 5), num_target_layers=8)
+    sps = [SamplingParams(temperature=0, max_new_tokens=m, ignore_eos=True) for m in (16, 5, 11)]
+    over = stock(target, drafter, True)
+    lagged = count_lagged(over)
+    run_pair(stock(target, drafter, False), over, prompts(3, seed=17), sps, arrivals=[0, 0, 3])
+    assert lagged
+
+
+def test_simulated_acceptance_matches(dense, monkeypatch):
+    target, drafter, _, _ = dense
+    monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", "2.5")
+    sp = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
+    over = stock(target, drafter, True)
+    lagged = count_lagged(over)
+    a, b = run_pair(stock(target, drafter, False), over, prompts(), sp)
+    assert lagged and [o.meta["spec_verify_ct"] for o in a] == [o.meta["spec_verify_ct"]
+                                                               for o in b]
+
+
+def test_flag_checks(dense):
+    target, drafter, _, over = dense
+    assert over.scheduler.overlap
+    assert not ServerArgs(model_path=target, speculative_draft_model_path=drafter).overlap_schedule
+    assert not ServerArgs(model_path=target, speculative_draft_model_path=drafter,
+                          enable_spec_overlap=True, disable_overlap_schedule=True).overlap_schedule
+    with pytest.raises(ValueError, match="needs --speculative-draft-model-path"):
+        ServerArgs(model_path=target, enable_spec_overlap=True).validate()
