@@ -280,6 +280,18 @@ class ModelRunner:
         return StepOutput([[t] for t in tokens])
 
 
+def copy_to_host_async(x: torch.Tensor):
+    """(host copy, event or None): a CUDA tensor goes into pinned memory by a non-blocking copy
+    (wait on the event before reading it); a CPU tensor is cloned (the caller may reuse x)."""
+    if not x.is_cuda:
+        return x.clone(), None
+    host = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+    host.copy_(x, non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    return host, event
+
+
 class PendingTokens:
     """One sampled token per request on its way to the host: `tokens` stays on the device (the
     overlap scheduler feeds it to the next step as input ids) while a non-blocking copy moves it
@@ -287,14 +299,7 @@ class PendingTokens:
 
     def __init__(self, tokens: torch.Tensor):
         self.tokens = tokens
-        self._event = None
-        if tokens.is_cuda:
-            self._host = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
-            self._host.copy_(tokens, non_blocking=True)
-            self._event = torch.cuda.Event()
-            self._event.record()
-        else:
-            self._host = tokens
+        self._host, self._event = copy_to_host_async(tokens)
 
     def device_tokens(self, pick: list[int] | None = None) -> torch.Tensor:
         """The tokens on the device, [R] int64, or those of the requests at `pick` (in order)."""

@@ -24,7 +24,7 @@ import torch
 
 from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.kv_cache import KVCache
-from specpilot.engine.model_runner import forced_checks
+from specpilot.engine.model_runner import copy_to_host_async, forced_checks
 from specpilot.engine.sampler import (SamplingBatch, _mix, probs, sample, seeded_exponential_,
                                       seeded_uniform_)
 from specpilot.spec.accept import greedy_accept, rejection_accept
@@ -285,15 +285,8 @@ class SpecPending:
                  rows: list[int] | None = None, done: StepOutput | None = None):
         self.worker, self.rows, self._done = worker, rows, done
         self.out, self._event = out, None
-        if out is None:
-            return
-        if out.is_cuda:
-            self._host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)
-            self._host.copy_(out, non_blocking=True)
-            self._event = torch.cuda.Event()
-            self._event.record()
-        else:
-            self._host = out.clone()  # the eager twin reuses its buffers
+        if out is not None:
+            self._host, self._event = copy_to_host_async(out)
 
     @property
     def chainable(self) -> bool:

@@ -8,9 +8,10 @@ import random
 import pytest
 
 from specpilot.config import ServerArgs
-from specpilot.core import GenerateInput, SamplingParams
+from specpilot.core import SamplingParams
 from specpilot.engine.model_runner import PendingTokens
 from specpilot.offline import OfflineEngine
+from tests.e2e.scheduler_checks import abort_in_flight
 from tests.e2e.tiny_models import make_tiny
 
 
@@ -94,21 +95,7 @@ def test_steps_really_overlap(target, monkeypatch):
 def test_abort_while_a_step_is_in_flight(target, engines):
     ps = prompts(3, seed=9)
     sp = SamplingParams(temperature=0, max_new_tokens=8, ignore_eos=True)
-    ref = engines[0].generate(ps, sp)
-    eng = engine(target, True)
-    sched, outs = eng.scheduler, {}
-    sched.set_output_callback(lambda o: outs.__setitem__(o.rid, o) if o.finished else None)
-    for i, p in enumerate(ps):
-        sched.add_request(GenerateInput(f"r{i}", p, sp))
-    for _ in range(4):
-        sched.step()
-    assert sched._inflight is not None
-    sched.abort("r1")
-    while not sched.is_idle():
-        sched.step()
-    assert outs["r1"].finish_reason["type"] == "abort"
-    assert [outs[f"r{i}"].output_ids for i in (0, 2)] == [ref[0].output_ids, ref[2].output_ids]
-    assert sched.alloc.used_tokens == 0
+    abort_in_flight(engine(target, True).scheduler, ps, sp, engines[0].generate(ps, sp), 4)
 
 
 def test_kv_pressure_falls_back_to_plain_steps(target):

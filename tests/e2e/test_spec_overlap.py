@@ -10,8 +10,9 @@ import random
 import pytest
 
 from specpilot.config import ServerArgs
-from specpilot.core import GenerateInput, SamplingParams
+from specpilot.core import SamplingParams
 from specpilot.offline import OfflineEngine
+from tests.e2e.scheduler_checks import abort_in_flight
 from tests.e2e.tiny_drafters import make_drafter
 from tests.e2e.tiny_models import make_tiny
 
@@ -84,20 +85,8 @@ def test_arrivals_sampling_and_abort(dense):
     sampled = SamplingParams(temperature=0.8, seed=3, max_new_tokens=10, ignore_eos=True)
     run_pair(plain, over, ps[:3], [greedy, sampled, greedy])
     # an abort while a step is in flight: the others finish as without it, nothing leaks
-    ref = plain.generate(ps[:3], greedy)
-    sched, outs = over.scheduler, {}
-    sched.set_output_callback(lambda o: outs.__setitem__(o.rid, o) if o.finished else None)
-    for i, p in enumerate(ps[:3]):
-        sched.add_request(GenerateInput(f"r{i}", p, greedy))
-    while sched._inflight is None:
-        sched.step()
-    sched.step()
-    sched.abort("r1")
-    while not sched.is_idle():
-        sched.step()
-    assert outs["r1"].finish_reason["type"] == "abort"
-    assert [outs[f"r{i}"].output_ids for i in (0, 2)] == [ref[0].output_ids, ref[2].output_ids]
-    assert sched.alloc.used_tokens == 0
+    # (prefill, then 2 decode steps: the second queued behind the first)
+    abort_in_flight(over.scheduler, ps[:3], greedy, plain.generate(ps[:3], greedy), 3)
 
 
 def test_context_limit_and_kv_pressure(tmp_path):
