@@ -112,6 +112,9 @@ class StockStepGraphs(_BucketGraphs):
         req_rows = t.backend._meta[0, :r].long().repeat_interleave(b)
         t.loc[:n].copy_(self.worker.runner.req_to_token.table[req_rows, t.positions[:n]])
         t.backend._meta[1, :r] += delta.to(torch.int32)
-        d.block[:r, 0].copy_(prev_out[:, 1])
+        if self.simulate is not None and self.simulate.token_mode == "fixed":
+            d.block[:r, 0] = self.simulate.filler_id  # the token the host emitted last
+        else:
+            d.block[:r, 0].copy_(prev_out[:, 1])
         d.positions[:r] += delta[:, None]
         d.backend._meta[1, :r] += delta.to(torch.int32)

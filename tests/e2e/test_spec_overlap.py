@@ -126,6 +126,17 @@ def test_simulated_acceptance_matches(dense, monkeypatch):
     a, b = run_pair(stock(target, drafter, False), over, prompts(), sp)
     assert lagged and [o.meta["spec_verify_ct"] for o in a] == [o.meta["spec_verify_ct"]
                                                                for o in b]
+    # fixed token mode: the host emits filler ids, so the queued step's anchor is the filler
+    # too (the plain path's next anchor); the same filler outputs and the same step counts
+    monkeypatch.setenv("SGLANG_SIMULATE_ACC_TOKEN_MODE", "fixed")
+    plain, over = stock(target, drafter, False), stock(target, drafter, True)
+    anchors = []
+    advance = over.worker.step_graphs.advance
+    over.worker.step_graphs.advance = lambda out: advance(out) or anchors.append(
+        over.worker.step_graphs.draft.block[:out.shape[0], 0].tolist())
+    a, b = run_pair(plain, over, prompts(), sp)
+    assert anchors and all(t == over.worker.simulate.filler_id for row in anchors for t in row)
+    assert [o.meta["spec_verify_ct"] for o in a] == [o.meta["spec_verify_ct"] for o in b]
 
 
 def test_flag_checks(dense):
