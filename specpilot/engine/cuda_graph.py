@@ -122,10 +122,14 @@ class TargetGraphs(_BucketGraphs):
         rows_l, prefix_lens = list(rows_l) + [self.spare_row] * pad, list(prefix_lens) + [0] * pad
         self.backend.prepare(rows_l, prefix_lens, [self.rows] * bs, self.loc[:bs * self.rows],
                              graph=True)
-        self.prepare_recurrent = lambda: self.backend.recurrent.prepare(  # noqa: E731
-            rows_l, prefix_lens, [self.rows] * bs, self.verify)
+        self._recurrent_args = (rows_l, prefix_lens, [self.rows] * bs, self.verify)
         if self.backend.recurrent is not None:
-            self.prepare_recurrent()
+            self.backend.recurrent.prepare(*self._recurrent_args)
+
+    def prepare_recurrent_again(self) -> None:
+        """The recurrent batch's metadata as the last _prepare set it (a VERIFY step's commit
+        consumes it; StockStepGraphs.run_lagged replays the same requests)."""
+        self.backend.recurrent.prepare(*self._recurrent_args)
 
     def _forward(self, bs: int):
         n = bs * self.rows

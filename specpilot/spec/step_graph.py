@@ -64,6 +64,12 @@ class StockStepGraphs(_BucketGraphs):
             return greedy_accept(drafts, top)
         return self.simulate.accept(top, self.sim_rows)
 
+    def _set_sim_rows(self, sim_rows: int | None) -> None:
+        if self.simulate is not None:
+            if sim_rows is None:
+                raise ValueError("the worker simulates acceptance: pass sim_rows")
+            self.sim_rows.fill_(sim_rows)
+
     @torch.inference_mode()
     def run(self, rows_l: list[int], prefix_lens: list[int], anchors: torch.Tensor,
             loc: torch.Tensor, sim_rows: int | None = None) -> torch.Tensor:
@@ -71,10 +77,7 @@ class StockStepGraphs(_BucketGraphs):
         [R * B] the KV slots of the verified rows). sim_rows: the simulated acceptance's rows
         for this step (required when the worker simulates). Returns int64 [R, 2 + P] (accepted,
         bonus, drafts), a view valid until the next run."""
-        if self.simulate is not None:
-            if sim_rows is None:
-                raise ValueError("the worker simulates acceptance: pass sim_rows")
-            self.sim_rows.fill_(sim_rows)
+        self._set_sim_rows(sim_rows)
         bs = self.target.fill(rows_l, prefix_lens, None, loc)
         self.draft.fill(rows_l, prefix_lens, anchors)
         return self._launch(bs)[:len(rows_l)]
@@ -85,16 +88,13 @@ class StockStepGraphs(_BucketGraphs):
         yet replaced: the same requests in the same bucket), for the overlap scheduler. Its
         inputs are that step's, moved on on the device (advance); the host writes nothing but
         the new KV slots' table entries (StockSpecWorker.launch_lagged). Returns as run()."""
-        if self.simulate is not None:
-            if sim_rows is None:
-                raise ValueError("the worker simulates acceptance: pass sim_rows")
-            self.sim_rows.fill_(sim_rows)
+        self._set_sim_rows(sim_rows)
         r = prev_out.shape[0]
         self.advance(prev_out)
         if self.target.backend.recurrent is not None:
             # the commit consumed the recurrent batch's metadata; the same rows and fresh flags
             # (no request starts fresh in a DECODE step) are set up again
-            self.target.prepare_recurrent()
+            self.target.prepare_recurrent_again()
         return self._launch(self._bucket_for(r))[:r]
 
     def advance(self, prev_out: torch.Tensor) -> None:
@@ -111,10 +111,11 @@ class StockStepGraphs(_BucketGraphs):
         t.positions[:n] += delta.repeat_interleave(b)
         req_rows = t.backend._meta[0, :r].long().repeat_interleave(b)
         t.loc[:n].copy_(self.worker.runner.req_to_token.table[req_rows, t.positions[:n]])
-        t.backend._meta[1, :r] += delta.to(torch.int32)
+        delta32 = delta.to(torch.int32)
+        t.backend._meta[1, :r] += delta32
         if self.simulate is not None and self.simulate.token_mode == "fixed":
             d.block[:r, 0] = self.simulate.filler_id  # the token the host emitted last
         else:
             d.block[:r, 0].copy_(prev_out[:, 1])
         d.positions[:r] += delta[:, None]
-        d.backend._meta[1, :r] += delta.to(torch.int32)
+        d.backend._meta[1, :r] += delta32

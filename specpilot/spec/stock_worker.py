@@ -25,8 +25,8 @@ import torch
 from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.kv_cache import KVCache
 from specpilot.engine.model_runner import copy_to_host_async, forced_checks
-from specpilot.engine.sampler import (SamplingBatch, _mix, probs, sample, seeded_exponential_,
-                                      seeded_uniform_)
+from specpilot.engine.sampler import (SamplingBatch, _h2d, _mix, probs, sample,
+                                      seeded_exponential_, seeded_uniform_)
 from specpilot.spec.accept import greedy_accept, rejection_accept
 from specpilot.spec.draft_attention import DraftAttentionBackend
 from specpilot.spec.draft_loader import load_drafter
@@ -136,17 +136,26 @@ class StockSpecWorker:
         """Every request greedy, without penalties or banned tokens: accept by argmax."""
         return all(sp.greedy for sp in wb.sampling) and not wb.histories and not any(wb.banned)
 
+    def _step_graph_serves(self, wb: WorkerBatch) -> bool:
+        """A greedy DECODE step without forcing, in a bucket of the whole-step graph."""
+        sg = self.step_graphs
+        return (wb.mode == ForwardMode.DECODE and sg is not None and self._greedy(wb)
+                and wb.forced is None and sg.bucket(wb.batch_size) is not None)
+
+    def _run_step_graph(self, wb: WorkerBatch) -> torch.Tensor:
+        """Queue the step in the whole-step graph; int64 [R, 2 + P] on the device."""
+        rn = self.runner
+        sim = None if self.simulate is None else self.simulate.draw(self.num_draft_tokens)
+        return self.step_graphs.run(wb.req_pool_indices, wb.prefix_lens,
+                                    rn.tensor(wb.input_ids), rn.tensor(wb.out_cache_loc), sim)
+
     def _decode(self, wb: WorkerBatch) -> StepOutput:
         rn, dc = self.runner, self.drafter.dc
         r, b, bd = wb.batch_size, self.num_draft_tokens, self.block_rows
+        if self._step_graph_serves(wb):
+            return self._output(self._run_step_graph(wb).tolist())  # the one device-to-host copy
         anchors = rn.tensor(wb.input_ids)  # [R]
         greedy = self._greedy(wb)
-        sg = self.step_graphs
-        if sg is not None and greedy and wb.forced is None and sg.bucket(r) is not None:
-            sim = None if self.simulate is None else self.simulate.draw(b)
-            out = sg.run(wb.req_pool_indices, wb.prefix_lens, anchors,
-                         rn.tensor(wb.out_cache_loc), sim)
-            return self._output(out.tolist())  # the step's one device-to-host copy
         starts = rn.tensor(wb.prefix_lens)  # [R] anchor positions
         offs = torch.arange(b, device=rn.device)
         # 1. draft
@@ -212,16 +221,9 @@ class StockSpecWorker:
         it); any other step runs as forward() and comes back read."""
         if input_ids is not None:
             raise ValueError("the stock worker takes its next anchors from launch_lagged")
-        sg = self.step_graphs
-        r = wb.batch_size
-        if (wb.mode != ForwardMode.DECODE or sg is None or not self._greedy(wb)
-                or wb.forced is not None or sg.bucket(r) is None):
+        if not self._step_graph_serves(wb):
             return SpecPending(self, done=self.forward(wb))
-        rn = self.runner
-        sim = None if self.simulate is None else self.simulate.draw(self.num_draft_tokens)
-        out = sg.run(wb.req_pool_indices, wb.prefix_lens, rn.tensor(wb.input_ids),
-                     rn.tensor(wb.out_cache_loc), sim)
-        return SpecPending(self, out=out, rows=list(wb.req_pool_indices))
+        return SpecPending(self, out=self._run_step_graph(wb), rows=list(wb.req_pool_indices))
 
     def launch_lagged(self, prev: "SpecPending", positions: list[int],
                       slots: list[int]) -> "SpecPending":
@@ -235,7 +237,8 @@ class StockSpecWorker:
         if not len(positions) == len(slots) == len(rows):
             raise ValueError(f"{len(rows)} new KV slots expected, got {len(positions)} / "
                              f"{len(slots)}")
-        rn.req_to_token.write(rn.tensor(rows), rn.tensor(positions), rn.tensor(slots))
+        rows, positions, slots = _h2d([rows, positions, slots], torch.int64, rn.device)
+        rn.req_to_token.write(rows, positions, slots)  # one host-to-device copy
         sim = None if self.simulate is None else self.simulate.draw(b)
         out = self.step_graphs.run_lagged(prev.out, sim)
         return SpecPending(self, out=out, rows=prev.rows)

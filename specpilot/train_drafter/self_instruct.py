@@ -49,10 +49,8 @@ TOPICS = (
     "a fishing trip", "a video game", "a carpenter", "a quilt", "a parking lot",
     "a raffle", "a school election", "a soap factory", "a newspaper route",
 )
-AREAS = ("algebra", "geometry", "number theory", "counting and probability", "precalculus",
-         "intermediate algebra", "prealgebra")
-# what a competition problem is about, per area: with the area alone there were 7 distinct
-# instructions, and sampling alone gave many near-identical problems
+# competition areas (math500's subjects) and, per area, topics an instruction names, so the
+# problems spread over more than the 7 area names alone would give
 AREA_TOPICS = {
     "algebra": ("linear equations", "quadratic equations", "systems of equations", "inequalities",
                 "exponents", "arithmetic sequences", "functions and their graphs",
@@ -72,6 +70,7 @@ AREA_TOPICS = {
     "prealgebra": ("fractions", "percentages", "ratios", "averages", "unit conversions",
                    "simple equations", "order of operations"),
 }
+AREAS = tuple(AREA_TOPICS)
 CODE_TOPICS = ("strings", "lists", "dictionaries", "sorting", "prime numbers", "dates",
                "matrices", "tuples", "sets", "recursion", "binary numbers", "words in a sentence",
                "digits of a number", "intervals", "geometry formulas", "running totals")
@@ -80,8 +79,8 @@ KINDS = {
              "should take two or three steps of arithmetic. Write only the problem, not the "
              "answer."),
     "competition": ("Write one {area} problem about {area_topic} in the style of a high-school "
-                    "mathematics competition. Use LaTeX for formulas. Write only the problem statement, not "
-                    "the solution."),
+                    "mathematics competition. Use LaTeX for formulas. Write only the problem "
+                    "statement, not the solution."),
     "code": ("Write a short Python programming exercise about {topic}: say which function to "
              "write, its arguments and what it must return. Do not write the solution."),
 }
