@@ -240,7 +240,9 @@ class Scheduler:
     def _next_lagged_spec(self, prev: "_InFlight"):
         """A speculative step behind prev (decode_len = B verify rows): only for the same
         requests, when prev ran in the worker's whole-step graph (greedy), and when every
-        request has room for a whole block more within the context length. Its anchor is
+        request has room for a whole block more within the context length. Not when prev may
+        end every one of its requests for length (prev adds at most B tokens to each): a step
+        queued behind the last step of a request would be dropped whole. Its anchor is
         prev's bonus token, at a position the host does not know yet: between p + 1 and p + B,
         where p is prev's anchor position (KV slots cover positions < kv_len = p + B). So each
         request gets the slots of positions p + B .. p + 2B - 1 here; _process keeps the B
@@ -253,6 +255,8 @@ class Scheduler:
                or len(r.output_ids) + 1 >= r.sampling.max_new_tokens  # prev surely ends it
                for r in prev.reqs):
             return None
+        if all(len(r.output_ids) + b >= r.sampling.max_new_tokens for r in prev.reqs):
+            return None  # prev may be the last step of every request: read it first
         if len(prev.reqs) * b > self.alloc.slots.available:
             return None
         positions, slots = [], []

@@ -76,6 +76,24 @@ def test_greedy_lengths_stops_and_steps_match(dense):
     assert [o.meta["spec_verify_ct"] for o in a] == [o.meta["spec_verify_ct"] for o in b]
 
 
+def test_no_step_queued_behind_a_possible_last_one(dense, monkeypatch):
+    # a lone request that ends for length: no step is queued behind one that may add its last
+    # tokens (a step adds at most B), so every launched step is a verify step that counts.
+    # Simulated acceptance makes steps add several tokens, so the last step is not foreseeable
+    target, drafter, _, _ = dense
+    monkeypatch.setenv("SGLANG_SIMULATE_ACC_LEN", "3.5")
+    plain, over = stock(target, drafter, False), stock(target, drafter, True)
+    launched = count_lagged(over)
+    decode = over.worker.launch_decode
+    over.worker.launch_decode = lambda *a, **k: launched.append(0) or decode(*a, **k)
+    for m in (23, 30, 41):
+        launched.clear()
+        sp = SamplingParams(temperature=0, max_new_tokens=m, ignore_eos=True)
+        a, b = run_pair(plain, over, prompts(1, seed=m), sp)
+        assert sum(launched) > 0  # some steps were still queued behind unread ones
+        assert len(launched) == b[0].meta["spec_verify_ct"] == a[0].meta["spec_verify_ct"]
+
+
 def test_arrivals_sampling_and_abort(dense):
     _, _, plain, over = dense
     ps = prompts(4, seed=5)
