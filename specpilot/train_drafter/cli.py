@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="more training prompts, one JSON object with a \"prompt\" per line (e.g. "
                         "from python -m specpilot.train_drafter.self_instruct); repeatable; "
                         "prompts starting like a benchmark item are dropped")
+    g.add_argument("--repeat", action="append", default=[], metavar="SOURCE=N",
+                   help="show the sequences of one prompt source N times per epoch (an integer "
+                        ">= 1; sources as in the printed data line, e.g. "
+                        "self-instruct/competition=2); repeatable")
     g.add_argument("--max-new-tokens", type=int, default=256, help="target continuation length")
     g.add_argument("--max-len", type=int, default=512, help="sequence cap (prompt + completion)")
     g.add_argument("--samples-per-prompt", type=int, default=1,
@@ -128,6 +132,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         a.gen_shard = (i, n)
     else:
         a.gen_shard = (0, 1)
+    repeats = {}
+    for item in a.repeat:
+        src, _, n = item.rpartition("=")
+        if not src or not n.isdigit() or int(n) < 1:
+            ap.error(f"--repeat must be SOURCE=N with an integer N >= 1: {item!r}")
+        repeats[src] = int(n)
+    a.repeat = repeats
     if a.grow_layers < 0:
         ap.error(f"--grow-layers must be >= 0, got {a.grow_layers}")
     if a.grow_layers and not a.resume:

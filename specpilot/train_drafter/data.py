@@ -308,3 +308,14 @@ def build_samples(prompt_ids: list[list[int]], completions: list[Optional[list[i
              "completion_tokens": sum(len(s["ids"]) - s["prompt_len"] for s in samples),
              "total_tokens": sum(len(s["ids"]) for s in samples)}
     return samples, stats
+
+
+def repeat_sources(samples: list[dict], repeats: dict[str, int]) -> list[dict]:
+    """samples with each sequence of source s listed repeats[s] times (the same dicts; the
+    sampler's permutation then shows it that often per epoch). Unknown sources are an error."""
+    have = {s["source"] for s in samples}
+    unknown = sorted(set(repeats) - have)
+    if unknown:
+        raise ValueError(f"--repeat names sources the data does not have: {unknown}; it has "
+                         f"{sorted(have)}")
+    return [s for s in samples for _ in range(repeats.get(s["source"], 1))]

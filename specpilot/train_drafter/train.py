@@ -172,6 +172,14 @@ def main(argv=None) -> int:
     print(f"data: {data_info['sequences']} sequences, {data_info['completion_tokens']} "
           f"completion tokens ({data_info['prompts_by_source']}); "
           f"caches in {data_info['cache_dir']}")
+    if args.repeat:
+        try:
+            samples = data.repeat_sources(samples, args.repeat)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        data_info["repeat"] = {"sources": args.repeat, "sequences_per_epoch": len(samples)}
+        print(f"data: {args.repeat} repeated: {len(samples)} sequences per epoch")
     used = {t for s in samples for t in s["ids"]}
     res = checkpoint.load_resume(args.resume) if args.resume else None
     tc = target.config

@@ -385,6 +385,8 @@ def test_lr_schedule():
     (["--generate-only", "--gen-shard", "2/2"], "need 0 <= I < N"),
     (["--generate-only", "--gen-shard", "a/b"], "must be I/N"),
     (["--steps", "1", "--gen-fraction", "1.5"], "--gen-fraction must be in [0, 1]"),
+    (["--steps", "1", "--repeat", "gsm8k=0"], "--repeat must be SOURCE=N"),
+    (["--steps", "1", "--repeat", "gsm8k"], "--repeat must be SOURCE=N"),
 ])
 def test_cli_errors(target, data_dir, argv, msg, capsys):
     base = ["--target", "/nonexistent" if msg == "no config.json" else target, "--out", "o"]
@@ -512,6 +514,27 @@ def test_gsm8k_variants(data_dir, tmp_path):
     assert not any(it["prompt"].split("\n")[0] in held for it in items)
     all_items, info = prompts.training_prompts(data_dir, gsm8k_variants_n=4)
     assert info["prompts_by_source"]["gsm8k-variant"] == 4
+
+
+def test_repeat_sources(trained, target, data_dir, tmp_path, capsys):
+    seqs = [{"source": s, "ids": [i]} for i, s in enumerate(("a", "b", "a", "c"))]
+    out = data.repeat_sources(seqs, {"a": 3, "c": 2})
+    assert [x["ids"][0] for x in out] == [0, 0, 0, 1, 2, 2, 2, 3, 3]
+    assert all(x is seqs[x["ids"][0]] for x in out)  # the same sequences, not copies
+    with pytest.raises(ValueError, match=r"does not have: \['z'\]"):
+        data.repeat_sources(seqs, {"z": 2})
+    # through the CLI: the work dir's cached data, gsm8k shown twice per epoch
+    base, _ = trained
+    run_cli(target, data_dir, tmp_path / "d", base / "work", "--steps", "1", "--repeat",
+            "gsm8k=2")
+    info = json.loads((tmp_path / "d" / "train_meta.json").read_text())["data"]
+    by = info["prompts_by_source"]
+    assert info["repeat"] == {"sources": {"gsm8k": 2}, "sequences_per_epoch":
+                              info["sequences"] + by["gsm8k"]}
+    assert train.main(["--target", target, "--data-dir", data_dir, "--out", str(tmp_path / "e"),
+                       "--work-dir", str(base / "work"), *COMMON, "--steps", "1", "--repeat",
+                       "nope=2"]) == 2
+    assert "does not have: ['nope']" in capsys.readouterr().err
 
 
 def test_duplicate_prompts_kept_once():
