@@ -22,6 +22,7 @@ import torch  # noqa: E402
 
 from specpilot.config import ServerArgs  # noqa: E402
 from specpilot.core import GenerateInput, SamplingParams  # noqa: E402
+from specpilot.costmodel.profile import launch_counter  # noqa: E402
 from specpilot.offline import OfflineEngine  # noqa: E402
 from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 
@@ -46,31 +47,12 @@ def decode_ms_per_step(sched, bs, prompt_len, new, vocab):
     while sched.waiting:
         sched.step()
     produced0 = sum(len(r.output_ids) for r in sched.running)
-    runner, steps, depth = sched.runner, [0], [0]
-    names = [n for n in ("forward", "launch_decode", "launch_lagged") if hasattr(runner, n)]
-    orig = {n: getattr(runner, n) for n in names}
-
-    def counted(f):
-        def call(*a, **k):
-            steps[0] += depth[0] == 0
-            depth[0] += 1
-            try:
-                return f(*a, **k)
-            finally:
-                depth[0] -= 1
-        return call
-
-    for n in names:
-        setattr(runner, n, counted(orig[n]))
-    sync()
-    t = time.perf_counter()
-    try:
+    with launch_counter(sched.runner) as steps:
+        sync()
+        t = time.perf_counter()
         while not sched.is_idle():
             sched.step()
         sync()
-    finally:
-        for n in names:
-            setattr(runner, n, orig[n])
     dt = time.perf_counter() - t
     total = bs * new - produced0
     return 1000 * dt / steps[0], total / dt

@@ -47,6 +47,9 @@ random prompt tokens are prefilled, a few warm-up steps run, then N steps are ti
      so the host gap splits into where the host spends it; idle between the kernels of one
      graph replay is reported apart. The profiler slows the host, so the phases are read
      against that pass's own wall, printed beside pass 1's.
+  7. overlapped (graphs, where the worker can launch a step without reading it): the steps
+     under the overlap scheduler, as the `ar` engine runs by default and `stock` with
+     --enable-spec-overlap; ms per launched step over a run (overlapped_steps).
 Graphs are switched off by setting the engine's graph attributes to None and restored after.
 Without graphs passes 1-2 are skipped; on the CPU the graph objects run their eager twins and
 passes 1-2 time the same code with the host clock.
@@ -616,6 +619,9 @@ class StepProfile:
     # pass 6 (with pass 5): GPU idle ms per step by host phase, and that pass's median wall
     host_phases_ms: Optional[dict[str, float]] = None
     host_phase_wall_ms: Optional[float] = None
+    # pass 7 (graphs): ms per launched step with the overlap scheduler (ar: the engine's
+    # default; stock: --enable-spec-overlap), None where the worker cannot overlap
+    overlap_ms: Optional[float] = None
 
     @property
     def eager_host_gap_ms(self) -> float:
@@ -729,6 +735,64 @@ def timed_steps(sched, batch: int, context: int, steps: int, warmup: int, clock,
     produced = sum(len(r.output_ids) for r in sched.running) - produced
     sched.abort_all("costmodel: timing done")
     return statistics.median(walls), produced / (steps * batch)
+
+
+@contextlib.contextmanager
+def launch_counter(runner):
+    """Counts the steps the scheduler launches on `runner` (its forward, launch_decode and
+    launch_lagged calls; not the calls they make themselves). Yields a one-element list."""
+    count, depth = [0], [0]
+    names = [n for n in ("forward", "launch_decode", "launch_lagged") if hasattr(runner, n)]
+    orig = {n: getattr(runner, n) for n in names}
+
+    def counted(f):
+        def call(*a, **k):
+            count[0] += depth[0] == 0
+            depth[0] += 1
+            try:
+                return f(*a, **k)
+            finally:
+                depth[0] -= 1
+        return call
+
+    for n in names:
+        setattr(runner, n, counted(orig[n]))
+    try:
+        yield count
+    finally:
+        for n in names:
+            setattr(runner, n, orig[n])
+
+
+def overlapped_steps(sched, batch: int, context: int, steps: int, warmup: int, clock) -> float:
+    """timed_steps for an overlapped scheduler, whose step() calls are not steps (the first one
+    only launches, later ones launch the next step and read the previous): the time of a run
+    of at least `steps` launched steps, synchronised at both ends, over the steps launched.
+    Returns ms per launched step."""
+    from specpilot.core import GenerateInput, SamplingParams
+
+    g = torch.Generator().manual_seed(0)
+    rids = [f"costmodel-ov-{time.monotonic_ns()}-{i}" for i in range(batch)]
+    for rid in rids:
+        ids = torch.randint(10, sched.vocab_size - 10, (context,), generator=g).tolist()
+        sched.add_request(GenerateInput(rid, ids, SamplingParams(
+            temperature=0, ignore_eos=True, max_new_tokens=(steps + warmup + 4) * sched.decode_len)))
+    while sched.waiting:
+        sched.step()
+    for _ in range(warmup):
+        sched.step()
+    with launch_counter(sched.runner) as launched:
+        clock.sync()
+        t0 = time.perf_counter()
+        while launched[0] < steps:
+            sched.step()
+        clock.sync()
+        dt = (time.perf_counter() - t0) * 1e3
+    for rid in rids:  # a step is in flight: abort, then let the scheduler drop it
+        sched.abort(rid)
+    while not sched.is_idle():
+        sched.step()
+    return dt / launched[0]
 
 
 @contextlib.contextmanager
@@ -850,7 +914,7 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
 
     graphs = step_graphs(worker)
     graph_ms = graph_inst_ms = graph_comp = graph_gpu = graph_raw = graph_spans = cal = None
-    span_comp = kernel_stats = phases = phase_wall = None
+    span_comp = kernel_stats = phases = phase_wall = overlap_ms = None
     notes = []
     if graphs:
         replays = ComponentTimer(clock)  # pass 1: the wall, and the GPU time of the replays
@@ -888,6 +952,10 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
                 log.exception("cost model: the host-phase profile failed")
                 sched.abort_all("costmodel: host-phase pass failed")
                 notes.append(f"host-phase profile failed ({type(e).__name__}: {e})")
+        if hasattr(worker, "launch_decode"):  # pass 7: the overlapped scheduler's steps
+            overlap_ms = overlapped_steps(Scheduler(worker, None, batch, 8192, 16384,
+                                                    overlap=True),
+                                          batch, context, steps, warmup, clock)
     owners = graph_objects(worker)
     saved = [getattr(o, a) for o, a in owners]
     for o, a in owners:
@@ -904,7 +972,7 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
     return StepProfile(engine, getattr(worker, "num_draft_tokens", 1), accepted, eager_ms,
                        inst_ms, graph_ms, timer.mean_ms(), graph_comp, graph_inst_ms, graph_gpu,
                        graph_raw, graph_spans, cal, notes, span_comp, kernel_stats, phases,
-                       phase_wall)
+                       phase_wall, overlap_ms)
 
 
 def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, context: int,

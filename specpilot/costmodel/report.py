@@ -261,6 +261,8 @@ def render(rep: dict) -> str:
                     f"{p['instrumented_ms']:.2f}, host gap {max(0.0, p['eager_host_gap_ms']):.2f})")
             if p["graph_ms"] is not None:
                 line += f", {p['graph_ms']:.2f} ms with CUDA graphs"
+            if p.get("overlap_ms") is not None:
+                line += f" ({p['overlap_ms']:.2f} overlapped)"
             if p.get("graph_components_ms"):
                 line += f" (instrumented {p['graph_instrumented_ms']:.2f}"
                 if p["event_nodes_ms"] is not None:

@@ -50,8 +50,8 @@ class Scheduler:
         self._emit: Callable[[RequestOutput], None] = lambda out: None
         self._tok_times: collections.deque = collections.deque()  # (time, tokens) for throughput
         if overlap and not hasattr(runner, "launch_decode"):
-            raise ValueError("the overlap scheduler needs the ar engine (a runner with "
-                             "launch_decode); speculative workers do not have it yet")
+            raise ValueError("the overlap scheduler needs a runner or worker that can launch "
+                             "a step without reading it (launch_decode)")
         self.overlap = overlap
         self._inflight: Optional[_InFlight] = None  # overlap: a launched DECODE, tokens unread
 

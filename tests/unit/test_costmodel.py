@@ -314,7 +314,7 @@ def test_profile_plumbing_on_cpu(tmp_path):
     for sp, d in ((p.ar, None), (p.spec, dc)):
         step = Step.for_engine(d, 2, 12, 4, 2.5)
         assert set(sp.components_ms) == {c.name for c in step_costs(shape, d, step)}
-        assert sp.graph_ms is None and sp.eager_ms > 0
+        assert sp.graph_ms is None and sp.eager_ms > 0 and sp.overlap_ms is None
     assert p.spec.accepted == 2.5 and p.spec.rows == 4  # simulated: 2 then 3 tokens per step
     assert model_runner.sample is sample and stock_worker.greedy_accept.__name__ == "greedy_accept"
     assert eng.worker.proposer is proposer and "forward" not in vars(eng.runner.backend)
@@ -340,9 +340,19 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     sg = eng.worker.step_graphs
     run = sg.run
     sg.run = lambda *a: runs.append(len(a[0])) or run(*a)
+    lagged = []
+    launch_lagged = eng.worker.launch_lagged
+    eng.worker.launch_lagged = lambda *a: lagged.append(1) or launch_lagged(*a)
     p = prof.profile_engine(eng, 2, 12, steps=2, warmup=1,
                             rates=prof.measure_rates("cpu", 1 << 16, 32, reps=1))
     assert runs  # the stock steps of the graph passes went through the step graph
+    # pass 7: both engines timed under the overlap scheduler, stock's steps queued behind
+    # unread ones; its run ends with a step in flight, which is aborted and dropped
+    assert p.ar.overlap_ms > 0 and p.spec.overlap_ms > 0 and lagged
+    from specpilot.scheduler.scheduler import Scheduler
+    sched = Scheduler(eng.worker, None, 2, 8192, 16384, overlap=True)
+    assert prof.overlapped_steps(sched, 2, 12, 3, 1, prof.clock_for(eng.runner.device)) > 0
+    assert sched.is_idle() and sched.alloc.used_tokens == 0
     shape = TargetShape.from_config(TINY_HYBRID)
     dc = eng.worker.drafter.dc
     for sp, d in ((p.ar, None), (p.spec, dc)):
@@ -361,6 +371,7 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     rep = build_report(shape, dc, Step.for_engine(dc, 2, 12, 4, 2.5), p.rates, p, ("t", "d"))
     text = render(rep)
     assert "inside the CUDA graphs" in text and "with CUDA graphs" in text
+    assert f"({p.ar.overlap_ms:.2f} overlapped)" in text
     assert "not captured: uncorrected" in text and "span calibration" not in text
     assert "host phases" not in text  # pass 6 runs only where graphs are captured
     p.ar.host_phases_ms = {"process results": 0.25, "graph inputs": 0.5, prof.IN_GRAPH: 0.125}
