@@ -2,7 +2,7 @@
 # next GPU run (issue 5): --enable-spec-overlap with the length rule (no step queued behind one
 # that may end every request for length), timed with 96 new tokens per request beside plain
 # stock and the overlapped ar, on both targets; exactness with captured graphs on Qwen3.8-27B's
-# run. Logs go back as one tarball (a call returns <= 8 files).
+# run; the cost model with its new overlapped pass. Logs go back as one tarball (a call returns <= 8 files).
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
@@ -15,4 +15,7 @@ grep -vE "UserWarning|_warn_once|^\s*$" $L/gc_q38.log | tail -6 | cut -c1-260
 timeout 200 python3 scripts/gpu_graph_check.py --target muse-glimmer-30b --accept 6.5 --draft-graph --batch 1,8 \
   --new 96 --skip-exactness --out $L/gc_muse.json > $L/gc_muse.log 2>&1; el "graph check muse rc=$?"
 grep -vE "UserWarning|_warn_once|^\s*$" $L/gc_muse.log | tail -6 | cut -c1-260
+timeout 200 python3 -m specpilot.costmodel --target qwen38-27b --drafter qwen38-27b-dflash2 --batch 1 --context 256 \
+  --block 8 --accept 4.8 --measure --json $L/cost_q38.json > $L/cost_q38.log 2>&1; el "costmodel rc=$?"
+grep -E "^measured|^  [0-9]\." $L/cost_q38.log | cut -c1-260
 tar czf $OUT/run20.tgz -C $L .; ls -la $OUT; el done
