@@ -302,6 +302,8 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
             ts = time.monotonic()
             batch = make_batch(samples, sampler.next(args.batch_size), bsz, args.blocks_per_seq,
                                mask_id, sampler.gen).to(device)
+            data_s = time.monotonic() - ts  # host time to build the batch (the GPU is idle:
+            # the previous step's metrics were read back)
             warm = min(args.warmup, max(1, total // 10)) if total else args.warmup
             progress = None
             if by_time:
@@ -319,6 +321,7 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
             dt = time.monotonic() - ts
             est_step = dt if est_step is None or step <= 2 else 0.9 * est_step + 0.1 * dt
             last = {"step": step, "lr": lr, "grad_norm": round(gnorm, 4), **m,
+                    "step_s": round(dt, 4), "data_s": round(data_s, 4),
                     "elapsed_s": round(time.monotonic() - t0, 2)}
             log.write(json.dumps(last) + "\n")
             bar.update(1)
@@ -328,7 +331,7 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
                 log.flush()
                 bar.write(f"step {step}/{total or '?'} loss {m['loss']:.4f} acc1 {m['acc1']:.3f} "
                           f"acc {m['acc']:.3f} tau_est {m['tau_est']:.2f} lr {lr:.2e} "
-                          f"gnorm {gnorm:.2f} {dt:.3f}s/step")
+                          f"gnorm {gnorm:.2f} {dt:.3f}s/step (batch {data_s:.3f}s)")
             if step % args.save_every == 0:
                 save()
     bar.close()
