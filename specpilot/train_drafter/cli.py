@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.8, help="for the sampled ones")
     g.add_argument("--top-p", type=float, default=0.95, help="for the sampled ones")
     g.add_argument("--gen-batch-size", type=int, default=64)
+    g.add_argument("--gen-admit", type=int, default=1, metavar="N",
+                   help="--gen-backend engine: start waiting jobs only when N of them can start "
+                        "together, so they are prefilled in one batch (default 1: each as soon "
+                        "as a running one finishes)")
     g.add_argument("--gen-backend", default="hf", choices=["hf", "engine"],
                    help="what generates the data: transformers `generate` (hf, default) or our "
                         "own engine (the `ar` engine's kernels, per-request sampling seeds)")
@@ -150,6 +154,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     checks = [("--layers", a.layers, 1), ("--block-size", a.block_size, 2),
               ("--max-new-tokens", a.max_new_tokens, 2), ("--batch-size", a.batch_size, 1),
               ("--blocks-per-seq", a.blocks_per_seq, 1), ("--gen-batch-size", a.gen_batch_size, 1),
+              ("--gen-admit", a.gen_admit, 1),
               ("--save-every", a.save_every, 1), ("--log-every", a.log_every, 1),
               ("--warmup", a.warmup, 1), ("--max-len", a.max_len, 8),
               ("--samples-per-prompt", a.samples_per_prompt, 1)]

@@ -157,16 +157,18 @@ class EngineGenerator:
 
     The engine keeps `batch_size` requests running and admits the next waiting one as one
     finishes, so generate_completions hands it JOBS_PER_CALL batches' worth of jobs per call: a
-    call of one batch would drain to its longest answer before the next batch could start."""
+    call of one batch would drain to its longest answer before the next batch could start.
+    With min_admit N > 1 a finished request's slot waits until N slots are free, and those N
+    requests are prefilled together (OfflineEngine.generate), not one prefill per finish."""
 
     name = "engine"
     JOBS_PER_CALL = 4  # batches of jobs per call (the deadline is checked between calls)
 
     def __init__(self, target_path: str, device: str, dtype: str, batch_size: int, max_len: int,
-                 max_new_tokens: int):
+                 max_new_tokens: int, min_admit: int = 1):
         from specpilot.config import ServerArgs
 
-        self.max_new, self.engine = max_new_tokens, None
+        self.max_new, self.engine, self.min_admit = max_new_tokens, None, min_admit
         self.jobs_per_call = self.JOBS_PER_CALL * batch_size
         per_seq = max_len + max_new_tokens + 16
         self.args = ServerArgs(
@@ -187,7 +189,8 @@ class EngineGenerator:
                       for s in seeds]
         else:
             params = SamplingParams(max_new_tokens=self.max_new, temperature=0)
-        return [list(o.output_ids) for o in self.engine.generate(prompts, params)]
+        return [list(o.output_ids) for o in self.engine.generate(prompts, params,
+                                                                 min_admit=self.min_admit)]
 
 
 def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int, work_dir: str,

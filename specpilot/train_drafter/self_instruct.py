@@ -182,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--top-p", type=float, default=0.95)
     ap.add_argument("--gen-backend", default="engine", choices=["hf", "engine"])
     ap.add_argument("--gen-batch-size", type=int, default=256)
+    ap.add_argument("--gen-admit", type=int, default=1, metavar="N",
+                    help="engine backend: start waiting jobs N at a time (see train_drafter)")
     ap.add_argument("--work-dir", default=None,
                     help="cache of the raw answers (default $SPECPILOT_CACHE/train_drafter)")
     ap.add_argument("--max-minutes", type=float, default=None,
@@ -199,8 +201,8 @@ def main(argv=None) -> int:
         ap.error(f"--target {a.target!r} is not a Hugging Face model folder (no config.json)")
     if not os.path.isdir(a.data_dir):
         ap.error(f"--data-dir {a.data_dir!r} is not a folder")
-    if a.n <= 0 or a.max_new_tokens < 8 or a.gen_batch_size < 1:
-        ap.error("--n must be > 0, --max-new-tokens >= 8 and --gen-batch-size >= 1")
+    if a.n <= 0 or a.max_new_tokens < 8 or a.gen_batch_size < 1 or a.gen_admit < 1:
+        ap.error("--n must be > 0, --max-new-tokens >= 8, --gen-batch-size and --gen-admit >= 1")
     if not (a.temperature > 0 and 0 < a.top_p <= 1):
         ap.error("--temperature must be > 0 and --top-p in (0, 1]")
     try:
@@ -224,7 +226,8 @@ def main(argv=None) -> int:
     eos = eos_ids(a.target, AutoConfig.from_pretrained(a.target))
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
     gen = make_generator(a.gen_backend, a.target, device, a.gen_batch_size,
-                         max(len(p) for p, _ in jobs) + 8, a.max_new_tokens, eos, pad)
+                         max(len(p) for p, _ in jobs) + 8, a.max_new_tokens, eos, pad,
+                         min_admit=a.gen_admit)
     sampling = {"temperature": a.temperature, "top_p": a.top_p, "seed": a.seed,
                 "purpose": "self-instruct"}
     work = a.work_dir or default_work_dir()

@@ -44,16 +44,17 @@ def load_target(path: str, device: torch.device):
 
 
 def make_generator(backend: str, target_path: str, device: torch.device, batch_size: int,
-                   max_len: int, max_new_tokens: int, eos, pad, hf_model=None):
+                   max_len: int, max_new_tokens: int, eos, pad, hf_model=None,
+                   min_admit: int = 1):
     """The continuation generator of --gen-backend: transformers `generate` on `hf_model`
     (loaded here when not given), or our engine, which loads its own copy of the weights (so
-    none is loaded here for it)."""
+    none is loaded here for it) and admits requests in batches of min_admit (--gen-admit)."""
     if backend == "hf":
         model = hf_model if hf_model is not None else load_target(target_path, device)
         return data.HFGenerator(model, max_new_tokens, eos, pad)
     dtype = "bfloat16" if target_dtype(device) == torch.bfloat16 else "float32"
     return data.EngineGenerator(target_path, device.type, dtype, batch_size, max_len,
-                                max_new_tokens)
+                                max_new_tokens, min_admit)
 
 
 def _generator(args, target, eos, pad):
@@ -61,7 +62,7 @@ def _generator(args, target, eos, pad):
         return None  # train on the caches only
     return make_generator(args.gen_backend, args.target, next(target.parameters()).device,
                           args.gen_batch_size, args.max_len, args.max_new_tokens, eos, pad,
-                          hf_model=target)
+                          hf_model=target, min_admit=args.gen_admit)
 
 
 def prepare_data(args, target, tokenizer, deadline):

@@ -136,3 +136,33 @@ def test_graph_path_twin_matches(target):
     eng = engine(target, True, attention_backend="triton")
     eng.runner.enable_cuda_graphs(max_bs=4, capture=False)
     same(ref, eng.generate(ps, sp))
+
+
+def test_min_admit_batches_prefills(target):
+    # OfflineEngine.generate(min_admit=N): a queue longer than the running limit is started N
+    # requests at a time (one prefill batch each), with the outputs of admitting each at once;
+    # seeded sampling does not depend on the batch either
+    ps = prompts(14, seed=9)
+    sps = [SamplingParams(temperature=0, max_new_tokens=m, ignore_eos=True)
+           for m in (3, 9, 5, 12, 2, 7, 4, 11, 6, 8, 3, 10, 5, 9)]
+    sps[4] = SamplingParams(temperature=0.9, seed=5, max_new_tokens=7, ignore_eos=True)
+    for overlap in (False, True):
+        eng = engine(target, overlap, max_running_requests=6)
+        ref = eng.generate(ps, sps)
+        batches = []
+        prefill = eng.scheduler._schedule_prefill
+        eng.scheduler._schedule_prefill = lambda: (lambda b: b and batches.append(len(b[0])) or b)(
+            prefill())
+        out = eng.generate(ps, sps, min_admit=3)
+        same(ref, out)
+        assert eng.scheduler.is_idle() and eng.scheduler.alloc.used_tokens == 0
+        # the first batch fills the 6 slots, later ones start 3 or more (the last: what is left)
+        assert batches[0] == 6 and all(n >= 3 for n in batches[1:-1]) and sum(batches) == 14
+        eng.scheduler._schedule_prefill = prefill
+        one = []
+        eng.scheduler._schedule_prefill = lambda: (lambda b: b and one.append(len(b[0])) or b)(
+            prefill())
+        eng.generate(ps, sps)
+        assert len(one) > len(batches)  # without it, slots are refilled one or two at a time
+    with pytest.raises(ValueError, match="min_admit"):
+        eng.generate(ps[:1], sps[:1], min_admit=0)

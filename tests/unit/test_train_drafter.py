@@ -386,6 +386,7 @@ def test_lr_schedule():
     (["--generate-only", "--gen-shard", "a/b"], "must be I/N"),
     (["--steps", "1", "--gen-fraction", "1.5"], "--gen-fraction must be in [0, 1]"),
     (["--steps", "1", "--repeat", "gsm8k=0"], "--repeat must be SOURCE=N"),
+    (["--steps", "1", "--gen-admit", "0"], "--gen-admit must be >= 1"),
     (["--steps", "1", "--repeat", "gsm8k"], "--repeat must be SOURCE=N"),
 ])
 def test_cli_errors(target, data_dir, argv, msg, capsys):
@@ -704,8 +705,10 @@ def test_engine_backend_matches_hf(target, data_dir, tmp_path):
     assert two.jobs_per_call == 2 * data.EngineGenerator.JOBS_PER_CALL
     assert two(ps, None, [0] * 3) == hf(ps, None, [0] * 3)
     assert two(ps, samp, seeds) == together
+    waves = data.EngineGenerator(target, "cpu", "float32", 2, 64, 24, min_admit=2)  # --gen-admit
+    assert waves(ps, None, [0] * 3) == hf(ps, None, [0] * 3) and waves(ps, samp, seeds) == together
     run_cli(target, data_dir, tmp_path / "e", tmp_path / "w", "--steps", "1", "--gen-backend",
-            "engine", "--samples-per-prompt", "2")
+            "engine", "--samples-per-prompt", "2", "--gen-admit", "2")
     meta = json.loads((tmp_path / "e" / "train_meta.json").read_text())["data"]
     assert meta["gen_backend"] == "engine" and meta["sampled"]["sequences"] >= 1
 

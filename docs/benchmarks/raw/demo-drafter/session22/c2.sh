@@ -2,7 +2,8 @@
 # next session's issue-8 call 2: demo model from parts a + b; session 21's problems plus new ones
 # (self_instruct seeds SEEDS x NSI draws); the continuations for the whole prompt set, NS engine
 # shards, until GEN_END s into the call; then the data cache and the prompt files go back packed
-# (xz, 15 MiB parts), so a later session can carry them in instead of generating again.
+# (xz, 15 MiB parts), so a later session can carry them in instead of generating again. Shards
+# 0 .. NS/2-1 run with --gen-admit ADMIT (32), the rest with 1: their 'stopped at' counts compare.
 set -u; mkdir -p /root/parts && cp .gpu2/p.ab /root/parts/
 T0=$(date +%s); source .gpu/setup.sh
 W=/root/w; L=/root/logs2; mkdir -p $W/data $W/si $W/prompts $L
@@ -21,8 +22,10 @@ END=$(( T0 + ${GEN_END:-505} )); NS=${NS:-8}
 LP=$!
 PIDS=()
 for i in $(seq 0 $((NS-1))); do
+  ADM=1; [ $i -lt $((NS/2)) ] && ADM=${ADMIT:-32}  # A/B: half the shards admit jobs in batches
+  echo "shard $i --gen-admit $ADM" >> $L/admit.log
   python3 -m specpilot.train_drafter --target $M --out $W/gen$i "${DF[@]}" --generate-only \
-      --gen-shard $i/$NS --gen-batch-size 256 --gen-backend engine \
+      --gen-shard $i/$NS --gen-batch-size 256 --gen-backend engine --gen-admit $ADM \
       --max-minutes $(python3 -c "print(($END-$(date +%s))/60)") --device cuda > $W/gen$i.log 2>&1 &
   PIDS+=($!)
 done
