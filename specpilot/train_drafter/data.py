@@ -207,7 +207,9 @@ def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int
     None (train on the caches only). Jobs are batched longest first; `gen` gets batch_size jobs
     per call, or gen.jobs_per_call where it has one (a continuously batching engine)."""
     done = read_caches(work_dir, key)
-    hashes = [(prompt_hash(p), int(k)) for p, k in jobs]
+    memo: dict[int, str] = {}  # the k draws of one prompt share its ids list: hash it once
+    hashes = [(memo[id(p)] if id(p) in memo else memo.setdefault(id(p), prompt_hash(p)), int(k))
+              for p, k in jobs]
     idx, n_shards = shard
     todo = sorted({hk: j for j, hk in enumerate(hashes)
                    if hk not in done and j % n_shards == idx}.values(),

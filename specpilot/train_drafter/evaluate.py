@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from specpilot.train_drafter.prompts import EVAL_SPLITS, eval_prompts, render
+from specpilot.train_drafter.prompts import EVAL_SPLITS, eval_prompts, render_many
 
 
 def parse_args(argv=None):
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     block = a.block_size or (dcfg.get("dflash_config") or {}).get("block_size") \
         or dcfg.get("block_size", 16)
     tok = AutoTokenizer.from_pretrained(a.target)
-    sets = {s: [render(tok, it["prompt"]) for it in eval_prompts(a.data_dir, s, a.limit)]
+    sets = {s: render_many(tok, [it["prompt"] for it in eval_prompts(a.data_dir, s, a.limit)])
             for s in a.split}
     longest = max(len(p) for ps in sets.values() for p in ps)
     n = max(len(ps) for ps in sets.values())

@@ -110,6 +110,9 @@ def _new_number(text: str, rng: random.Random) -> str:
     return s + pct
 
 
+_FIRST_NAME = re.compile(r"\b(" + "|".join(FIRST_NAMES) + r")\b")
+
+
 def variant_question(question: str, rng: random.Random) -> str:
     """`question` with each distinct number replaced by a random one of the same shape and each
     first name from FIRST_NAMES by another, consistently within the question (the same number or
@@ -124,7 +127,8 @@ def variant_question(question: str, rng: random.Random) -> str:
 
     out = _NUMBER.sub(num, question)
     names: dict[str, str] = {}
-    present = [n for n in FIRST_NAMES if re.search(rf"\b{n}\b", out)]
+    found = set(_FIRST_NAME.findall(out))  # whole words only, so no name hides another
+    present = [n for n in FIRST_NAMES if n in found]
     pool = [n for n in FIRST_NAMES if n not in present]
     rng.shuffle(pool)
     for n, new in zip(present, pool):
@@ -286,12 +290,19 @@ def eval_prompts(data_dir: str, split: str, limit: Optional[int] = None) -> list
 
 def render(tokenizer, text: str) -> list[int]:
     """Token ids of `text` as one user turn through the chat template, generation prompt added."""
+    return render_many(tokenizer, [text])[0]
+
+
+def render_many(tokenizer, texts: list[str]) -> list[list[int]]:
+    """render() of each text: the chat template applied to each (text only), then one batched
+    tokenizer call without added special tokens (what apply_chat_template(tokenize=True) does
+    one at a time; the batched call is many times faster for tens of thousands of prompts)."""
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("the target's tokenizer has no chat template; training data is rendered "
                          "as chat turns")
-    out = tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                        add_generation_prompt=True, tokenize=True)
-    ids = out["input_ids"] if hasattr(out, "keys") else out
-    if ids and isinstance(ids[0], list):
-        ids = ids[0]
-    return [int(t) for t in ids]
+    if not texts:
+        return []
+    chats = tokenizer.apply_chat_template([[{"role": "user", "content": t}] for t in texts],
+                                          add_generation_prompt=True, tokenize=False)
+    return [[int(t) for t in ids] for ids in
+            tokenizer(chats, add_special_tokens=False)["input_ids"]]

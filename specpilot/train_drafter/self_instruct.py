@@ -215,13 +215,13 @@ def main(argv=None) -> int:
     from specpilot.engine.model_runner import eos_ids, resolve_device
     from specpilot.train_drafter import data
     from specpilot.train_drafter.cli import default_work_dir
-    from specpilot.train_drafter.prompts import render
+    from specpilot.train_drafter.prompts import render_many
     from specpilot.train_drafter.train import make_generator, target_dtype
 
     device = resolve_device(a.device)
     tok = AutoTokenizer.from_pretrained(a.target)
     asks = instructions(a.n, a.seed, mix)
-    jobs = draws([render(tok, x["text"]) for x in asks])
+    jobs = draws(render_many(tok, [x["text"] for x in asks]))
     dtype = target_dtype(device)
     eos = eos_ids(a.target, AutoConfig.from_pretrained(a.target))
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]

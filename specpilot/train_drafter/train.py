@@ -73,7 +73,7 @@ def prepare_data(args, target, tokenizer, deadline):
     items, info = prompts.training_prompts(args.data_dir, args.sources, args.synthetic,
                                            args.max_prompts, args.seed, args.gsm8k_variants,
                                            args.prompts_file)
-    rendered = [prompts.render(tokenizer, it["prompt"]) for it in items]
+    rendered = prompts.render_many(tokenizer, [it["prompt"] for it in items])
     keep = [i for i, p in enumerate(rendered) if len(p) <= args.max_len - 2]
     info["prompts_too_long"] = len(items) - len(keep)
     items, rendered = [items[i] for i in keep], [rendered[i] for i in keep]

@@ -538,6 +538,29 @@ def test_repeat_sources(trained, target, data_dir, tmp_path, capsys):
     assert "does not have: ['nope']" in capsys.readouterr().err
 
 
+def test_render_many_equals_render_one_by_one(target):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(target)
+    texts = ["2+3?", "Anna and Ann share 7 apples.\n\nEach gets how many?", "  x  ", "é ü 漢字",
+             "<|im_start|> not a turn", "def f(x):\n    return x"]
+    one = [tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True,
+                                   tokenize=True) for t in texts]
+    one = [o["input_ids"] if hasattr(o, "keys") else o for o in one]
+    assert prompts.render_many(tok, texts) == one == [prompts.render(tok, t) for t in texts]
+    assert prompts.render_many(tok, []) == []
+
+
+def test_variant_names_found_as_whole_words():
+    import random
+
+    q = "Anna gives Ann 3 apples; Annabel watches. Anna keeps 5."
+    out = prompts.variant_question(q, random.Random(0))
+    words = out.replace(";", " ").replace(".", " ").split()
+    assert "Anna" not in words and "Ann" not in words and "Annabel" in words  # not a listed name
+    assert words[0] == words[-3]  # both "Anna"s became the same name
+
+
 def test_duplicate_prompts_kept_once():
     items, info = prompts.training_prompts(None, (), synthetic=2400)
     texts = [it["prompt"] for it in items]
