@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grad-clip", type=float, default=1.0)
     g.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps")
     g.add_argument("--log-every", type=int, default=10)
+    g.add_argument("--profile-steps", type=int, default=0, metavar="N",
+                   help="run torch.profiler over N steps after the first 20 and print the "
+                        "operators that took the most device (or CPU) time")
     g.add_argument("--device", default=None, help="cpu | cuda (default: cuda if available)")
     g.add_argument("--seed", type=int, default=0)
     return ap
@@ -156,6 +159,7 @@ def parse_args(argv=None) -> argparse.Namespace:
               ("--blocks-per-seq", a.blocks_per_seq, 1), ("--gen-batch-size", a.gen_batch_size, 1),
               ("--gen-admit", a.gen_admit, 1),
               ("--save-every", a.save_every, 1), ("--log-every", a.log_every, 1),
+              ("--profile-steps", a.profile_steps, 0),
               ("--warmup", a.warmup, 1), ("--max-len", a.max_len, 8),
               ("--samples-per-prompt", a.samples_per_prompt, 1)]
     for flag, v, lo in checks:

@@ -252,6 +252,26 @@ def main(argv=None) -> int:
                     deadline, device, t0, log_mode="a" if exact else "w")
 
 
+PROFILE_AFTER = 20  # --profile-steps starts after these steps (warm-up, first allocations)
+
+
+def _start_profiler(device):
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    prof = profile(activities=acts)
+    prof.__enter__()
+    return prof
+
+
+def _profile_table(prof, device, steps: int, rows: int = 25) -> str:
+    """The operators of the profiled steps, most self device time (CPU: host time) first."""
+    prof.__exit__(None, None, None)
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return (f"profile of {steps} training steps (torch.profiler, sorted by {key}):\n"
+            + prof.key_averages().table(sort_by=key, row_limit=rows))
+
+
 def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, total, deadline,
              device, t0, log_mode="w") -> int:
     """AdamW steps from `step` until `total`, --stop-at-step or the deadline; saves state + export
@@ -283,6 +303,7 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
         checkpoint.save_export(args.out, drafter, cfg, meta, args.save_dtype)
         est_save = max(est_save if step == 0 else 0.0, time.monotonic() - ts)
 
+    prof, prof_from = None, step + PROFILE_AFTER  # --profile-steps: steps [from, from + N)
     tty = sys.stderr.isatty()
     bar = tqdm(total=total or None, initial=step, desc="train", unit="step",
                mininterval=1 if tty else 30)
@@ -300,6 +321,8 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
                     now + 1.5 * est_step + 2 * est_save + slack > deadline:
                 reason = "time budget"
                 break
+            if args.profile_steps and step == prof_from:
+                prof = _start_profiler(device)
             ts = time.monotonic()
             batch = make_batch(samples, sampler.next(args.batch_size), bsz, args.blocks_per_seq,
                                mask_id, sampler.gen).to(device)
@@ -333,9 +356,14 @@ def run_loop(args, target, drafter, opt, sampler, samples, cfg, meta, step, tota
                 bar.write(f"step {step}/{total or '?'} loss {m['loss']:.4f} acc1 {m['acc1']:.3f} "
                           f"acc {m['acc']:.3f} tau_est {m['tau_est']:.2f} lr {lr:.2e} "
                           f"gnorm {gnorm:.2f} {dt:.3f}s/step (batch {data_s:.3f}s)")
+            if prof is not None and step == prof_from + args.profile_steps:
+                bar.write(_profile_table(prof, device, args.profile_steps))
+                prof = None
             if step % args.save_every == 0:
                 save()
     bar.close()
+    if prof is not None:  # the run stopped inside the profiled steps
+        bar.write(_profile_table(prof, device, step - prof_from))
     save()
     print(f"stopped: {reason} at step {step}/{total or '-'}; elapsed {time.monotonic() - t0:.0f}s; "
           f"drafter -> {args.out}; state -> {args.state_dir}")

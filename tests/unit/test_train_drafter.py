@@ -561,6 +561,21 @@ def test_variant_names_found_as_whole_words():
     assert words[0] == words[-3]  # both "Anna"s became the same name
 
 
+def test_profile_steps_prints_a_table(trained, target, data_dir, tmp_path, capsys):
+    base, _ = trained
+    run_cli(target, data_dir, tmp_path / "p", base / "work", "--steps", "23", "--profile-steps",
+            "2")
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "profile of 2 training steps" in text and "self_cpu_time_total" in text
+    assert "aten::" in text.split("profile of 2 training steps")[1]
+    # a run that ends inside the profiled steps prints what it profiled
+    run_cli(target, data_dir, tmp_path / "q", base / "work", "--steps", "21", "--profile-steps",
+            "5")
+    out = capsys.readouterr()
+    assert "profile of 1 training steps" in out.out + out.err
+
+
 def test_duplicate_prompts_kept_once():
     items, info = prompts.training_prompts(None, (), synthetic=2400)
     texts = [it["prompt"] for it in items]
