@@ -17,22 +17,8 @@ done
 wait; el "self-instruct done"
 for s in $SEEDS; do tr '\r' '\n' < $W/si$s.log | grep "^self-instruct" | tee $L/si$s.log; done
 source docs/benchmarks/raw/demo-drafter/session22/df.sh
-END=$(( T0 + ${GEN_END:-505} )); NS=${NS:-8}
-( while true; do sleep 30; echo "[t+$(( $(date +%s) - T0 ))s] cache lines $(cat $W/data/*.jsonl 2>/dev/null | wc -l)"; done ) > $L/lines.log 2>&1 &
-LP=$!
-PIDS=()
-for i in $(seq 0 $((NS-1))); do
-  ADM=1; [ $i -lt $((NS/2)) ] && ADM=${ADMIT:-32}  # A/B: half the shards admit jobs in batches
-  echo "shard $i --gen-admit $ADM" >> $L/admit.log
-  python3 -m specpilot.train_drafter --target $M --out $W/gen$i "${DF[@]}" --generate-only \
-      --gen-shard $i/$NS --gen-batch-size 256 --gen-backend engine --gen-admit $ADM \
-      --max-minutes $(python3 -c "print(($END-$(date +%s))/60)") --device cuda > $W/gen$i.log 2>&1 &
-  PIDS+=($!)
-done
-for p in "${PIDS[@]}"; do wait $p; echo "shard pid $p rc=$?"; done
-kill $LP
+bash scripts/gpu_gen_shards.sh $M $(( T0 + ${GEN_END:-505} )) ${NS:-8} $L ${ADMIT:-32} -- "${DF[@]}" --gen-batch-size 256
 el "generation done"
-for i in $(seq 0 $((NS-1))); do tr '\r' '\n' < $W/gen$i.log | grep -v "^\s*$" | grep -vE "it/s\]$|seq/s\]$" | tail -6 > $L/gen$i.log; done
 tail -4 $L/gen0.log; tail -3 $L/lines.log; wc -l $W/data/*.jsonl | tail -1; du -sh $W/data
 tar cf - -C $W data prompts | xz -T16 -3 > /root/data.tar.xz; ls -la /root/data.tar.xz; sha256sum /root/data.tar.xz | tee $L/data.sha256
 split -b 15M -d /root/data.tar.xz $OUT/data.part.; el "packed"
