@@ -65,8 +65,9 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
 
     tmp = tempfile.mkdtemp()
     target = make_tiny(kind, os.path.join(tmp, "t"))
-    drafter = make_drafter("dflash", os.path.join(tmp, "d"), **(
-        dict(target_layers=(1, 5), num_target_layers=8) if kind == "qwen3_5" else {}))
+    layers = dict(target_layers=(1, 5), num_target_layers=8) if kind == "qwen3_5" else {}
+    drafter = make_drafter("dflash", os.path.join(tmp, "d"), **layers)
+    drafter2 = make_drafter("dflash2", os.path.join(tmp, "d2"), **layers)  # the selector walk
     rng = random.Random(3)
     ps = [[rng.randrange(3, 250) for _ in range(n)] for n in (1, 7, 19, 33, 50)]
     sp = SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)
@@ -80,7 +81,9 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
                                            speculative_num_draft_tokens=4)),
                         ("stock overlap", dict(speculative_draft_model_path=drafter,
                                                speculative_num_draft_tokens=4,
-                                               enable_spec_overlap=True))):
+                                               enable_spec_overlap=True)),
+                        ("stock dflash2", dict(speculative_draft_model_path=drafter2,
+                                               speculative_num_draft_tokens=4))):
         eng = OfflineEngine(ServerArgs(**common, attention_backend="triton", **extra))
         graphs = eng.runner.graphs if eng.worker is eng.runner else (
             eng.worker.step_graphs or eng.worker.verify_graphs)

@@ -26,6 +26,9 @@ COMMIT_SIG = {"conv_ptr": "*fp32", "sx_ptr": "*bf16", "rows_ptr": "*i32", "fresh
               "keep_ptr": "*i32", "stride_cl": "i32", "stride_cr": "i32", "stride_sl": "i32",
               "stride_sx": "i32", "T": "i32", "C": "i32", "K": "constexpr", "KP": "constexpr",
               "BLOCK_C": "constexpr"}
+WALK_SIG = {"proj_ptr": "*fp32", "succ_ptr": "*fp32", "unary_ptr": "*fp32", "cand_ptr": "*i64",
+            "prev_ptr": "*i64", "book_ptr": "*bf16", "out_ptr": "*i64", "P": "i32", "K": "i32",
+            "RANK": "i32", "BK": "constexpr", "BR": "constexpr"}
 ROWS = (1, 8, 16, 40)  # decode, verify 8 / 16, a uniform prefill
 
 
@@ -54,7 +57,7 @@ def _compile_all() -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from specpilot.kernels import conv
+    from specpilot.kernels import conv, selector
 
     target, out = GPUTarget("cuda", 90, 32), {}
 
@@ -70,6 +73,8 @@ def _compile_all() -> dict:
                 f"conv T={t} write_state={write_state} stash={stash}")
     build(conv._commit_windows_kernel, COMMIT_SIG, dict(K=4, KP=4, BLOCK_C=conv._BLOCK_C),
           "commit_windows")
+    # DFlash2's greedy walk at the shipped drafters' top-k 16 and rank 256
+    build(selector._greedy_walk_kernel, WALK_SIG, dict(BK=16, BR=256), "selector greedy walk")
     return out
 
 
@@ -84,7 +89,7 @@ def test_new_kernels_compile_for_sm90_without_spills():
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     result = json.loads(r.stdout.strip().splitlines()[-1])
-    assert len(result) == 2 * len(ROWS) + 1
+    assert len(result) == 2 * len(ROWS) + 2
     spilled = {k: v for k, v in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
 

@@ -2,12 +2,15 @@
 # next GPU run (issue 5): --enable-spec-overlap with the length rule (no step queued behind one
 # that may end every request for length), timed with 96 new tokens per request beside plain
 # stock and the overlapped ar, on both targets; exactness with captured graphs on Qwen3.8-27B's
-# run; the cost model with its new overlapped pass. Logs go back as one tarball (a call returns <= 8 files).
+# run (now with a DFlash2 drafter too: the greedy selector walk in one Triton launch); the cost
+# model with its new overlapped pass. Logs go back as one tarball (a call returns <= 8 files).
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=/root/logs; mkdir -p $L
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+timeout 100 python3 -m pytest -q -p no:cacheprovider -rfE tests/unit/test_selector_kernel.py tests/unit/test_heads.py \
+  > $L/gputests.log 2>&1; el "selector tests rc=$?"; tail -2 $L/gputests.log | cut -c1-300
 timeout 240 python3 scripts/gpu_graph_check.py --target qwen38-27b --accept 4.8 --draft-graph --batch 1,8 \
   --new 96 --out $L/gc_q38.json > $L/gc_q38.log 2>&1; el "graph check q38 rc=$?"
 grep -vE "UserWarning|_warn_once|^\s*$" $L/gc_q38.log | grep -E "exactness|FAIL" | grep -v PASS | head
