@@ -7,14 +7,11 @@
 # other than 1 is timed against 1 in the same call. Writes LOGDIR/gen<i>.log (last lines of each
 # shard), LOGDIR/lines.log (cache lines every 30 s) and LOGDIR/admit.log. DEVICE (default cuda).
 set -u
-M=$1; END=$2; NS=$3; L=$4; ADMIT=${5:-1}; shift 5; [ "${1:-}" = "--" ] && shift
+M=$1; END=$2; NS=$3; L=$4; shift 4; ADMIT=1
+if [ "${1:-}" != "--" ]; then ADMIT=$1; shift; fi
+[ "${1:-}" = "--" ] && shift
+WORK=; prev=; for a in "$@"; do [ "$prev" = --work-dir ] && WORK=$a; prev=$a; done
 mkdir -p "$L"; T0=$(date +%s); W=$(mktemp -d)
-WORK=$(python3 - "$@" <<'PY'
-import sys
-a = sys.argv[1:]
-print(a[a.index("--work-dir") + 1] if "--work-dir" in a else "")
-PY
-)
 ( while true; do sleep 30; echo "[t+$(( $(date +%s) - T0 ))s] cache lines $(cat $WORK/*.jsonl 2>/dev/null | wc -l)"; done ) > $L/lines.log 2>&1 &
 LP=$!
 PIDS=()

@@ -703,22 +703,30 @@ def measure_rates(device, copy_bytes: int = 2 << 30, gemm_n: int = 8192, reps: i
     return rates
 
 
-def timed_steps(sched, batch: int, context: int, steps: int, warmup: int, clock,
-                timer: Optional[ComponentTimer] = None) -> tuple[float, float]:
-    """Prefill `batch` requests of `context` random tokens, run `warmup` decode steps, time
-    `steps` more, abort the requests. Returns (median ms per step, tokens per request per step)."""
+def _start_requests(sched, batch: int, context: int, steps: int, warmup: int) -> list[str]:
+    """Add `batch` greedy requests of `context` random tokens, long enough for warm-up, `steps`
+    and a few more steps; prefill them and run `warmup` decode steps. Returns their ids."""
     from specpilot.core import GenerateInput, SamplingParams
 
-    decode_len = sched.decode_len
     g = torch.Generator().manual_seed(0)
-    for i in range(batch):
+    rids = [f"costmodel-{time.monotonic_ns()}-{i}" for i in range(batch)]
+    for rid in rids:
         ids = torch.randint(10, sched.vocab_size - 10, (context,), generator=g).tolist()
-        sched.add_request(GenerateInput(f"costmodel-{time.monotonic_ns()}-{i}", ids, SamplingParams(
-            temperature=0, max_new_tokens=(steps + warmup + 2) * decode_len, ignore_eos=True)))
+        sched.add_request(GenerateInput(rid, ids, SamplingParams(
+            temperature=0, max_new_tokens=(steps + warmup + 4) * sched.decode_len,
+            ignore_eos=True)))
     while sched.waiting:
         sched.step()
     for _ in range(warmup):
         sched.step()
+    return rids
+
+
+def timed_steps(sched, batch: int, context: int, steps: int, warmup: int, clock,
+                timer: Optional[ComponentTimer] = None) -> tuple[float, float]:
+    """Prefill `batch` requests of `context` random tokens, run `warmup` decode steps, time
+    `steps` more, abort the requests. Returns (median ms per step, tokens per request per step)."""
+    _start_requests(sched, batch, context, steps, warmup)
     produced = sum(len(r.output_ids) for r in sched.running)
     walls = []
     for _ in range(steps):
@@ -769,18 +777,7 @@ def overlapped_steps(sched, batch: int, context: int, steps: int, warmup: int, c
     only launches, later ones launch the next step and read the previous): the time of a run
     of at least `steps` launched steps, synchronised at both ends, over the steps launched.
     Returns ms per launched step."""
-    from specpilot.core import GenerateInput, SamplingParams
-
-    g = torch.Generator().manual_seed(0)
-    rids = [f"costmodel-ov-{time.monotonic_ns()}-{i}" for i in range(batch)]
-    for rid in rids:
-        ids = torch.randint(10, sched.vocab_size - 10, (context,), generator=g).tolist()
-        sched.add_request(GenerateInput(rid, ids, SamplingParams(
-            temperature=0, ignore_eos=True, max_new_tokens=(steps + warmup + 4) * sched.decode_len)))
-    while sched.waiting:
-        sched.step()
-    for _ in range(warmup):
-        sched.step()
+    rids = _start_requests(sched, batch, context, steps, warmup)
     with launch_counter(sched.runner) as launched:
         clock.sync()
         t0 = time.perf_counter()

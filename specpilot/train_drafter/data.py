@@ -208,8 +208,10 @@ def generate_completions(gen, jobs: list[tuple[list[int], int]], batch_size: int
     per call, or gen.jobs_per_call where it has one (a continuously batching engine)."""
     done = read_caches(work_dir, key)
     memo: dict[int, str] = {}  # the k draws of one prompt share its ids list: hash it once
-    hashes = [(memo[id(p)] if id(p) in memo else memo.setdefault(id(p), prompt_hash(p)), int(k))
-              for p, k in jobs]
+    for p, _ in jobs:
+        if id(p) not in memo:
+            memo[id(p)] = prompt_hash(p)
+    hashes = [(memo[id(p)], int(k)) for p, k in jobs]
     idx, n_shards = shard
     todo = sorted({hk: j for j, hk in enumerate(hashes)
                    if hk not in done and j % n_shards == idx}.values(),

@@ -138,6 +138,20 @@ def test_graph_path_twin_matches(target):
     same(ref, eng.generate(ps, sp))
 
 
+def prefill_sizes(eng):
+    """A list that gets the number of requests of each prefill batch eng schedules."""
+    sizes, schedule = [], eng.scheduler._schedule_prefill
+
+    def counted():
+        batch = schedule()
+        if batch:
+            sizes.append(len(batch[0]))
+        return batch
+
+    eng.scheduler._schedule_prefill = counted
+    return sizes
+
+
 def test_min_admit_batches_prefills(target):
     # OfflineEngine.generate(min_admit=N): a queue longer than the running limit is started N
     # requests at a time (one prefill batch each), with the outputs of admitting each at once;
@@ -148,21 +162,14 @@ def test_min_admit_batches_prefills(target):
     sps[4] = SamplingParams(temperature=0.9, seed=5, max_new_tokens=7, ignore_eos=True)
     for overlap in (False, True):
         eng = engine(target, overlap, max_running_requests=6)
+        sizes = prefill_sizes(eng)
         ref = eng.generate(ps, sps)
-        batches = []
-        prefill = eng.scheduler._schedule_prefill
-        eng.scheduler._schedule_prefill = lambda: (lambda b: b and batches.append(len(b[0])) or b)(
-            prefill())
-        out = eng.generate(ps, sps, min_admit=3)
-        same(ref, out)
+        one = list(sizes)
+        sizes.clear()
+        same(ref, eng.generate(ps, sps, min_admit=3))
         assert eng.scheduler.is_idle() and eng.scheduler.alloc.used_tokens == 0
         # the first batch fills the 6 slots, later ones start 3 or more (the last: what is left)
-        assert batches[0] == 6 and all(n >= 3 for n in batches[1:-1]) and sum(batches) == 14
-        eng.scheduler._schedule_prefill = prefill
-        one = []
-        eng.scheduler._schedule_prefill = lambda: (lambda b: b and one.append(len(b[0])) or b)(
-            prefill())
-        eng.generate(ps, sps)
-        assert len(one) > len(batches)  # without it, slots are refilled one or two at a time
+        assert sizes[0] == 6 and all(n >= 3 for n in sizes[1:-1]) and sum(sizes) == 14
+        assert len(one) > len(sizes)  # without it, slots are refilled one or two at a time
     with pytest.raises(ValueError, match="min_admit"):
         eng.generate(ps[:1], sps[:1], min_admit=0)
