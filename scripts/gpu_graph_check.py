@@ -21,7 +21,8 @@ replays (CUDA events around each replay): what is left is eager work and host st
 (StockStepGraphs); the speed table's `no-step ratio` column is the step ratio with separate draft
 and verify graphs instead, timed in the same run, and its last column the step ratio against the
 overlapped `ar` (the engine's default) instead of the plain one. The `spec-overlap` columns
-time `stock` with --enable-spec-overlap (greedy steps queued one ahead): ms per launched step,
+time `stock` with the overlap scheduler (the default: greedy steps queued one ahead; the plain
+`stock` columns run with --disable-overlap-schedule): ms per launched step,
 its ratio to the overlapped `ar` step, and its tokens/s over the overlapped `ar`'s.
 
 Hybrid targets (--target qwen38-27b) run their Gated DeltaNet layers through kernels/gdn.py,
@@ -78,10 +79,10 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
     ok = True
     for name, extra in (("ar", dict(disable_overlap_schedule=True)), ("ar overlap", {}),
                         ("stock B=4", dict(speculative_draft_model_path=drafter,
-                                           speculative_num_draft_tokens=4)),
+                                           speculative_num_draft_tokens=4,
+                                           disable_overlap_schedule=True)),
                         ("stock overlap", dict(speculative_draft_model_path=drafter,
-                                               speculative_num_draft_tokens=4,
-                                               enable_spec_overlap=True)),
+                                               speculative_num_draft_tokens=4)),
                         ("stock dflash2", dict(speculative_draft_model_path=drafter2,
                                                speculative_num_draft_tokens=4))):
         eng = OfflineEngine(ServerArgs(**common, attention_backend="triton", **extra))
@@ -133,6 +134,7 @@ def speed(a, bw: float) -> dict:
                 disable_draft_cuda_graph=not a.draft_graph)
     t0 = time.perf_counter()
     eng = OfflineEngine(ServerArgs(**base, speculative_draft_load_format="dummy",
+                                   disable_overlap_schedule=True,  # plain stock: eng.scheduler
                                    speculative_draft_model_path=os.path.join(
                                        CONFIGS, a.target + "-dflash2")))
     rn = eng.runner
@@ -161,7 +163,7 @@ def speed(a, bw: float) -> dict:
                    stock_tps=stps, step_ratio=sms / ms, speedup=stps / tps,
                    roofline=floor_ms / ms, ar_overlap_ms=oms, ar_overlap_tps=otps,
                    overlap_roofline=floor_ms / oms, overlap_step_ratio=sms / oms)
-        if a.draft_graph:  # stock with --enable-spec-overlap: ms per launched step
+        if a.draft_graph:  # stock with the overlap scheduler: ms per launched step
             xms, xtps = decode_ms_per_step(mk(True, eng.worker), bs, a.prompt_len, a.new, vocab)
             row.update(stock_overlap_ms=xms, stock_overlap_tps=xtps,
                        spec_overlap_ratio=xms / oms, spec_overlap_speedup=xtps / otps)

@@ -41,9 +41,9 @@ class ServerArgs:
     disable_cuda_graph: bool = False  # CUDA graphs of DECODE / VERIFY (CUDA + triton backend)
     cuda_graph_max_bs: Optional[int] = None  # largest graphed batch; None: min(max running, 32)
     disable_draft_cuda_graph: bool = False  # graph VERIFY only: block pass and step graph eager
-    disable_overlap_schedule: bool = False  # ar: DECODE step k+1 is queued before step k is read
-    # stock: the same for greedy steps of the whole-step graph (off until timed on the GPU)
-    enable_spec_overlap: bool = False
+    # DECODE step k+1 is queued before step k is read (ar); for a speculative engine, greedy
+    # steps that the whole-step graph runs (StockSpecWorker.launch_lagged)
+    disable_overlap_schedule: bool = False
     # speculative decoding (none given: the `ar` engine)
     speculative_algorithm: Optional[str] = None  # DFLASH | DFLASH2 | DSPARK; None: from the drafter
     speculative_draft_model_path: Optional[str] = None
@@ -74,9 +74,6 @@ class ServerArgs:
             raise ValueError("--context-length must be >= 2")
         if self.max_total_tokens is not None and self.max_total_tokens < 2:
             raise ValueError("--max-total-tokens must be >= 2")
-        if self.enable_spec_overlap and self.speculative_draft_model_path is None:
-            raise ValueError("--enable-spec-overlap needs --speculative-draft-model-path (the ar "
-                             "engine overlaps by default)")
         spec_given = (self.speculative_algorithm, self.speculative_num_draft_tokens)
         if self.speculative_draft_model_path is None and any(x is not None for x in spec_given):
             raise ValueError("speculative flags need --speculative-draft-model-path")
@@ -86,13 +83,11 @@ class ServerArgs:
 
     @property
     def overlap_schedule(self) -> bool:
-        """Whether the overlap scheduler runs: the `ar` engine (no drafter) unless
-        --disable-overlap-schedule; a speculative engine only with --enable-spec-overlap (its
-        greedy steps that the whole-step graph serves are queued one ahead, with the next
-        step's anchors and positions advanced on the device; StockSpecWorker.launch_lagged)."""
-        if self.disable_overlap_schedule:
-            return False
-        return self.speculative_draft_model_path is None or self.enable_spec_overlap
+        """Whether the overlap scheduler runs: unless --disable-overlap-schedule, for every
+        engine. A speculative engine queues its greedy steps that the whole-step graph serves
+        one ahead, with the next step's anchors and positions advanced on the device
+        (StockSpecWorker.launch_lagged); its other steps run as without it."""
+        return not self.disable_overlap_schedule
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:

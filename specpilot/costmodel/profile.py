@@ -48,8 +48,8 @@ random prompt tokens are prefilled, a few warm-up steps run, then N steps are ti
      graph replay is reported apart. The profiler slows the host, so the phases are read
      against that pass's own wall, printed beside pass 1's.
   7. overlapped (graphs, where the worker can launch a step without reading it): the steps
-     under the overlap scheduler, as the `ar` engine runs by default and `stock` with
-     --enable-spec-overlap; ms per launched step over a run (overlapped_steps).
+     under the overlap scheduler, as every engine runs by default (no
+     --disable-overlap-schedule); ms per launched step over a run (overlapped_steps).
 Graphs are switched off by setting the engine's graph attributes to None and restored after.
 Without graphs passes 1-2 are skipped; on the CPU the graph objects run their eager twins and
 passes 1-2 time the same code with the host clock.
@@ -619,8 +619,8 @@ class StepProfile:
     # pass 6 (with pass 5): GPU idle ms per step by host phase, and that pass's median wall
     host_phases_ms: Optional[dict[str, float]] = None
     host_phase_wall_ms: Optional[float] = None
-    # pass 7 (graphs): ms per launched step with the overlap scheduler (ar: the engine's
-    # default; stock: --enable-spec-overlap), None where the worker cannot overlap
+    # pass 7 (graphs): ms per launched step with the overlap scheduler (every engine's
+    # default), None where the worker cannot overlap
     overlap_ms: Optional[float] = None
 
     @property

@@ -7,7 +7,7 @@ running request. When KV runs out during decode, the newest running request is r
 is freed and it goes back to the waiting queue to be prefilled again (prompt + output so far).
 With `overlap` (the ar engine; on by default, --disable-overlap-schedule) a DECODE step() queues
 the next DECODE on the device before it reads the current one's tokens (see "overlap" below);
-the stock engine does the same for greedy steps with --enable-spec-overlap.
+the stock engine does the same for greedy steps of its whole-step graph.
 """
 
 from __future__ import annotations

@@ -208,7 +208,7 @@ class StockSpecWorker:
         return self._output(host)
 
     # ---------------------------------------------------------------- overlap
-    # With --enable-spec-overlap the scheduler queues greedy step k+1 before it reads step k
+    # With the overlap scheduler (the default) the scheduler queues greedy step k+1 before it reads step k
     # (scheduler.py, "overlap"). Step k+1's inputs are step k's on the device, moved on by its
     # accepted counts: anchors = bonus tokens, positions + (accepted + 1), KV slots gathered
     # from req_to_token at the new positions (StockStepGraphs.advance). The scheduler

@@ -111,7 +111,7 @@ def test_kv_pressure_falls_back_to_plain_steps(target):
 def test_on_by_default_for_ar_only(target):
     assert ServerArgs(model_path=target).overlap_schedule
     assert not ServerArgs(model_path=target, disable_overlap_schedule=True).overlap_schedule
-    assert not ServerArgs(model_path=target, speculative_draft_model_path=target).overlap_schedule
+    assert ServerArgs(model_path=target, speculative_draft_model_path=target).overlap_schedule
     assert ServerArgs.from_cli(["--model", target]).overlap_schedule
     assert not ServerArgs.from_cli(["--model", target, "--disable-overlap-schedule"]).overlap_schedule
     assert engine(target, True).scheduler.overlap and not engine(target, False).scheduler.overlap

@@ -1,9 +1,9 @@
-"""The stock engine with the overlap scheduler (--enable-spec-overlap): greedy step k+1 is
-queued, in the whole-step graph, before step k's accepted counts reach the host; the worker moves
-its anchors, positions and KV slots on from them on the device (StockStepGraphs.advance). Outputs,
-stop handling, step counts and KV accounting must be exactly those of the plain scheduler. Run as
-the graphs' eager twin on CPU (Triton interpreter), like tests/e2e/test_graph_path.py; the GPU
-run with captured graphs is scripts/gpu_graph_check.py."""
+"""The stock engine with the overlap scheduler (the default; --disable-overlap-schedule turns it
+off): greedy step k+1 is queued, in the whole-step graph, before step k's accepted counts reach the
+host; the worker moves its anchors, positions and KV slots on from them on the device
+(StockStepGraphs.advance). Outputs, stop handling, step counts and KV accounting must be exactly
+those of the plain scheduler. Run as the graphs' eager twin on CPU (Triton interpreter), like
+tests/e2e/test_graph_path.py; the GPU run with captured graphs is scripts/gpu_graph_check.py."""
 
 import random
 
@@ -28,7 +28,7 @@ def stock(target, drafter, overlap, **kw):
     eng = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=kw.pop(
         "max_total_tokens", 1024), attention_backend="triton",
         speculative_draft_model_path=drafter, speculative_num_draft_tokens=4,
-        enable_spec_overlap=overlap, **kw))
+        disable_overlap_schedule=not overlap, **kw))
     eng.worker.enable_cuda_graphs(max_bs=4, capture=False)
     return eng
 
@@ -160,8 +160,8 @@ def test_simulated_acceptance_matches(dense, monkeypatch):
 def test_flag_checks(dense):
     target, drafter, _, over = dense
     assert over.scheduler.overlap
-    assert not ServerArgs(model_path=target, speculative_draft_model_path=drafter).overlap_schedule
+    assert ServerArgs(model_path=target, speculative_draft_model_path=drafter).overlap_schedule
     assert not ServerArgs(model_path=target, speculative_draft_model_path=drafter,
-                          enable_spec_overlap=True, disable_overlap_schedule=True).overlap_schedule
-    with pytest.raises(ValueError, match="needs --speculative-draft-model-path"):
-        ServerArgs(model_path=target, enable_spec_overlap=True).validate()
+                          disable_overlap_schedule=True).overlap_schedule
+    assert ServerArgs.from_cli(["--model", target, "--speculative-draft-model-path", drafter]
+                               ).overlap_schedule
