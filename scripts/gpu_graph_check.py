@@ -237,6 +237,7 @@ def graph_split(a) -> list[dict]:
                 max_running_requests=max(a.batch), skip_tokenizer_init=True,
                 cuda_graph_max_bs=max(a.batch))
     eng = OfflineEngine(ServerArgs(**base, speculative_draft_load_format="dummy",
+                                   disable_overlap_schedule=True,  # one step per step() call
                                    speculative_draft_model_path=os.path.join(
                                        CONFIGS, a.target + "-dflash2")))
     rn = eng.runner

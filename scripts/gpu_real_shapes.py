@@ -90,6 +90,7 @@ def main():
                           dtype="bfloat16", load_format="dummy", context_length=4096,
                           max_total_tokens=65536, max_running_requests=8,
                           skip_tokenizer_init=True, speculative_draft_load_format="dummy",
+                          disable_overlap_schedule=True,  # plain stock beside plain ar
                           speculative_draft_model_path=os.path.join(a.config_dir,
                                                                     target + "-dflash2"))
         eng = OfflineEngine(args)

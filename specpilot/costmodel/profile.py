@@ -641,10 +641,21 @@ class StepProfile:
         return self.graph_components_ms or self.components_ms
 
     @property
+    def overlap_host_gap_ms(self) -> Optional[float]:
+        """Pass 7's wall (the overlap scheduler, every engine's default) - pass 2's corrected
+        components: the host time the overlap leaves on the critical path (None without both)."""
+        if not self.graph_components_ms or self.overlap_ms is None:
+            return None
+        return self.overlap_ms - sum(self.graph_components_ms.values())
+
+    @property
     def host_gap_ms(self) -> float:
-        """The host gap the report uses (the graph pass's where it ran, else the eager one),
-        clamped at 0: build_report notes a negative one."""
-        gap = self.graph_host_gap_ms if self.graph_components_ms else self.eager_host_gap_ms
+        """The host gap the report uses: the overlapped step's where pass 7 ran (how the engines
+        serve), else the plain graph pass's, else the eager one; clamped at 0 (build_report
+        notes a negative graph or eager one)."""
+        gap = self.overlap_host_gap_ms
+        if gap is None:
+            gap = self.graph_host_gap_ms if self.graph_components_ms else self.eager_host_gap_ms
         return max(0.0, gap)
 
     @property

@@ -4,8 +4,9 @@ Per component c of one step: floor t*_c = max(bytes_c / BW, FLOPs_c / F) (counts
 t_c (profile.py, GPU), efficiency t*_c / t_c, and the gap, in ms per generated token (the step
 makes R x tau tokens):
   measured: excess = (t_c - t*_c) / (R tau); the host gap (wall - sum of t_c, clamped at 0 with
-      a note) has no floor, all of it is excess; inside CUDA graphs t_c is corrected for the cost
-      of its timing spans (profile.correct_graph_pass);
+      a note; the wall under the overlap scheduler where that was timed, since the engines serve
+      with it) has no floor, all of it is excess; inside CUDA graphs t_c is corrected for the
+      cost of its timing spans (profile.correct_graph_pass);
   analytic only: rejected-row work = (t*_c - t*_c at rows = tau) / (R tau), what verifying the
       rows that end up rejected costs (the oracle-truncation gap).
 Rows are sorted largest gap first (gaps under 5 us per token count as none; ties: largest
@@ -69,7 +70,8 @@ def _measured(p: StepProfile) -> dict:
     """The JSON of one engine's profile: its fields (raw and corrected graph-pass times, spans
     per step, calibration) and the derived host gaps, spans and event-node wall."""
     return dict(asdict(p), eager_host_gap_ms=p.eager_host_gap_ms,
-                graph_host_gap_ms=p.graph_host_gap_ms, host_gap_ms=p.host_gap_ms,
+                graph_host_gap_ms=p.graph_host_gap_ms,
+                overlap_host_gap_ms=p.overlap_host_gap_ms, host_gap_ms=p.host_gap_ms,
                 graph_spans_per_step=None if p.graph_spans is None else sum(p.graph_spans.values()),
                 event_nodes_ms=p.event_nodes_ms, residual_span_ms=residual_span_ms(p))
 
@@ -155,16 +157,18 @@ def render(rep: dict) -> str:
                      "(run the same command with --measure on one)")
     else:
         cal, ks = main["span_calibration"], main.get("kernel_stats")
+        wall = ("overlapped graph wall (the overlap scheduler, as the engines serve)"
+                if main.get("overlap_host_gap_ms") is not None else "graph wall")
         spans = ("leaf spans as event nodes, CORRECTED: each less its spans x the span overhead"
                  if cal else "leaf spans on the eager twins, not captured: uncorrected")
         if ks:
             where = ("inside the CUDA graphs from a kernel profile of their replays (each kernel "
                      "charged to the component that launched it in an eager run of the same "
                      "code; other = kernels outside every component), outside them with CUDA "
-                     "events; host gap = graph wall - sum")
+                     f"events; host gap = {wall} - sum")
         elif main.get("graph_components_ms"):
             where = (f"with CUDA events inside the CUDA graphs ({spans}; other = the graphs' GPU "
-                     "time - their leaves); host gap = graph wall - sum")
+                     f"time - their leaves); host gap = {wall} - sum")
         else:
             where = "with CUDA events on the eager path; host gap = eager wall - sum"
         lines.append(f"measured on {measured['device']}: {measured['steps']} steps per pass, "
@@ -268,7 +272,10 @@ def render(rep: dict) -> str:
                 if p["event_nodes_ms"] is not None:
                     line += (f", {p['graph_instrumented_ms'] - p['event_nodes_ms']:.2f} less "
                              f"{p['graph_spans_per_step']:g} spans x node overhead")
-                line += f", host gap {max(0.0, p['graph_host_gap_ms']):.2f})"
+                line += f", host gap {max(0.0, p['graph_host_gap_ms']):.2f}"
+                if p.get("overlap_host_gap_ms") is not None:
+                    line += f"; overlapped {max(0.0, p['overlap_host_gap_ms']):.2f}"
+                line += ")"
             lines.append(line + f", tau {p['accepted']:.2f}")
     lines += [f"note: {n}" for n in rep["notes"]]
     return "\n".join(lines)

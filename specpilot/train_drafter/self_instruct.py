@@ -33,6 +33,7 @@ import time
 from typing import Optional
 
 from specpilot.evals.datasets import STEP_BY_STEP
+from specpilot.train_drafter.cli import default_gen_admit
 from specpilot.train_drafter.prompts import benchmark_heads, filter_prompts
 
 TOPICS = (
@@ -182,8 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--top-p", type=float, default=0.95)
     ap.add_argument("--gen-backend", default="engine", choices=["hf", "engine"])
     ap.add_argument("--gen-batch-size", type=int, default=256)
-    ap.add_argument("--gen-admit", type=int, default=1, metavar="N",
-                    help="engine backend: start waiting jobs N at a time (see train_drafter)")
+    ap.add_argument("--gen-admit", type=int, default=None, metavar="N",
+                    help="engine backend: start waiting jobs N at a time (default: an eighth of "
+                         "--gen-batch-size; see train_drafter)")
     ap.add_argument("--work-dir", default=None,
                     help="cache of the raw answers (default $SPECPILOT_CACHE/train_drafter)")
     ap.add_argument("--max-minutes", type=float, default=None,
@@ -201,6 +203,8 @@ def main(argv=None) -> int:
         ap.error(f"--target {a.target!r} is not a Hugging Face model folder (no config.json)")
     if not os.path.isdir(a.data_dir):
         ap.error(f"--data-dir {a.data_dir!r} is not a folder")
+    if a.gen_admit is None:
+        a.gen_admit = default_gen_admit(a.gen_batch_size)
     if a.n <= 0 or a.max_new_tokens < 8 or a.gen_batch_size < 1 or a.gen_admit < 1:
         ap.error("--n must be > 0, --max-new-tokens >= 8, --gen-batch-size and --gen-admit >= 1")
     if not (a.temperature > 0 and 0 < a.top_p <= 1):

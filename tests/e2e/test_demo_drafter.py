@@ -1,9 +1,10 @@
 """The shipped demo drafter (specpilot/assets/smollm2-135m-dflash) on the real demo target, CPU
 fp32: `stock` equals `ar` token for token, and its real acceptance length stays above a floor,
 so a broken drafter loader, feature capture or accept rule shows up here (an untrained drafter
-gives tau ~1.0; the shipped drafter, session 21's run P, measures 3.15 on the gsm8k prompts and
-2.74 on the math500 ones; run N's reached 3.25 and 2.78, run M's 3.15 and 2.78, run 18's 3.15 and 2.67, run 16's 3.10
-and 2.78, run 13's 3.25 and 2.74, run 5's 2.59 and 2.43)."""
+gives tau ~1.0; the shipped drafter, session 22's run Q (run 24), measures 3.25 on the gsm8k
+prompts and 2.82 on the math500 ones; run P's reached 3.15 and 2.74, run N's 3.25 and 2.78, run
+M's 3.15 and 2.78, run 18's 3.15 and 2.67, run 16's 3.10 and 2.78, run 13's 3.25 and 2.74, run
+5's 2.59 and 2.43)."""
 
 from pathlib import Path
 

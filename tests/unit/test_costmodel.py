@@ -359,7 +359,10 @@ def test_profile_graph_pass_on_cpu(tmp_path):
         step = Step.for_engine(d, 2, 12, 4, 2.5)
         assert set(sp.graph_components_ms) == {c.name for c in step_costs(shape, d, step)}
         assert sp.graph_ms > 0 and sp.measured_ms is sp.graph_components_ms
-        assert sp.host_gap_ms == max(0.0, sp.graph_ms - sum(sp.graph_components_ms.values()))
+        # the host gap of the overlapped step (pass 7), as the engines serve; the plain one beside
+        assert sp.overlap_host_gap_ms == sp.overlap_ms - sum(sp.graph_components_ms.values())
+        assert sp.host_gap_ms == max(0.0, sp.overlap_host_gap_ms)
+        assert sp.graph_host_gap_ms == sp.graph_ms - sum(sp.graph_components_ms.values())
         # eager twins: the spans were not event nodes, nothing calibrated, nothing removed
         assert sp.span_calibration is None and sp.event_nodes_ms is None
         assert sp.graph_spans["lm_head"] == 1 and set(sp.graph_raw_ms) < set(sp.graph_components_ms)
@@ -372,6 +375,8 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     text = render(rep)
     assert "inside the CUDA graphs" in text and "with CUDA graphs" in text
     assert f"({p.ar.overlap_ms:.2f} overlapped)" in text
+    assert "host gap = overlapped graph wall" in text
+    assert f"; overlapped {max(0.0, p.spec.overlap_host_gap_ms):.2f})" in text
     assert "not captured: uncorrected" in text and "span calibration" not in text
     assert "host phases" not in text  # pass 6 runs only where graphs are captured
     p.ar.host_phases_ms = {"process results": 0.25, "graph inputs": 0.5, prof.IN_GRAPH: 0.125}

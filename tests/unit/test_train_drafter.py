@@ -398,6 +398,14 @@ def test_cli_errors(target, data_dir, argv, msg, capsys):
     assert msg in capsys.readouterr().err
 
 
+def test_gen_admit_default_is_an_eighth_of_the_batch(target, data_dir):
+    base = ["--target", target, "--out", "o", "--data-dir", data_dir, "--steps", "1"]
+    assert train.parse_args(base).gen_admit == 8  # --gen-batch-size 64
+    assert train.parse_args(base + ["--gen-batch-size", "256"]).gen_admit == 32
+    assert train.parse_args(base + ["--gen-batch-size", "4"]).gen_admit == 1
+    assert train.parse_args(base + ["--gen-admit", "3"]).gen_admit == 3
+
+
 def test_bf16_autocast_path(target):
     """The CUDA configuration (bf16 target, fp32 drafter under bf16 autocast), run on CPU."""
     from transformers import AutoModelForCausalLM
