@@ -108,7 +108,7 @@ def test_kv_pressure_falls_back_to_plain_steps(target):
     assert all(e.scheduler.num_retractions > 0 for e in engines)  # the pressure was real
 
 
-def test_on_by_default_for_ar_only(target):
+def test_on_by_default(target):
     assert ServerArgs(model_path=target).overlap_schedule
     assert not ServerArgs(model_path=target, disable_overlap_schedule=True).overlap_schedule
     assert ServerArgs(model_path=target, speculative_draft_model_path=target).overlap_schedule
