@@ -5,6 +5,7 @@ Each rate is the median of --repeat timed runs, `ar` and `stock` taking turns (o
 requests lasts about 0.1 s on an H200, so single runs moved by 20% between calls).
 
     python scripts/gpu_demo_speed.py [--model <demo folder>] [--n 8] [--new 128] [--repeat 5]
+        [--disable-overlap-schedule]
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def main() -> int:
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--device", default=None)
     ap.add_argument("--drafter", default=str(ASSETS_DIR / "smollm2-135m-dflash"))
+    ap.add_argument("--disable-overlap-schedule", action="store_true",
+                    help="time both engines without the overlap scheduler (the default has it)")
     a = ap.parse_args()
     if a.n < 1 or a.new < 1 or a.repeat < 1:
         ap.error("--n, --new and --repeat must be >= 1")
@@ -62,12 +65,14 @@ def main() -> int:
     ps = [render(tok, it["prompt"]) for it in eval_prompts(DATA, "gsm8k-heldout", a.n)]
     sp = SamplingParams(temperature=0, max_new_tokens=a.new)
     common = dict(model_path=model, dtype=a.dtype, device=a.device, max_total_tokens=32768,
-                  max_running_requests=max(8, a.n))
+                  max_running_requests=max(8, a.n),
+                  disable_overlap_schedule=a.disable_overlap_schedule)
     ar = OfflineEngine(ServerArgs(**common))
     st = OfflineEngine(ServerArgs(**common, speculative_draft_model_path=a.drafter))
     for eng in (ar, st):  # warm-up (compiles, allocator)
         eng.generate(ps[:2], SamplingParams(temperature=0, max_new_tokens=16))
-    print(f"device {ar.runner.device}, {ar.runner.info.dtype}, attention "
+    print(f"overlap scheduler {'off' if a.disable_overlap_schedule else 'on'}; device "
+          f"{ar.runner.device}, {ar.runner.info.dtype}, attention "
           f"{ar.runner.attention_backend}, graphs ar {ar.runner.graphs is not None} stock "
           f"{st.worker.verify_graphs is not None} (whole step {st.worker.step_graphs is not None})")
     print(f"{'conc':>4} {'ar tok/s':>9} {'stock tok/s':>12} {'speedup':>8} {'tau':>6} {'match':>6}"

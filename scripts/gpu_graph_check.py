@@ -13,7 +13,7 @@
 
     python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--batch 1,4,8,16,32]
         [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--draft-graph]
-        [--graph-split] [--out result.json]
+        [--graph-split] [--unfused] [--out result.json]
 
 --graph-split instead times, per batch, a step's wall clock against the GPU time inside its graph
 replays (CUDA events around each replay): what is left is eager work and host stalls. With
@@ -55,18 +55,25 @@ CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_conf
 
 
 def exactness(draft_graph: bool = False) -> bool:
-    return all([exact_one(kind, draft_graph) for kind in ("qwen3", "qwen3_5")])
+    return all([exact_one(kind, draft_graph) for kind in ("qwen3", "qwen3_5", "muse")])
 
 
 def exact_one(kind: str, draft_graph: bool) -> bool:
     """kind qwen3: attention only; qwen3_5: hybrid (Gated DeltaNet through the Triton kernel,
-    graphed, against the torch reference loop)."""
+    graphed, against the torch reference loop); muse: Muse-Glimmer (sandwich norms folded into
+    one launch, the attention output gate in the attention kernel, sliding windows)."""
+    from tests.e2e import tiny_muse
     from tests.e2e.tiny_drafters import make_drafter
     from tests.e2e.tiny_models import make_tiny
 
     tmp = tempfile.mkdtemp()
-    target = make_tiny(kind, os.path.join(tmp, "t"))
-    layers = dict(target_layers=(1, 5), num_target_layers=8) if kind == "qwen3_5" else {}
+    if kind == "muse":
+        target = tiny_muse.make_tiny_muse(os.path.join(tmp, "t"))
+        layers = dict(hidden=tiny_muse.HIDDEN, vocab=tiny_muse.VOCAB, mask=tiny_muse.VOCAB - 1,
+                      num_target_layers=tiny_muse.LAYERS, target_layers=(1, 4, 7))
+    else:
+        target = make_tiny(kind, os.path.join(tmp, "t"))
+        layers = dict(target_layers=(1, 5), num_target_layers=8) if kind == "qwen3_5" else {}
     drafter = make_drafter("dflash", os.path.join(tmp, "d"), **layers)
     drafter2 = make_drafter("dflash2", os.path.join(tmp, "d2"), **layers)  # the selector walk
     rng = random.Random(3)
@@ -291,9 +298,22 @@ def main() -> int:
                     help="only: step wall time against GPU time inside graph replays")
     ap.add_argument("--profile", action="store_true",
                     help="with --graph-split: first a torch.profiler table of stock steps")
+    ap.add_argument("--unfused", action="store_true",
+                    help="the A side of an A/B: gated attention's sigmoid gate, Muse's "
+                         "post-norms and the Gated DeltaNet decode conv in launches of their "
+                         "own (layers.norm.FUSE_PRE_NORM, engine.triton_backend.FUSE_OUT_GATE, "
+                         "engine.state_pool.FUSE_CONV_DECODE off)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(x) for x in a.batch.split(",")]
+    if a.unfused:
+        from specpilot.engine import state_pool, triton_backend
+        from specpilot.layers import norm as layers_norm
+
+        layers_norm.FUSE_PRE_NORM = False
+        triton_backend.FUSE_OUT_GATE = False
+        state_pool.FUSE_CONV_DECODE = False
+        print("unfused: FUSE_PRE_NORM, FUSE_OUT_GATE and FUSE_CONV_DECODE off", flush=True)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     if a.graph_split:
         res = graph_split(a)

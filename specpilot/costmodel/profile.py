@@ -548,7 +548,7 @@ def instrument(timer: ComponentTimer, worker, leaves: bool = False):
     """Every component of a step of `worker` (a ModelRunner, or a StockSpecWorker around one)
     reports to timer inside the block, on the eager path and inside graph captures made in it;
     everything is restored on exit. leaves: only spans with no span inside (the graph pass):
-    see target_hooks; the graphs' recurrent conv and delta rule are wrapped instead."""
+    see target_hooks; the graphs' recurrent conv and delta rule (`mix`) are wrapped instead."""
     from specpilot.engine import model_runner
     from specpilot.engine.cuda_graph import TargetGraphs
     from specpilot.spec import stock_worker
@@ -563,9 +563,8 @@ def instrument(timer: ComponentTimer, worker, leaves: bool = False):
                 stack.enter_context(timer.wrap(b, "forward", _attention_label))
                 if getattr(b, "recurrent", None) is not None:  # a graph's commit (step graph)
                     stack.enter_context(timer.wrap(b.recurrent, "commit", "gdn.commit"))
-                    if leaves and getattr(b.recurrent, "tensorized", False):
-                        for fn in ("conv", "delta"):
-                            stack.enter_context(timer.wrap(b.recurrent, fn, "gdn.recurrent"))
+                    if leaves and getattr(b.recurrent, "tensorized", False):  # conv + delta
+                        stack.enter_context(timer.wrap(b.recurrent, "mix", "gdn.recurrent"))
             stack.enter_context(timer.wrap(runner.model, "compute_logits", "lm_head"))
             stack.enter_context(timer.wrap(model_runner, "sample", "sample/accept"))
             if runner.states is not None:

@@ -62,9 +62,11 @@ class TorchNativeBackend:
         return self._masks[key]
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                scale: float, window: int | None = None) -> torch.Tensor:
+                scale: float, window: int | None = None,
+                gate: torch.Tensor | None = None) -> torch.Tensor:
         """q [T, Hq, D], k/v [T, Hkv, D] -> [T, Hq, D]; `window`: sliding-window size (HF
-        semantics: a query at position t sees keys at positions > t - window)."""
+        semantics: a query at position t sees keys at positions > t - window); gate [T, Hq, D]
+        (gated attention): the output is o * sigmoid(gate)."""
         self.kv.store(layer_id, self.loc, k, v)
         k_buf, v_buf = self.kv.k[layer_id], self.kv.v[layer_id]
         out = torch.empty_like(q)
@@ -77,4 +79,4 @@ class TorchNativeBackend:
             oi = F.scaled_dot_product_attention(qi, ki, vi, attn_mask=mask, scale=scale,
                                                 enable_gqa=gqa)
             out[start:start + ext] = oi.transpose(0, 1)
-        return out
+        return out if gate is None else out * torch.sigmoid(gate)

@@ -34,6 +34,7 @@ from specpilot.layers.gdn import causal_conv, delta_rule
 
 log = logging.getLogger(__name__)
 CHUNKED_MIN_ROWS = 64  # an EXTEND batch whose longest request has this many rows: fla chunked
+FUSE_CONV_DECODE = True  # DECODE: conv and recurrence in one launch (False: two; benchmarks)
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,6 +132,9 @@ class TensorRecurrentBatch:
         self.fixed = capacity_rows is not None
         self.n, self.uniform, self.verify, self.segments = 0, None, False, []
         self.key_heads = pool.key_dim // pool.dk
+        # the fused decode kernel's per (request, key head) counts (kernels/gdn.py), kept zero
+        self.counters = torch.zeros(capacity_requests * self.key_heads, dtype=torch.int32,
+                                    device=dev)
 
     def _stash(self, rows: int) -> dict:
         p, dev = self.pool, self.pool.rec.device
@@ -170,6 +174,24 @@ class TensorRecurrentBatch:
             else:
                 self.stash = self._stash(total)
         return self
+
+    def mix(self, layer: int, x: torch.Tensor, weight: torch.Tensor, a: torch.Tensor,
+            b: torch.Tensor, scale: float) -> torch.Tensor:
+        """A Gated DeltaNet layer's token mixing: conv() of the conv inputs x [T, C], split into
+        q | k | v, then delta() -> out [T, Hv, Dv] in x's dtype. DECODE (one row per request)
+        runs both in one launch (kernels/gdn.conv_gated_delta_decode, the same numbers)."""
+        p = self.pool
+        if FUSE_CONV_DECODE and self.uniform == 1 and not self.verify and self.chunked is None:
+            from specpilot.kernels.gdn import conv_gated_delta_decode, launch_config
+
+            rows, fresh = self.meta[0, :self.n], self.meta[1, :self.n]
+            return conv_gated_delta_decode(
+                x, weight, p.conv[layer], a, b, p.rec[layer], rows, fresh, self.counters,
+                key_heads=self.key_heads, gate=tuple(t[layer] for t in p.gate), scale=scale,
+                **launch_config(1))
+        y = self.conv(layer, x, weight)
+        q, k, v = y.split([p.key_dim, p.key_dim, p.conv_dim - 2 * p.key_dim], dim=-1)
+        return self.delta(layer, q, k, v, a, b, scale)
 
     def conv(self, layer: int, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x [T, C] conv inputs -> silu(causal conv) [T, C]; writes each request's new window,

@@ -21,6 +21,8 @@ from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
 from specpilot.kernels.attention import paged_attention
 from specpilot.spec.draft_attention import DraftAttentionBackend
 
+FUSE_OUT_GATE = True  # gated attention's o * sigmoid(gate) in the attention launch (False: torch)
+
 
 def _metadata_buffer(req_to_token: ReqToTokenTable, fields: int) -> torch.Tensor:
     """int32 [fields, table rows]: no batch has more requests than the table has rows."""
@@ -75,16 +77,21 @@ class TritonBackend:
         return self._segments
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                scale: float, window: int | None = None) -> torch.Tensor:
+                scale: float, window: int | None = None,
+                gate: torch.Tensor | None = None) -> torch.Tensor:
         """q [T, Hq, D], k/v [T, Hkv, D] -> [T, Hq, D]; `window`: sliding-window size (HF
-        semantics: a query at position t sees keys at positions > t - window)."""
+        semantics: a query at position t sees keys at positions > t - window); gate [T, Hq, D]
+        (gated attention): o * sigmoid(gate), in the kernel that writes the output unless
+        FUSE_OUT_GATE is off."""
         self.kv.store(layer_id, self.loc, k, v)
         rows, kv_lens, ext_lens, starts = self._meta[:, :self._batch]
-        return paged_attention(
+        out = paged_attention(
             q, self.kv.k[layer_id], self.kv.v[layer_id], self.req_to_token.table, rows, kv_lens,
             scale=scale, ext_lens=ext_lens, q_starts=starts, max_ext=self._max_ext, k_new=k,
             v_new=v, causal=True, window=window, tree_mask=self._tree_mask,
-            q_pos=self._tree_positions, max_keys=self._max_keys)
+            q_pos=self._tree_positions, max_keys=self._max_keys,
+            out_gate=gate if FUSE_OUT_GATE else None)
+        return out if gate is None or FUSE_OUT_GATE else out * torch.sigmoid(gate)
 
 
 class TritonDraftAttentionBackend(DraftAttentionBackend):

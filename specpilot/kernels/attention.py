@@ -35,6 +35,11 @@ with kv_len 0 (a padding request) sees no key and writes zeros; it reads nothing
 
 Accumulation is fp32 (online softmax in base 2); fp32 inputs use IEEE dot products, 16-bit inputs
 the tensor cores.
+
+Output gate. With `out_gate` (gated attention: Qwen3.5's and Muse-Glimmer's o * sigmoid(gate))
+the kernel that writes the output (the attention kernel, or the merge kernel after a split)
+multiplies it in: out = (o rounded to q's dtype) * (sigmoid(gate) rounded to q's dtype), the
+product rounded again, as the two torch ops round it; one launch instead of three.
 """
 
 from __future__ import annotations
@@ -146,15 +151,24 @@ def _attend_range(acc, m_i, l_i, q, p_lo, p_hi, k_base, v_base, stride_kt, strid
 
 
 @triton.jit
+def _gated(out, gate_ptr, offs, mask, out_dtype):
+    """(out rounded to out_dtype) * (sigmoid(gate) rounded to out_dtype), in fp32."""
+    g = tl.load(gate_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    sg = tl.div_rn(1.0, 1.0 + tl.exp(-g)).to(out_dtype).to(tl.float32)
+    return out.to(out_dtype).to(tl.float32) * sg
+
+
+@triton.jit
 def _paged_attention_kernel(
         q_ptr, k_new_ptr, v_new_ptr, k_cache_ptr, v_cache_ptr, table_ptr,
         req_rows_ptr, kv_lens_ptr, ext_lens_ptr, q_starts_ptr, tree_ptr, q_pos_ptr,
-        out_ptr, part_ptr, lse_ptr,
+        out_ptr, part_ptr, lse_ptr, gate_ptr,
         stride_qt, stride_qh, stride_knt, stride_knh, stride_vnt, stride_vnh,
         stride_kct, stride_kch, stride_vct, stride_vch, stride_table, stride_ot, stride_oh,
-        tree_words, num_kv_heads, num_splits, qk_scale, window,
+        stride_gt, stride_gh, tree_words, num_kv_heads, num_splits, qk_scale, window,
         HEAD_DIM: tl.constexpr, GROUP: tl.constexpr, UNIFORM_EXT: tl.constexpr,
-        DENSE_NEW: tl.constexpr, MASK_MODE: tl.constexpr, HAS_QPOS: tl.constexpr, SPLIT: tl.constexpr, BLOCK_M: tl.constexpr,
+        DENSE_NEW: tl.constexpr, MASK_MODE: tl.constexpr, HAS_QPOS: tl.constexpr,
+        SPLIT: tl.constexpr, HAS_GATE: tl.constexpr, BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DOT_PREC: tl.constexpr):
     """Grid (query-row tiles, num_splits, requests * Hkv). UNIFORM_EXT > 0: every request has
     that many rows, request b's start at b * UNIFORM_EXT (ext_lens / q_starts unused)."""
@@ -237,14 +251,20 @@ def _paged_attention_kernel(
                  mask=row_ok[:, None] & d_ok[None, :])
         tl.store(lse_ptr + part, lse, mask=row_ok)
     else:
+        o_mask = row_ok[:, None] & d_ok[None, :]
+        if HAS_GATE:
+            out = _gated(out, gate_ptr, t[:, None] * stride_gt + heads[:, None] * stride_gh
+                         + offs_d[None, :], o_mask, out_ptr.dtype.element_ty)
         tl.store(out_ptr + t[:, None] * stride_ot + heads[:, None] * stride_oh + offs_d[None, :],
-                 out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+                 out.to(out_ptr.dtype.element_ty), mask=o_mask)
 
 
 @triton.jit
-def _merge_splits_kernel(part_ptr, lse_ptr, out_ptr, stride_ot, stride_oh, num_heads, num_splits,
-                         HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Grid (T, Hq): out[t, h] = sum_s w_s part[t, h, s] / sum_s w_s with w_s = 2^lse[t, h, s]."""
+def _merge_splits_kernel(part_ptr, lse_ptr, out_ptr, gate_ptr, stride_ot, stride_oh, stride_gt,
+                         stride_gh, num_heads, num_splits, HEAD_DIM: tl.constexpr,
+                         HAS_GATE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Grid (T, Hq): out[t, h] = sum_s w_s part[t, h, s] / sum_s w_s with w_s = 2^lse[t, h, s]
+    (times the output gate with HAS_GATE)."""
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
     offs_s = tl.arange(0, BLOCK_S)
@@ -259,6 +279,9 @@ def _merge_splits_kernel(part_ptr, lse_ptr, out_ptr, stride_ot, stride_oh, num_h
                    mask=s_ok[:, None] & d_ok[None, :], other=0.0)
     total = tl.sum(w, 0)
     out = tl.sum(w[:, None] * part, 0) / tl.where(total == 0.0, 1.0, total)
+    if HAS_GATE:
+        out = _gated(out, gate_ptr, t * stride_gt + h * stride_gh + offs_d, d_ok,
+                     out_ptr.dtype.element_ty)
     tl.store(out_ptr + t * stride_ot + h * stride_oh + offs_d, out.to(out_ptr.dtype.element_ty),
              mask=d_ok)
 
@@ -271,7 +294,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
                     causal: bool = True, window: int | None = None,
                     tree_mask: torch.Tensor | None = None, q_pos: torch.Tensor | None = None,
                     num_splits: int | None = None, max_keys: int | None = None,
-                    config: KernelConfig | None = None) -> torch.Tensor:
+                    config: KernelConfig | None = None,
+                    out_gate: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of the new rows q [T, Hq, D] over their requests' keys -> [T, Hq, D] (q's dtype).
 
     Per request b (req_rows, kv_lens: int [B] device tensors): table row req_rows[b] and kv_lens[b]
@@ -285,6 +309,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     num_splits: split-KV factor; None picks num_kv_splits(..., max_keys) with max_keys (host int,
     the longest kv_len) defaulting to the table width, i.e. a choice that depends on the batch
     shape only (what a CUDA graph needs). config: tile override (default_config).
+    out_gate [T, Hq, D] (q's dtype; any view with a contiguous last dim): the output is
+    o * sigmoid(out_gate), each factor rounded to q's dtype (module docstring).
     """
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[1]
@@ -296,6 +322,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         raise ValueError("ragged rows need q_starts and max_ext as well as ext_lens")
     if (k_new is None) != (v_new is None):
         raise ValueError("k_new and v_new come together")
+    if out_gate is not None and (tuple(out_gate.shape) != tuple(q.shape)
+                                 or out_gate.dtype != q.dtype or out_gate.stride(-1) != 1):
+        raise ValueError(f"out_gate must be {tuple(q.shape)} in {q.dtype} with a contiguous last "
+                         f"dim, got {tuple(out_gate.shape)} {out_gate.dtype}")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     batch = req_rows.shape[0]
     if num_tokens == 0 or batch == 0:
@@ -325,27 +355,30 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         k_new = v_new = k_cache  # unused
     mode = _TREE if tree_mask is not None else (_CAUSAL if causal else _FULL)
     tree = tree_mask if tree_mask is not None else kv_lens
+    gate = out_gate if out_gate is not None else q  # a placeholder, not read without HAS_GATE
     grid = (tiles, num_splits, batch * num_kv_heads)
     _paged_attention_kernel[grid](
         q, k_new, v_new, k_cache, v_cache, req_to_token,
         req_rows, kv_lens, ext_lens if ext_lens is not None else kv_lens,
         q_starts if q_starts is not None else kv_lens, tree, q_pos if q_pos is not None else kv_lens,
-        out, part, lse,
+        out, part, lse, gate,
         q.stride(0), q.stride(1), k_new.stride(0), k_new.stride(1), v_new.stride(0),
         v_new.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0),
         v_cache.stride(1), req_to_token.stride(0), out.stride(0), out.stride(1),
+        gate.stride(0), gate.stride(1),
         tree.stride(0) if tree_mask is not None else 0, num_kv_heads, num_splits,
         scale * _LOG2E, window if window is not None else NO_WINDOW,
         HEAD_DIM=head_dim, GROUP=group, UNIFORM_EXT=ext or 0, DENSE_NEW=dense, MASK_MODE=mode,
-        HAS_QPOS=q_pos is not None, SPLIT=split,
+        HAS_QPOS=q_pos is not None, SPLIT=split, HAS_GATE=out_gate is not None,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_D=block_d,
         DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if split:
         _merge_splits_kernel[(num_tokens, num_heads)](
-            part, lse, out, out.stride(0), out.stride(1), num_heads, num_splits,
-            HEAD_DIM=head_dim, BLOCK_S=max(2, triton.next_power_of_2(num_splits)),
-            BLOCK_D=block_d, num_warps=4 if head_dim >= 128 else 2)
+            part, lse, out, gate, out.stride(0), out.stride(1), gate.stride(0), gate.stride(1),
+            num_heads, num_splits, HEAD_DIM=head_dim, HAS_GATE=out_gate is not None,
+            BLOCK_S=max(2, triton.next_power_of_2(num_splits)), BLOCK_D=block_d,
+            num_warps=4 if head_dim >= 128 else 2)
     return out
 
 

@@ -21,6 +21,11 @@ verify step reads each state once and writes nothing (WRITE_STATE off), and the 
 accepted rows from the same committed state (engine/state_pool.py). Lengths are read on device:
 the launch grid depends only on (requests, layers x heads, Dv / BV), which is what CUDA graphs
 need.
+
+DECODE of a whole layer (conv_gated_delta_decode): the short causal conv of kernels/conv.py for
+the row's q, k and v channels, the gates and the recurrence in one launch, with the same numbers
+as the two launches; the windows of the q / k channels, which every program of a key head reads,
+are written by the last of those programs to finish reading (an atomic count).
 """
 
 from __future__ import annotations
@@ -95,6 +100,147 @@ def _gated_delta_kernel(
                      mask=mask_v)
     if WRITE_STATE:
         tl.store(s_ptrs, s, mask=s_mask)
+
+
+@triton.jit
+def _conv_taps(x_ptr, cw_ptr, cs_ptr, c, mask, s_row, live, x_row,
+               K: tl.constexpr, KP: tl.constexpr):
+    """One decode row of the short conv for channels c (kernels/conv.py's numerics): returns
+    (silu(round(conv)) rounded to x's dtype, as fp32 [len(c)]; the new window [len(c), KP], fp32,
+    entries j < K - 1 meaningful). Reads the old window of conv state row s_row (zeros unless
+    live), x row x_row and the taps."""
+    j = tl.arange(0, KP)
+    m2 = mask[:, None] & (j[None, :] < K - 1)
+    win = tl.load(cs_ptr + s_row + c[:, None] * (K - 1) + j[None, :], mask=m2, other=0.0)
+    win = tl.where(live, win, 0.0).to(x_ptr.dtype.element_ty).to(tl.float32)
+    xv = tl.load(x_ptr + x_row + c, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(cw_ptr + c[:, None] * K + j[None, :], mask=mask[:, None] & (j[None, :] < K),
+                other=0.0).to(tl.float32)
+    seq = tl.where(j[None, :] == K - 1, xv[:, None], win)  # [w_0 .. w_{K-2}, x]
+    g = tl.sum(seq * w, axis=1).to(x_ptr.dtype.element_ty).to(tl.float32)
+    y = tl.div_rn(g, 1.0 + tl.exp(-g)).to(x_ptr.dtype.element_ty).to(tl.float32)
+    # new window: seq shifted by one (entry j <- seq[j + 1])
+    nxt = tl.load(cs_ptr + s_row + c[:, None] * (K - 1) + j[None, :] + 1,
+                  mask=m2 & (j[None, :] + 1 < K - 1), other=0.0)
+    nxt = tl.where(live, nxt, 0.0).to(x_ptr.dtype.element_ty).to(tl.float32)
+    return y, tl.where(j[None, :] + 1 == K - 1, xv[:, None], nxt)
+
+
+@triton.jit
+def _conv_delta_decode_kernel(
+        x_ptr, cw_ptr, cs_ptr, a_ptr, b_ptr, out_ptr, state_ptr, rows_ptr, fresh_ptr, cnt_ptr,
+        a_log_ptr, dt_bias_ptr, stride_x, stride_ab, stride_cr, stride_sr, scale, eps,
+        HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
+        BK: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, KP: tl.constexpr):
+    """DECODE (one row per request) of a Gated DeltaNet layer in one launch: the short conv of
+    the row's q, k and v channels (from the conv inputs x and the window pool), then the gated
+    delta rule with in-kernel gates, writing the state and the conv windows back.
+
+    Grid (N, Hv, Dv / BV), as _gated_delta_kernel's. A program owns its v channels' windows;
+    the q and k channels of key head hk are read by all rep * (Dv / BV) programs of that key
+    head, so the last of them to finish reading (an atomic count per request and key head in
+    cnt_ptr, left at zero again) writes their new windows."""
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    vb = tl.program_id(2)
+    hk = h // (HV // HK)
+    row = tl.load(rows_ptr + b).to(tl.int64)
+    live = tl.load(fresh_ptr + b) == 0
+    x_row = b.to(tl.int64) * stride_x
+    c_row = row * stride_cr
+
+    offs_k = tl.arange(0, BK)
+    offs_v = vb * BV + tl.arange(0, BV)
+    mask_k = offs_k < DK
+    mask_v = offs_v < DV
+    key_dim = HK * DK
+    c_q = hk * DK + offs_k
+    c_k = key_dim + hk * DK + offs_k
+    c_v = 2 * key_dim + h * DV + offs_v
+    qt, win_q = _conv_taps(x_ptr, cw_ptr, cs_ptr, c_q, mask_k, c_row, live, x_row, K, KP)
+    kt, win_k = _conv_taps(x_ptr, cw_ptr, cs_ptr, c_k, mask_k, c_row, live, x_row, K, KP)
+    vt, win_v = _conv_taps(x_ptr, cw_ptr, cs_ptr, c_v, mask_v, c_row, live, x_row, K, KP)
+
+    s_ptrs = state_ptr + row * stride_sr + h * DK * DV + offs_k[:, None] * DV + offs_v[None, :]
+    s_mask = mask_k[:, None] & mask_v[None, :]
+    s = tl.load(s_ptrs, mask=s_mask, other=0.0)
+    s = tl.where(live, s, 0.0)
+    x_a = tl.load(a_ptr + b * stride_ab + h).to(tl.float32) + tl.load(dt_bias_ptr + h)
+    gt = -tl.exp(tl.load(a_log_ptr + h)) * tl.where(x_a > 20.0, x_a, tl.log(1.0 + tl.exp(x_a)))
+    b_raw = tl.load(b_ptr + b * stride_ab + h)
+    bt = (1.0 / (1.0 + tl.exp(-b_raw.to(tl.float32)))).to(b_raw.dtype).to(tl.float32)
+
+    kt = kt * (1.0 / tl.sqrt(tl.sum(kt * kt, axis=0) + eps))
+    qt = qt * (1.0 / tl.sqrt(tl.sum(qt * qt, axis=0) + eps)) * scale
+    s = s * tl.exp(gt)
+    kv = tl.sum(s * kt[:, None], axis=0)
+    s = s + kt[:, None] * ((vt - kv) * bt)[None, :]
+    o = tl.sum(s * qt[:, None], axis=0)
+    tl.store(out_ptr + b.to(tl.int64) * (HV * DV) + h * DV + offs_v,
+             o.to(out_ptr.dtype.element_ty), mask=mask_v)
+    tl.store(s_ptrs, s, mask=s_mask)
+
+    j = tl.arange(0, KP)
+    w_cols = j[None, :] < K - 1
+    tl.debug_barrier()  # this program's window reads are done before any window write
+    tl.store(cs_ptr + c_row + c_v[:, None] * (K - 1) + j[None, :], win_v,
+             mask=mask_v[:, None] & w_cols)
+    done = tl.atomic_add(cnt_ptr + b * HK + hk, 1)  # acq_rel: the other readers' reads are done
+    if done == (HV // HK) * tl.num_programs(2) - 1:
+        tl.store(cs_ptr + c_row + c_q[:, None] * (K - 1) + j[None, :], win_q,
+                 mask=mask_k[:, None] & w_cols)
+        tl.store(cs_ptr + c_row + c_k[:, None] * (K - 1) + j[None, :], win_k,
+                 mask=mask_k[:, None] & w_cols)
+        tl.atomic_xchg(cnt_ptr + b * HK + hk, 0)
+
+
+def conv_gated_delta_decode(x: torch.Tensor, conv_weight: torch.Tensor, conv_state: torch.Tensor,
+                            a: torch.Tensor, b: torch.Tensor, state: torch.Tensor,
+                            rows: torch.Tensor, fresh: torch.Tensor, counters: torch.Tensor, *,
+                            key_heads: int, gate: tuple[torch.Tensor, torch.Tensor],
+                            scale: float = 1.0, eps: float = 1e-6,
+                            block_v: int | None = None, num_warps: int | None = None
+                            ) -> torch.Tensor:
+    """DECODE of one Gated DeltaNet layer in one launch: kernels/conv.causal_conv (one row per
+    request, writing the window) followed by gated_delta_rule (gate formed in the kernel, state
+    written), with the same numbers.
+
+    x [N, C] the conv inputs (q | k | v channels, C = 2 Hk Dk + Hv Dv; rows may be strided),
+    conv_weight [C, K], conv_state [R, C, K-1] fp32 contiguous (one layer), a, b [N, Hv] the raw
+    gate projections (one row stride), state [R, Hv, Dk, Dv] fp32 contiguous, rows, fresh int32
+    [N], counters int32 [>= N * Hk] zeros (left zero), gate (A_log, dt_bias) fp32 [Hv].
+    Returns out [N, Hv, Dv] in x's dtype."""
+    n = rows.shape[0]
+    hv, dk, dv = state.shape[-3:]
+    c, k = conv_weight.shape
+    if state.dtype != torch.float32 or not state.is_contiguous() or state.dim() != 4:
+        raise ValueError("conv_gated_delta_decode: state must be contiguous fp32 [R, Hv, Dk, Dv]")
+    if (conv_state.dtype != torch.float32 or not conv_state.is_contiguous()
+            or tuple(conv_state.shape[1:]) != (c, k - 1)):
+        raise ValueError(f"conv_gated_delta_decode: conv_state must be contiguous fp32 "
+                         f"[R, {c}, {k - 1}]")
+    if c != 2 * key_heads * dk + hv * dv or hv % key_heads:
+        raise ValueError(f"conv_gated_delta_decode: {c} conv channels are not 2 x {key_heads} x "
+                         f"{dk} + {hv} x {dv}")
+    if x.dim() != 2 or x.shape != (n, c) or x.stride(-1) != 1 or not conv_weight.is_contiguous():
+        raise ValueError(f"conv_gated_delta_decode: x must be [{n}, {c}] with contiguous "
+                         "channels and conv_weight contiguous")
+    if a.shape != (n, hv) or b.shape != a.shape or a.stride() != b.stride() or a.stride(-1) != 1:
+        raise ValueError(f"conv_gated_delta_decode: a and b must be [{n}, {hv}] of one layout")
+    if counters.dtype != torch.int32 or counters.numel() < n * key_heads:
+        raise ValueError(f"conv_gated_delta_decode: counters must be int32 [>= {n * key_heads}]")
+    if any(t.dtype != torch.float32 or t.numel() != hv for t in gate):
+        raise ValueError(f"conv_gated_delta_decode: gate parameters must be fp32 [{hv}]")
+    out = torch.empty(n, hv, dv, dtype=x.dtype, device=x.device)
+    if n == 0:
+        return out
+    bv = min(max(triton.next_power_of_2(dv), 8), block_v or BLOCK_V)
+    _conv_delta_decode_kernel[(n, hv, triton.cdiv(dv, bv))](
+        x, conv_weight, conv_state, a, b, out, state, rows, fresh, counters, *gate,
+        x.stride(0), a.stride(0), conv_state.stride(0), state.stride(0), scale, eps,
+        HK=key_heads, HV=hv, DK=dk, DV=dv, BK=max(triton.next_power_of_2(dk), 16), BV=bv,
+        K=k, KP=triton.next_power_of_2(k), num_warps=num_warps or NUM_WARPS)
+    return out
 
 
 # Tile width over Dv and warps per program (the defaults), and launch_config() per kind of call.

@@ -10,6 +10,10 @@ the row is normalised in fp32 (x * rsqrt(mean(x^2) + eps)), then
                  (Muse-Glimmer's MuseRMSNorm, rms_norm_fp32_weight; it takes pow(m, -0.5)
                  where this takes rsqrt(m): an ulp at most apart in fp32)
 with residual: h = (x + residual) rounded to x's dtype is what gets normalised, and returned too.
+with residual and `pre` (a zero-centred, fp32-weight or weightless norm of its own): the residual
+row is first normalised by that norm, rounded to x's dtype as its own launch would round it, and
+then added (a sandwich model's post-norm folded into the pre-norm after it: one launch for
+post-norm, add and pre-norm).
 Only the sum of squares differs from torch (its reduction order), so fp32 results agree to a few
 ulp and 16-bit ones to within one ulp, equal in nearly every element.
 
@@ -39,13 +43,14 @@ def _silu(g):
 
 
 @triton.jit
-def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, out_ptr, h_ptr,
+def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, pre_w_ptr, out_ptr, h_ptr,
                      stride_xo, stride_xi, stride_ro, stride_ri, stride_go, stride_gi,
-                     inner, D, inv_d, eps,
+                     inner, D, inv_d, eps, pre_eps,
                      STYLE: tl.constexpr, HAS_RES: tl.constexpr, MID: tl.constexpr,
-                     BLOCK: tl.constexpr):
+                     PRE: tl.constexpr, BLOCK: tl.constexpr):
     """Grid (rows,). Row r sits at (r // inner) * stride_*o + (r % inner) * stride_*i; outputs
-    (out, h) are contiguous [rows, D]. MID: the dtype of weight * normed (plain / gated)."""
+    (out, h) are contiguous [rows, D]. MID: the dtype of weight * normed (plain / gated).
+    PRE (with HAS_RES): the residual's own norm style (1, 3 or 4; -1: none), weight pre_w."""
     row = tl.program_id(0)
     o = (row // inner).to(tl.int64)
     i = (row % inner).to(tl.int64)
@@ -54,6 +59,14 @@ def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, out_ptr, h_ptr,
     x = tl.load(x_ptr + o * stride_xo + i * stride_xi + offs, mask=ok, other=0.0)
     if HAS_RES:
         r = tl.load(res_ptr + o * stride_ro + i * stride_ri + offs, mask=ok, other=0.0)
+        if PRE >= 0:  # the residual's own norm, rounded to x's dtype as its launch would
+            r32 = r.to(tl.float32)
+            rn = r32 * tl.rsqrt(tl.sum(r32 * r32, axis=0) * inv_d + pre_eps)
+            if PRE == 1:
+                rn = rn * (1.0 + tl.load(pre_w_ptr + offs, mask=ok, other=0.0).to(tl.float32))
+            elif PRE == 3:
+                rn = rn * tl.load(pre_w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+            r = rn.to(x_ptr.dtype.element_ty)
         x = (x.to(tl.float32) + r.to(tl.float32)).to(x_ptr.dtype.element_ty)
         tl.store(h_ptr + row.to(tl.int64) * D + offs, x, mask=ok)
     x32 = x.to(tl.float32)
@@ -97,8 +110,23 @@ def _rows(t: torch.Tensor, dim: int) -> tuple[torch.Tensor, int, int]:
     return t3, t3.stride(0), t3.stride(1)
 
 
-def _norm(x, weight, eps, style, residual=None, gate=None):
+def pre_norm(weight: torch.Tensor | None, eps: float, zero_centred: bool = False):
+    """The `pre` argument of rms_norm / rms_norm_fp32_weight: a norm applied to the residual
+    before the add. zero_centred: ZeroCenteredRMSNorm numerics, (normed * (1 + w)).to(dtype);
+    else MuseRMSNorm's, (normed * w.float()).to(dtype), or normed.to(dtype) for weight None."""
+    if zero_centred and weight is None:
+        raise ValueError("a zero-centred norm needs its weight")
+    style = _ZERO_CENTRED if zero_centred else (_NO_WEIGHT if weight is None else _FP32_WEIGHT)
+    return (weight, float(eps), style)
+
+
+def _norm(x, weight, eps, style, residual=None, gate=None, pre=None):
     dim = x.shape[-1]
+    if pre is not None:
+        if residual is None:
+            raise ValueError("pre normalises the residual: give a residual")
+        if pre[0] is not None and pre[0].shape != (dim,):
+            raise ValueError(f"pre weight {tuple(pre[0].shape)} does not match dim {dim}")
     if dim > MAX_NORM_DIM:
         raise ValueError(f"norm dim {dim} > {MAX_NORM_DIM}")
     if style != _NO_WEIGHT and weight.shape != (dim,):
@@ -120,21 +148,25 @@ def _norm(x, weight, eps, style, residual=None, gate=None):
     r3, sro, sri = _rows(residual, dim) if residual is not None else (x3, 0, 0)
     g3, sgo, sgi = _rows(gate, dim) if gate is not None else (x3, 0, 0)
     w = x3 if weight is None else weight.contiguous()  # _NO_WEIGHT: a placeholder, not read
+    pw = x3 if pre is None or pre[0] is None else pre[0].contiguous()
     block = triton.next_power_of_2(dim)
     _rms_norm_kernel[(x3.shape[0] * x3.shape[1],)](
-        x3, r3, g3, w, out, h, sxo, sxi, sro, sri, sgo, sgi,
-        x3.shape[1], dim, 1.0 / dim, eps,
-        STYLE=style, HAS_RES=residual is not None, MID=_TL_DTYPE[mid], BLOCK=block,
+        x3, r3, g3, w, pw, out, h, sxo, sxi, sro, sri, sgo, sgi,
+        x3.shape[1], dim, 1.0 / dim, eps, pre[1] if pre is not None else 0.0,
+        STYLE=style, HAS_RES=residual is not None, MID=_TL_DTYPE[mid],
+        PRE=pre[2] if pre is not None else -1, BLOCK=block,
         num_warps=min(max(block // 256, 1), 16))
     return out, h
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, zero_centred: bool = False,
-             residual: torch.Tensor | None = None):
+             residual: torch.Tensor | None = None, pre=None):
     """RMSNorm of x [..., D] (RMSNorm or, zero_centred, ZeroCenteredRMSNorm numerics) -> a new
     tensor of x's shape. With residual (x's shape and dtype): h = x + residual, returns
-    (rms_norm(h), h), the add and the norm in one pass."""
-    out, h = _norm(x, weight, eps, _ZERO_CENTRED if zero_centred else _PLAIN, residual=residual)
+    (rms_norm(h), h), the add and the norm in one pass; with pre (pre_norm(...)) too, h = x +
+    pre's norm of residual."""
+    out, h = _norm(x, weight, eps, _ZERO_CENTRED if zero_centred else _PLAIN, residual=residual,
+                   pre=pre)
     return out if residual is None else (out, h)
 
 
@@ -145,13 +177,13 @@ def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor,
 
 
 def rms_norm_fp32_weight(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
-                         residual: torch.Tensor | None = None):
+                         residual: torch.Tensor | None = None, pre=None):
     """RMSNorm with an optional weight applied in fp32 (Muse-Glimmer's MuseRMSNorm):
     (normed * weight.float()).to(x.dtype), or normed.to(x.dtype) for weight None; x [..., D]
-    (rows may be strided views) -> a new tensor of x's shape and dtype. With residual: as
-    rms_norm, (norm(h), h) for h = x + residual."""
+    (rows may be strided views) -> a new tensor of x's shape and dtype. With residual (and
+    pre): as rms_norm, (norm(h), h) for h = x + residual (or x + pre's norm of residual)."""
     out, h = _norm(x, weight, eps, _NO_WEIGHT if weight is None else _FP32_WEIGHT,
-                   residual=residual)
+                   residual=residual, pre=pre)
     return out if residual is None else (out, h)
 
 

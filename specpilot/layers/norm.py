@@ -8,16 +8,21 @@ follows the same switch through triton_kernels().
 forward_add(x, delta) returns (norm(x + delta), x + delta): the decoder layers hand each residual
 add to the norm that follows it, so on the Triton path the add runs inside the norm kernel. The
 sum is rounded to x's dtype before it is normalised, on both paths, so the torch path (add, then
-forward) gives exactly what separate add and norm gave.
+forward) gives exactly what separate add and norm gave. A sandwich model (Muse-Glimmer) hands on
+its post-norms unapplied, as PendingNorm(raw, norm): forward_add then folds that norm into the
+same launch (kernels/norm.py `pre`), with the numbers the two launches gave; FUSE_PRE_NORM =
+False gives each its own launch (a switch for benchmarks).
 """
 
 import functools
 import importlib
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
 USE_TRITON = True  # CUDA tensors take the Triton kernels (kernels/norm.py); False: always torch
+FUSE_PRE_NORM = True  # a PendingNorm runs inside the launch of the norm that adds it
 
 
 @functools.lru_cache(maxsize=None)
@@ -34,17 +39,41 @@ def triton_kernels(x: torch.Tensor, name: str = "norm"):
     return None
 
 
-class FusedAddNorm(nn.Module):
-    """A norm with forward_add; subclasses give _fused_add(kernels, x, delta), the Triton call."""
+class PendingNorm(NamedTuple):
+    """norm(raw), not yet computed: a residual branch's post-norm left to the norm that adds the
+    branch (FusedAddNorm.forward_add), so both run in one launch on the Triton path."""
+    raw: torch.Tensor
+    norm: "FusedAddNorm"
 
-    def forward_add(self, x: torch.Tensor, delta: torch.Tensor | None):
-        """(self(x + delta), x + delta), the sum in x's dtype; delta None: (self(x), x)."""
+    def value(self) -> torch.Tensor:
+        return self.norm(self.raw)
+
+
+def resolve(delta):
+    """A residual delta as a tensor (a PendingNorm applied), or None."""
+    return delta.value() if isinstance(delta, PendingNorm) else delta
+
+
+class FusedAddNorm(nn.Module):
+    """A norm with forward_add; subclasses give _fused_add(kernels, x, delta, pre), the Triton
+    call, and _pre_spec(kernels), their numerics as another norm's `pre` (None: not foldable)."""
+
+    def forward_add(self, x: torch.Tensor, delta):
+        """(self(x + delta), x + delta), the sum in x's dtype; delta None: (self(x), x). delta
+        may be a PendingNorm: its norm is applied to its raw tensor first."""
         if delta is not None:
             kernels = triton_kernels(x)
             if kernels is not None:
-                return self._fused_add(kernels, x, delta)
-            x = x + delta
+                if isinstance(delta, PendingNorm):
+                    pre = delta.norm._pre_spec(kernels) if FUSE_PRE_NORM else None
+                    if pre is not None:
+                        return self._fused_add(kernels, x, delta.raw, pre)
+                return self._fused_add(kernels, x, resolve(delta))
+            x = x + resolve(delta)
         return self(x), x
+
+    def _pre_spec(self, kernels):
+        return None
 
 
 class RMSNorm(FusedAddNorm):
@@ -62,8 +91,8 @@ class RMSNorm(FusedAddNorm):
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x32.to(dtype)
 
-    def _fused_add(self, kernels, x, delta):
-        return kernels.rms_norm(x, self.weight, self.eps, residual=delta)
+    def _fused_add(self, kernels, x, delta, pre=None):
+        return kernels.rms_norm(x, self.weight, self.eps, residual=delta, pre=pre)
 
 
 class ZeroCenteredRMSNorm(FusedAddNorm):
@@ -82,8 +111,12 @@ class ZeroCenteredRMSNorm(FusedAddNorm):
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return (x32 * (1.0 + self.weight.float())).type_as(x)
 
-    def _fused_add(self, kernels, x, delta):
-        return kernels.rms_norm(x, self.weight, self.eps, zero_centred=True, residual=delta)
+    def _fused_add(self, kernels, x, delta, pre=None):
+        return kernels.rms_norm(x, self.weight, self.eps, zero_centred=True, residual=delta,
+                                pre=pre)
+
+    def _pre_spec(self, kernels):
+        return kernels.pre_norm(self.weight, self.eps, zero_centred=True)
 
 
 class GatedRMSNorm(nn.Module):

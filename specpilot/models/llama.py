@@ -11,7 +11,7 @@ from torch import nn
 
 from specpilot.layers.attention import SelfAttention
 from specpilot.layers.fused import project
-from specpilot.layers.norm import RMSNorm, triton_kernels
+from specpilot.layers.norm import RMSNorm, resolve, triton_kernels
 from specpilot.layers.rotary import RotaryEmbedding
 from specpilot.models.registry import register
 
@@ -84,7 +84,7 @@ def run_layers(layers, norm, x, positions, backend, capture: tuple[int, ...]):
     for i, layer in enumerate(layers):
         x, delta = layer(positions, x, backend, delta)
         if i in capture and i != last:
-            x, delta = x + delta, None
+            x, delta = x + resolve(delta), None
             feats[i] = x
     h, _ = norm.forward_add(x, delta)
     if not capture:

@@ -29,7 +29,8 @@ import torch
 from torch import nn
 
 from specpilot.layers.fused import project
-from specpilot.layers.norm import FusedAddNorm, ZeroCenteredRMSNorm, triton_kernels
+from specpilot.layers.norm import (FusedAddNorm, PendingNorm, ZeroCenteredRMSNorm,
+                                   triton_kernels)
 from specpilot.layers.rotary import RotaryEmbedding
 from specpilot.models.llama import GatedMLP, run_layers
 from specpilot.models.registry import register
@@ -60,8 +61,11 @@ class MuseRMSNorm(FusedAddNorm):
             out = out * self.weight.float()
         return out.type_as(x)
 
-    def _fused_add(self, kernels, x, delta):
-        return kernels.rms_norm_fp32_weight(x, self.weight, self.eps, residual=delta)
+    def _fused_add(self, kernels, x, delta, pre=None):
+        return kernels.rms_norm_fp32_weight(x, self.weight, self.eps, residual=delta, pre=pre)
+
+    def _pre_spec(self, kernels):
+        return kernels.pre_norm(self.weight, self.eps)
 
 
 class MuseAttention(nn.Module):
@@ -108,9 +112,11 @@ class MuseAttention(nn.Module):
             q, k = self.rotary[0](positions, q, k, q_scale=self.qk_scale_factor)
         else:
             q = q * self.qk_scale_factor
-        o = backend.forward(q, k, v, self.layer_id, self.scaling, self.window)  # [T, Hq, D]
-        o = o.reshape(t, self.num_heads * self.head_dim) * torch.sigmoid(gate)
-        return self.o_proj(o)
+        # o * sigmoid(gate) [T, Hq, D], the gate multiplied in by the backend (on the Triton path
+        # inside the attention launch)
+        o = backend.forward(q, k, v, self.layer_id, self.scaling, self.window,
+                            gate=gate.view(t, hq, d))
+        return self.o_proj(o.reshape(t, hq * d))
 
 
 class MuseDecoderLayer(nn.Module):
@@ -125,12 +131,13 @@ class MuseDecoderLayer(nn.Module):
         self.post_feedforward_layernorm = ZeroCenteredRMSNorm(h, c.post_norm_eps)
 
     def forward(self, positions, x, backend, delta=None):
-        """(x, delta) -> (x', delta') as llama's DecoderLayer, x [T, H]: each residual add (of a
-        post-norm's output) is left to the pre-norm after it (forward_add)."""
+        """(x, delta) -> (x', delta') as llama's DecoderLayer, x [T, H]: each residual add, and
+        the post-norm of its branch (a PendingNorm), is left to the pre-norm after it
+        (forward_add: one launch for post-norm, add and pre-norm on the Triton path)."""
         h, x = self.input_layernorm.forward_add(x, delta)
-        a = self.post_attention_layernorm(self.self_attn(positions, h, backend))
+        a = PendingNorm(self.self_attn(positions, h, backend), self.post_attention_layernorm)
         h, x = self.pre_feedforward_layernorm.forward_add(x, a)
-        return x, self.post_feedforward_layernorm(self.mlp(h))
+        return x, PendingNorm(self.mlp(h), self.post_feedforward_layernorm)
 
 
 def layer_plan(c) -> list[tuple[bool, int | None]]:

@@ -58,9 +58,7 @@ class GatedDeltaNet(nn.Module):
         z = z.reshape(-1, self.hv, self.dv)
         weight = self.conv1d.weight[:, 0, :]  # [C, K]
         if getattr(st, "tensorized", False):  # batched ops + the Triton recurrence (gates in it)
-            y = st.conv(self.state_index, mixed, weight)
-            q, k, v = y.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
-            out = st.delta(self.state_index, q, k, v, a, b, self.dk ** -0.5)  # x.dtype
+            out = st.mix(self.state_index, mixed, weight, a, b, self.dk ** -0.5)  # x.dtype
             # z [T, Hv, Dv] stays a view of the fused projection (the norm reads its rows in
             # place): flattening it to [T * Hv, Dv] would copy it whenever T > 1 (VERIFY)
             o = self.norm(out, z)
@@ -110,8 +108,9 @@ class GatedAttention(nn.Module):
         k = self.k_norm(k.reshape(t, self.num_kv_heads, d))
         v = v.reshape(t, self.num_kv_heads, d)
         q, k = self.rotary[0](positions, q, k)
-        o = backend.forward(q, k, v, self.kv_index, d ** -0.5).reshape(t, -1)
-        return self.o_proj(o * torch.sigmoid(gate.reshape(t, -1)))
+        # o * sigmoid(gate), the gate multiplied in by the backend (inside the Triton launch)
+        o = backend.forward(q, k, v, self.kv_index, d ** -0.5, gate=gate)
+        return self.o_proj(o.reshape(t, -1))
 
 
 class HybridLayer(nn.Module):

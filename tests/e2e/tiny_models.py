@@ -71,7 +71,7 @@ class FreshRequestBackend:
     """Attention backend of one fresh request, all rows new: causal (optionally windowed) SDPA
     without a KV cache, for running a model's layer stack directly."""
 
-    def forward(self, q, k, v, layer_id, scale, window=None):
+    def forward(self, q, k, v, layer_id, scale, window=None, gate=None):
         t = q.shape[0]
         pos = torch.arange(t)
         mask = pos[None, :] <= pos[:, None]
@@ -80,4 +80,4 @@ class FreshRequestBackend:
         o = torch.nn.functional.scaled_dot_product_attention(
             q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, scale=scale,
             enable_gqa=True)
-        return o.transpose(0, 1)
+        return o.transpose(0, 1) if gate is None else o.transpose(0, 1) * torch.sigmoid(gate)

@@ -88,6 +88,68 @@ def test_forward_add_triton_path(monkeypatch, dtype):
     assert fused[0] == len(ms)
 
 
+PRE_STYLES = {  # pre_norm arguments -> the separate launch the fused one replaces
+    "zero_centred": (lambda w: K.pre_norm(w, 1e-5, zero_centred=True),
+                     lambda r, w: K.rms_norm(r, w, 1e-5, zero_centred=True)),
+    "fp32_weight": (lambda w: K.pre_norm(w, 1e-5), lambda r, w: K.rms_norm_fp32_weight(r, w, 1e-5)),
+    "no_weight": (lambda w: K.pre_norm(None, 1e-5),
+                  lambda r, w: K.rms_norm_fp32_weight(r, None, 1e-5)),
+}
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("style", sorted(PRE_STYLES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_pre_norm_kernel_equals_two_launches(style, dtype):
+    """rms_norm(x, residual=r, pre=...) == rms_norm(x, residual=<pre's norm>(r)): the post-norm
+    folded into the pre-norm's launch rounds as its own launch did (same numbers, bit for bit)."""
+    x = rand(2, 3, 40, dtype=dtype, seed=11, scale=3.0)
+    r = rand(2, 3, 40, dtype=dtype, seed=12, scale=5.0)
+    w, pw = rand(40, seed=13, scale=0.3), rand(40, seed=14, scale=0.3)
+    make_pre, separate = PRE_STYLES[style]
+    for outer in (lambda res, pre: K.rms_norm(x, w.to(dtype), EPS, zero_centred=True,
+                                              residual=res, pre=pre),
+                  lambda res, pre: K.rms_norm_fp32_weight(x, w, EPS, residual=res, pre=pre)):
+        out, h = outer(r, make_pre(pw))
+        want_out, want_h = outer(separate(r, pw), None)
+        assert torch.equal(h, want_h) and torch.equal(out, want_out)
+    with pytest.raises(ValueError, match="residual"):
+        K.rms_norm(x, w, EPS, pre=make_pre(pw))
+    with pytest.raises(ValueError, match="pre weight"):
+        K.rms_norm(x, w, EPS, residual=r, pre=K.pre_norm(rand(8), 1e-5))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("fold", [True, False])
+def test_pending_norm_folds_into_forward_add(monkeypatch, fold):
+    """forward_add(x, PendingNorm(raw, post)) == forward_add(x, post(raw)); on the Triton path
+    one kernel call (with `pre`) does both unless FUSE_PRE_NORM is off (then two)."""
+    x, raw = rand(5, 48, seed=15, scale=3.0), rand(5, 48, seed=16, scale=4.0)
+    post, zc, muse = norms(48)[1], ZeroCenteredRMSNorm(48, EPS), MuseRMSNorm(48, EPS)
+    with torch.no_grad():
+        zc.weight.add_(rand(48, seed=17, scale=0.3))
+        refs = [m.forward_add(x, post(raw)) for m in (zc, muse)]
+        for m, (ref_out, ref_h) in zip((zc, muse), refs):  # torch path: resolve, then add
+            out, h = m.forward_add(x, layers_norm.PendingNorm(raw, post))
+            assert torch.equal(out, ref_out) and torch.equal(h, ref_h)
+        monkeypatch.setattr(layers_norm, "FUSE_PRE_NORM", fold)
+        calls = []
+        for name in ("rms_norm", "rms_norm_fp32_weight"):
+            def spy(*a, _fn=getattr(K, name), **kw):
+                calls.append(kw.get("pre") is not None)
+                return _fn(*a, **kw)
+            monkeypatch.setattr(K, name, spy)
+        dispatch = lambda x, name="norm": layers_norm._kernel_module(name)  # noqa: E731
+        monkeypatch.setattr(layers_norm, "triton_kernels", dispatch)
+        monkeypatch.setattr(muse_glimmer, "triton_kernels", dispatch)
+        for m, (ref_out, ref_h) in zip((zc, muse), refs):
+            calls.clear()
+            out, h = m.forward_add(x, layers_norm.PendingNorm(raw, post))
+            assert calls == ([True] if fold else [False, False])
+            torch.testing.assert_close(out, ref_out, **TOL)
+            torch.testing.assert_close(h, ref_h, **TOL)
+
+
 # --- whole models: the layer stack with feature capture --------------------------------------
 
 

@@ -128,3 +128,53 @@ def test_stashed_gates_and_output_dtype(out_dtype):
     with pytest.raises(ValueError, match="stash_gates"):
         gated_delta_rule(q, k, v, a, b, pool, *m, key_heads=HK, gate=gate,
                          stash_gates=(sa[1], sb[1]))
+
+
+@pytest.mark.parametrize("block_v", [None, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_fused_conv_decode_equals_conv_then_recurrence(dtype, block_v):
+    """conv_gated_delta_decode (DECODE: conv, gates and recurrence in one launch, the last reader
+    of a key head's q / k windows writing them) == kernels/conv.causal_conv followed by
+    gated_delta_rule: outputs, recurrent state and conv windows, for requests over shuffled pool
+    rows with a fresh one among them; rows no request names are untouched, the counts left at
+    zero. block_v 8 gives 3 value tiles per head, so 6 programs share each key head."""
+    from specpilot.kernels.conv import causal_conv
+    from specpilot.kernels.gdn import conv_gated_delta_decode
+
+    torch.manual_seed(7)
+    c, kk = 2 * HK * DK + HV * DV, 4
+    rows, fresh = [4, 1, 2], [0, 1, 0]
+    n = len(rows)
+    wide = torch.randn(n, c + 9, dtype=dtype)
+    x = wide[:, 3:3 + c]  # row-strided, as a slice of the fused projection
+    ab = torch.randn(n, 2 * HV, dtype=dtype) * 2
+    b, a = ab[:, :HV], ab[:, HV:]
+    weight = torch.randn(c, kk) * 0.5
+    gate = (torch.randn(HV) * 0.5, torch.randn(HV))
+    conv0 = torch.randn(6, c, kk - 1).to(dtype).float()  # windows hold x-dtype values
+    rec0 = torch.randn(6, HV, DK, DV)
+    r, f = (torch.tensor(t, dtype=torch.int32) for t in (rows, fresh))
+    conv_ref, rec_ref = conv0.clone(), rec0.clone()
+    y = causal_conv(x, weight, conv_ref, r, f, 1, write_state=True)
+    q, k, v = y.split([HK * DK, HK * DK, HV * DV], dim=-1)
+    starts, lens = torch.arange(n, dtype=torch.int32), torch.ones(n, dtype=torch.int32)
+    want = gated_delta_rule(q, k, v, a, b, rec_ref, r, f, starts, lens, key_heads=HK,
+                            scale=DK ** -0.5, gate=gate, out_dtype=dtype)
+    conv1, rec1 = conv0.clone(), rec0.clone()
+    counters = torch.zeros(n * HK + 2, dtype=torch.int32)
+    got = conv_gated_delta_decode(x, weight, conv1, a, b, rec1, r, f, counters, key_heads=HK,
+                                  gate=gate, scale=DK ** -0.5, block_v=block_v)
+    assert got.dtype == dtype
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(got, want, **tol)
+    torch.testing.assert_close(rec1, rec_ref, **tol)
+    assert torch.equal(conv1, conv_ref)  # the windows: exact copies of inputs
+    assert not counters.any()
+    for row in (0, 3, 5):
+        assert torch.equal(conv1[row], conv0[row]) and torch.equal(rec1[row], rec0[row])
+    with pytest.raises(ValueError, match="counters"):
+        conv_gated_delta_decode(x, weight, conv1, a, b, rec1, r, f, counters[:2], key_heads=HK,
+                                gate=gate)
+    with pytest.raises(ValueError, match="conv channels"):
+        conv_gated_delta_decode(x, weight, conv1, a, b, rec1, r, f, counters, key_heads=1,
+                                gate=gate)

@@ -32,9 +32,9 @@ CONFIG = types.SimpleNamespace(
 class Recorder:
     """Attention backend that records its inputs and returns q (attention left out)."""
 
-    def forward(self, q, k, v, layer_id, scale, window=None):
+    def forward(self, q, k, v, layer_id, scale, window=None, gate=None):
         self.seen = (q, k, v)
-        return q.clone()
+        return q.clone() if gate is None else q * torch.sigmoid(gate)
 
 
 def old_forward(a, positions, x, backend):

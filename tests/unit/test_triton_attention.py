@@ -189,6 +189,56 @@ def test_decode_with_padding(splits, window):
                        torch.zeros(2, 6, D, device=DEVICE))
 
 
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_out_gate_equals_torch_gating(splits, dtype):
+    """out_gate (gated attention's o * sigmoid(gate)) in the kernel that writes the output, the
+    attention kernel itself (1 split) or the merge kernel: the torch ops' result, each factor
+    rounded to the output dtype. The gate is a strided view, as a fused projection gives it."""
+    batch = PagedBatch([0, 40, 9], [3, 3, 3], hq=6, hkv=2, seed=21, dtype=dtype)
+    batch.kv.store(0, batch.loc, batch.k, batch.v)
+    meta = torch.tensor([batch.rows, [p + 3 for p in batch.prefix_lens]], dtype=torch.int32,
+                        device=DEVICE)
+    wide = (torch.randn(9, 6, 2 * D, generator=torch.Generator().manual_seed(5)) * 3).to(
+        DEVICE, dtype)
+    gate = wide[:, :, D:]  # [T, Hq, D], row stride 12 * D, head stride 2 * D
+    kw = dict(scale=SCALE, ext=3, num_splits=splits)
+    args = (batch.q, batch.kv.k[0], batch.kv.v[0], batch.table.table, meta[0], meta[1])
+    plain = attention.paged_attention(*args, **kw)
+    gated = attention.paged_attention(*args, **kw, out_gate=gate)
+    want = plain * torch.sigmoid(gate)
+    if dtype == torch.float32:
+        torch.testing.assert_close(gated, want, rtol=1e-6, atol=1e-6)
+    else:  # the sigmoid's last fp32 bit may round the fp16 factor the other way
+        torch.testing.assert_close(gated, want, rtol=2e-3, atol=1e-4)
+        assert (gated == want).float().mean() > 0.98
+    with pytest.raises(ValueError, match="out_gate"):
+        attention.paged_attention(*args, **kw, out_gate=gate.float() if dtype != torch.float32
+                                  else gate.half())
+
+
+def test_backend_gate_argument():
+    """TritonBackend.forward(..., gate=g) == forward(...) * sigmoid(g), the torch backend's rule,
+    with the fused kernel epilogue and with FUSE_OUT_GATE off."""
+    from specpilot.engine import triton_backend
+
+    batch = PagedBatch(PREFIXES, [2] * len(PREFIXES), hq=4, hkv=2, seed=8)
+    gate = torch.randn(batch.q.shape, generator=torch.Generator().manual_seed(9)).to(DEVICE)
+
+    def run(cls):
+        backend = cls(batch.kv, batch.table)
+        backend.prepare(batch.rows, batch.prefix_lens, batch.ext_lens, batch.loc)
+        return backend.forward(batch.q, batch.k, batch.v, 0, SCALE, None, gate=gate)
+
+    ref = run(TorchNativeBackend)
+    torch.testing.assert_close(run(TritonBackend), ref, **TOL)
+    triton_backend.FUSE_OUT_GATE = False
+    try:
+        torch.testing.assert_close(run(TritonBackend), ref, **TOL)
+    finally:
+        triton_backend.FUSE_OUT_GATE = True
+
+
 def random_tree(ext: int, rng: random.Random) -> tuple[torch.Tensor, torch.Tensor]:
     """Random tree over rows 0..ext-1 (parents before children, row 0 the root):
     (ancestor-or-self bool mask [ext, ext], depth [ext])."""
