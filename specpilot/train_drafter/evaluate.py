@@ -39,6 +39,9 @@ def parse_args(argv=None):
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--device", default=None)
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--max-running", type=int, default=None,
+                    help="requests each engine runs at once (default: the engine's "
+                         "--max-running-requests); the KV pool is sized for this many")
     ap.add_argument("--json", default=None, help="write the results here")
     a = ap.parse_args(argv)
     a.split = [s for s in a.split.split(",") if s]
@@ -50,8 +53,8 @@ def parse_args(argv=None):
             ap.error(f"{flag} {path!r} has no config.json")
     if not os.path.isdir(a.data_dir):
         ap.error(f"--data-dir {a.data_dir!r} is not a folder")
-    if a.limit < 1 or a.max_new_tokens < 1:
-        ap.error("--limit and --max-new-tokens must be >= 1")
+    if a.limit < 1 or a.max_new_tokens < 1 or (a.max_running is not None and a.max_running < 1):
+        ap.error("--limit, --max-new-tokens and --max-running must be >= 1")
     return a
 
 
@@ -97,8 +100,12 @@ def main(argv=None) -> int:
     sets = {s: render_many(tok, [it["prompt"] for it in eval_prompts(a.data_dir, s, a.limit)])
             for s in a.split}
     longest = max(len(p) for ps in sets.values() for p in ps)
-    n = max(len(ps) for ps in sets.values())
+    running = a.max_running or ServerArgs.max_running_requests
+    # KV pool: room for every request that runs at once at its longest (not the whole split:
+    # a split of 660 prompts needed 47 GB in fp32 that way, and only `running` run together)
+    n = min(running, max(len(ps) for ps in sets.values()))
     common = dict(model_path=a.target, device=a.device, dtype=a.dtype,
+                  max_running_requests=running,
                   max_total_tokens=n * (longest + a.max_new_tokens + 2 * block) + 1024)
     ar = OfflineEngine(ServerArgs(**common))
     stock = OfflineEngine(ServerArgs(**common, speculative_draft_model_path=a.drafter,

@@ -146,9 +146,24 @@ def test_resume_continues_exactly(trained, target, data_dir):
 
 def test_evaluate_cli(trained, target, data_dir, tmp_path, capsys):
     out = tmp_path / "eval.json"
-    assert evaluate.main(["--target", target, "--drafter", str(trained[0] / "a"), "--data-dir",
-                          data_dir, "--split", "gsm8k-heldout,mbpp-test", "--limit", "2",
-                          "--max-new-tokens", "12", "--device", "cpu", "--json", str(out)]) == 0
+    from specpilot import offline
+
+    built = []
+    engine = offline.OfflineEngine
+    with pytest.MonkeyPatch.context() as mp:  # the engines' pool: for --max-running requests
+        mp.setattr(offline, "OfflineEngine", lambda args: built.append(args) or engine(args))
+        assert evaluate.main(["--target", target, "--drafter", str(trained[0] / "a"),
+                              "--data-dir", data_dir, "--split", "gsm8k-heldout,mbpp-test",
+                              "--limit", "2", "--max-new-tokens", "12", "--device", "cpu",
+                              "--max-running", "1", "--json", str(out)]) == 0
+    assert [b.max_running_requests for b in built] == [1, 1]
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(target)
+    longest = max(len(p) for sp in ("gsm8k-heldout", "mbpp-test") for p in prompts.render_many(
+        tok, [it["prompt"] for it in prompts.eval_prompts(data_dir, sp, 2)]))
+    block = json.loads((trained[0] / "a" / "config.json").read_text())["block_size"]
+    assert built[0].max_total_tokens == longest + 12 + 2 * block + 1024  # one request's room
     res = json.loads(out.read_text())["results"]
     assert res["gsm8k-heldout"]["n"] == 2 and res["mbpp-test"]["n"] == 1
     for r in res.values():
