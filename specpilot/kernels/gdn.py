@@ -36,6 +36,31 @@ import triton.language as tl
 
 
 @triton.jit
+def _l2norm(x, eps):
+    """x * rsqrt(sum x^2 + eps) over a head's fp32 vector, as layers/gdn.l2norm."""
+    return x * (1.0 / tl.sqrt(tl.sum(x * x, axis=0) + eps))
+
+
+@triton.jit
+def _gates(a, b, decay_rate, dt_bias):
+    """Gated DeltaNet's gates from the raw projections a, b (one head, one row):
+    g = -decay_rate softplus(a + dt_bias) (decay_rate = exp(A_log)); beta = sigmoid(b) in fp32,
+    rounded to b's dtype like torch's."""
+    x = a.to(tl.float32) + dt_bias
+    g = -decay_rate * tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))  # softplus
+    beta = (1.0 / (1.0 + tl.exp(-b.to(tl.float32)))).to(b.dtype).to(tl.float32)
+    return g, beta
+
+
+@triton.jit
+def _delta_update(s, kt, vt, gt, bt):
+    """One row of the rule on a [Dk, BV] state slice: S <- S exp(g); S <- S + k (beta (v - k S))."""
+    s = s * tl.exp(gt)
+    kv = tl.sum(s * kt[:, None], axis=0)
+    return s + kt[:, None] * ((vt - kv) * bt)[None, :]
+
+
+@triton.jit
 def _gated_delta_kernel(
         q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, out_ptr, state_ptr,
         rows_ptr, fresh_ptr, starts_ptr, lens_ptr, a_log_ptr, dt_bias_ptr, sg_ptr, sb_ptr,
@@ -76,7 +101,7 @@ def _gated_delta_kernel(
     for t in range(n):
         r = start + t
         kt = tl.load(k_base + r * stride_kt + offs_k, mask=mask_k, other=0.0).to(tl.float32)
-        kt = kt * (1.0 / tl.sqrt(tl.sum(kt * kt, axis=0) + eps))
+        kt = _l2norm(kt, eps)
         vt = tl.load(v_base + r * stride_vt + offs_v, mask=mask_v, other=0.0).to(tl.float32)
         gt = tl.load(g_base + r * stride_gt)
         bt = tl.load(b_base + r * stride_gt)
@@ -84,17 +109,12 @@ def _gated_delta_kernel(
             tl.store(sg_ptr + r * stride_sgt + h, gt.to(sg_ptr.dtype.element_ty), mask=vb == 0)
             tl.store(sb_ptr + r * stride_sgt + h, bt.to(sb_ptr.dtype.element_ty), mask=vb == 0)
         if GATE:
-            x = gt.to(tl.float32) + dt_bias
-            gt = -decay_rate * tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))  # softplus
-            b32 = bt.to(tl.float32)  # sigmoid in fp32, rounded to b's dtype like torch's
-            bt = (1.0 / (1.0 + tl.exp(-b32))).to(bt.dtype).to(tl.float32)
-        s = s * tl.exp(gt)
-        kv = tl.sum(s * kt[:, None], axis=0)
-        s = s + kt[:, None] * ((vt - kv) * bt)[None, :]
+            gt, bt = _gates(gt, bt, decay_rate, dt_bias)
+        s = _delta_update(s, kt, vt, gt, bt)
         if WRITE_OUT:
             qt = tl.load(q_ptr + r * stride_qt + hk * DK + offs_k, mask=mask_k,
                          other=0.0).to(tl.float32)
-            qt = qt * (1.0 / tl.sqrt(tl.sum(qt * qt, axis=0) + eps)) * scale
+            qt = _l2norm(qt, eps) * scale
             o = tl.sum(s * qt[:, None], axis=0)
             tl.store(out_ptr + r * (HV * DV) + h * DV + offs_v, o.to(out_ptr.dtype.element_ty),
                      mask=mask_v)
@@ -165,17 +185,10 @@ def _conv_delta_decode_kernel(
     s_mask = mask_k[:, None] & mask_v[None, :]
     s = tl.load(s_ptrs, mask=s_mask, other=0.0)
     s = tl.where(live, s, 0.0)
-    x_a = tl.load(a_ptr + b * stride_ab + h).to(tl.float32) + tl.load(dt_bias_ptr + h)
-    gt = -tl.exp(tl.load(a_log_ptr + h)) * tl.where(x_a > 20.0, x_a, tl.log(1.0 + tl.exp(x_a)))
-    b_raw = tl.load(b_ptr + b * stride_ab + h)
-    bt = (1.0 / (1.0 + tl.exp(-b_raw.to(tl.float32)))).to(b_raw.dtype).to(tl.float32)
-
-    kt = kt * (1.0 / tl.sqrt(tl.sum(kt * kt, axis=0) + eps))
-    qt = qt * (1.0 / tl.sqrt(tl.sum(qt * qt, axis=0) + eps)) * scale
-    s = s * tl.exp(gt)
-    kv = tl.sum(s * kt[:, None], axis=0)
-    s = s + kt[:, None] * ((vt - kv) * bt)[None, :]
-    o = tl.sum(s * qt[:, None], axis=0)
+    gt, bt = _gates(tl.load(a_ptr + b * stride_ab + h), tl.load(b_ptr + b * stride_ab + h),
+                    tl.exp(tl.load(a_log_ptr + h)), tl.load(dt_bias_ptr + h))
+    s = _delta_update(s, _l2norm(kt, eps), vt, gt, bt)
+    o = tl.sum(s * (_l2norm(qt, eps) * scale)[:, None], axis=0)
     tl.store(out_ptr + b.to(tl.int64) * (HV * DV) + h * DV + offs_v,
              o.to(out_ptr.dtype.element_ty), mask=mask_v)
     tl.store(s_ptrs, s, mask=s_mask)

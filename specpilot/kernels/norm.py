@@ -43,6 +43,18 @@ def _silu(g):
 
 
 @triton.jit
+def _fp32_gain_norm(x32, w_ptr, offs, ok, inv_d, eps, STYLE: tl.constexpr):
+    """x32 normalised, then the fp32 gain of STYLE 1 (1 + w), 3 (w) or 4 (none); fp32."""
+    normed = x32 * tl.rsqrt(tl.sum(x32 * x32, axis=0) * inv_d + eps)
+    if STYLE == 4:
+        return normed
+    w = tl.load(w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    if STYLE == 1:
+        return normed * (1.0 + w)
+    return normed * w
+
+
+@triton.jit
 def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, pre_w_ptr, out_ptr, h_ptr,
                      stride_xo, stride_xi, stride_ro, stride_ri, stride_go, stride_gi,
                      inner, D, inv_d, eps, pre_eps,
@@ -60,30 +72,20 @@ def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, pre_w_ptr, out_ptr, h_ptr,
     if HAS_RES:
         r = tl.load(res_ptr + o * stride_ro + i * stride_ri + offs, mask=ok, other=0.0)
         if PRE >= 0:  # the residual's own norm, rounded to x's dtype as its launch would
-            r32 = r.to(tl.float32)
-            rn = r32 * tl.rsqrt(tl.sum(r32 * r32, axis=0) * inv_d + pre_eps)
-            if PRE == 1:
-                rn = rn * (1.0 + tl.load(pre_w_ptr + offs, mask=ok, other=0.0).to(tl.float32))
-            elif PRE == 3:
-                rn = rn * tl.load(pre_w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-            r = rn.to(x_ptr.dtype.element_ty)
+            r = _fp32_gain_norm(r.to(tl.float32), pre_w_ptr, offs, ok, inv_d, pre_eps,
+                                PRE).to(x_ptr.dtype.element_ty)
         x = (x.to(tl.float32) + r.to(tl.float32)).to(x_ptr.dtype.element_ty)
         tl.store(h_ptr + row.to(tl.int64) * D + offs, x, mask=ok)
     x32 = x.to(tl.float32)
-    normed = x32 * tl.rsqrt(tl.sum(x32 * x32, axis=0) * inv_d + eps)
-    if STYLE == 4:
-        y = normed
-    else:
+    if STYLE == 1 or STYLE == 3 or STYLE == 4:
+        y = _fp32_gain_norm(x32, w_ptr, offs, ok, inv_d, eps, STYLE)
+    else:  # plain / gated: the gain applied to the normed row rounded to x's dtype
+        normed = x32 * tl.rsqrt(tl.sum(x32 * x32, axis=0) * inv_d + eps)
         w = tl.load(w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
-        if STYLE == 1:
-            y = normed * (1.0 + w)
-        elif STYLE == 3:
-            y = normed * w
-        else:
-            y = (normed.to(x_ptr.dtype.element_ty).to(tl.float32) * w).to(MID).to(tl.float32)
-            if STYLE == 2:
-                g = tl.load(gate_ptr + o * stride_go + i * stride_gi + offs, mask=ok, other=0.0)
-                y = y * _silu(g.to(tl.float32))
+        y = (normed.to(x_ptr.dtype.element_ty).to(tl.float32) * w).to(MID).to(tl.float32)
+        if STYLE == 2:
+            g = tl.load(gate_ptr + o * stride_go + i * stride_gi + offs, mask=ok, other=0.0)
+            y = y * _silu(g.to(tl.float32))
     tl.store(out_ptr + row.to(tl.int64) * D + offs, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 

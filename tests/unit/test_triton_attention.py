@@ -217,7 +217,7 @@ def test_out_gate_equals_torch_gating(splits, dtype):
                                   else gate.half())
 
 
-def test_backend_gate_argument():
+def test_backend_gate_argument(monkeypatch):
     """TritonBackend.forward(..., gate=g) == forward(...) * sigmoid(g), the torch backend's rule,
     with the fused kernel epilogue and with FUSE_OUT_GATE off."""
     from specpilot.engine import triton_backend
@@ -232,11 +232,8 @@ def test_backend_gate_argument():
 
     ref = run(TorchNativeBackend)
     torch.testing.assert_close(run(TritonBackend), ref, **TOL)
-    triton_backend.FUSE_OUT_GATE = False
-    try:
-        torch.testing.assert_close(run(TritonBackend), ref, **TOL)
-    finally:
-        triton_backend.FUSE_OUT_GATE = True
+    monkeypatch.setattr(triton_backend, "FUSE_OUT_GATE", False)
+    torch.testing.assert_close(run(TritonBackend), ref, **TOL)
 
 
 def random_tree(ext: int, rng: random.Random) -> tuple[torch.Tensor, torch.Tensor]:
