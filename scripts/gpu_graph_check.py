@@ -13,7 +13,7 @@
 
     python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--batch 1,4,8,16,32]
         [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--draft-graph]
-        [--graph-split] [--unfused] [--out result.json]
+        [--graph-split] [--unfused [NAMES]] [--out result.json]
 
 --graph-split instead times, per batch, a step's wall clock against the GPU time inside its graph
 replays (CUDA events around each replay): what is left is eager work and host stalls. With
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import random
@@ -52,6 +53,14 @@ from specpilot.offline import OfflineEngine  # noqa: E402
 from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
+# --unfused: name -> (module, switch). Gated attention's sigmoid gate in the attention kernel,
+# Muse's post-norms in the next pre-norm, the Gated DeltaNet conv inside the recurrence kernel
+# (DECODE; VERIFY), the drafter's fused GEMMs (q | kv per layer, gate_up, one context-K/V GEMM).
+FUSIONS = {"out_gate": ("specpilot.engine.triton_backend", "FUSE_OUT_GATE"),
+           "pre_norm": ("specpilot.layers.norm", "FUSE_PRE_NORM"),
+           "conv_decode": ("specpilot.engine.state_pool", "FUSE_CONV_DECODE"),
+           "conv_verify": ("specpilot.engine.state_pool", "FUSE_CONV_VERIFY"),
+           "drafter": ("specpilot.spec.draft_loader", "FUSE")}
 
 
 def exactness(draft_graph: bool = False) -> bool:
@@ -298,22 +307,22 @@ def main() -> int:
                     help="only: step wall time against GPU time inside graph replays")
     ap.add_argument("--profile", action="store_true",
                     help="with --graph-split: first a torch.profiler table of stock steps")
-    ap.add_argument("--unfused", action="store_true",
-                    help="the A side of an A/B: gated attention's sigmoid gate, Muse's "
-                         "post-norms and the Gated DeltaNet decode conv in launches of their "
-                         "own (layers.norm.FUSE_PRE_NORM, engine.triton_backend.FUSE_OUT_GATE, "
-                         "engine.state_pool.FUSE_CONV_DECODE off)")
+    ap.add_argument("--unfused", nargs="?", const="all", default=None,
+                    help="the A side of an A/B: the named fusions off, comma-separated (no value: "
+                         f"all): {', '.join(FUSIONS)}")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(x) for x in a.batch.split(",")]
     if a.unfused:
-        from specpilot.engine import state_pool, triton_backend
-        from specpilot.layers import norm as layers_norm
-
-        layers_norm.FUSE_PRE_NORM = False
-        triton_backend.FUSE_OUT_GATE = False
-        state_pool.FUSE_CONV_DECODE = False
-        print("unfused: FUSE_PRE_NORM, FUSE_OUT_GATE and FUSE_CONV_DECODE off", flush=True)
+        names = list(FUSIONS) if a.unfused == "all" else a.unfused.split(",")
+        unknown = sorted(set(names) - set(FUSIONS))
+        if unknown:
+            ap.error(f"--unfused: unknown fusion(s) {unknown}; known: {', '.join(FUSIONS)}")
+        for name in names:
+            module, attr = FUSIONS[name]
+            setattr(importlib.import_module(module), attr, False)
+        print("unfused: " + ", ".join(f"{FUSIONS[n][0]}.{FUSIONS[n][1]}" for n in names) + " off",
+              flush=True)
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     if a.graph_split:
         res = graph_split(a)

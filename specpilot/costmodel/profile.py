@@ -226,6 +226,7 @@ class ComponentTimer:
 
 LABEL_PREFIX = "costmodel:"  # record_function names of pass 5's labels
 PHASE_PREFIX = "hostphase:"  # and of pass 6's host phases
+TOP_KERNELS = 12  # kernel names kept per label in the stats (the report prints 3)
 OTHER, UNATTRIBUTED = "other", "unattributed"
 IN_GRAPH, NO_PHASE = "idle inside graphs", "outside every phase"
 
@@ -316,7 +317,8 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
     UNATTRIBUTED. Returns (ms per label, stats: kernels per replay, matched per replay by name
     and by position, eager kernels, unattributed ms per replay, `by_position`: up to 5 kernel
     names matched by position with their ms per replay, and `top_kernels`: per label, UNATTRIBUTED
-    included, its 3 costliest kernel names with ms and launches per replay)."""
+    included, its TOP_KERNELS costliest kernel names with ms and launches per replay; the report
+    prints 3, the JSON keeps them all)."""
     import difflib
 
     names = [n for n, _ in labelled]
@@ -352,7 +354,7 @@ def attribute_kernels(labelled: list[tuple[str, str]], replays: list[list[tuple[
     stats["by_position"] = {name: ms / n for name, ms in top}
     stats["top_kernels"] = {
         label: {name: [ms / n, count / n] for name, (ms, count) in
-                sorted(d.items(), key=lambda kv: -kv[1][0])[:3]}
+                sorted(d.items(), key=lambda kv: -kv[1][0])[:TOP_KERNELS]}
         for label, d in per_kernel.items()}
     return per, stats
 
@@ -390,13 +392,14 @@ def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
         for k, v in per.items():
             inside[k] += v
         for k, v in st.items():
-            if k == "top_kernels":  # per label, merged over the graphs (top 3 kept)
+            if k == "top_kernels":  # per label, merged over the graphs (TOP_KERNELS kept)
                 for label, kernels in v.items():
                     d = stats.setdefault(k, {}).setdefault(label, {})
                     for name, (ms, count) in kernels.items():
                         old_ms, old_n = d.get(name, (0.0, 0))
                         d[name] = [old_ms + ms, old_n + count]
-                    stats[k][label] = dict(sorted(d.items(), key=lambda kv: -kv[1][0])[:3])
+                    stats[k][label] = dict(sorted(d.items(),
+                                                  key=lambda kv: -kv[1][0])[:TOP_KERNELS])
             elif k == "by_position":  # kernel names: merged over the graphs
                 d = stats.setdefault(k, {})
                 for name, ms in v.items():

@@ -238,7 +238,8 @@ def render(rep: dict) -> str:
                      f"(floor {r['floor_ms']:.3f} ms per step)")
         if name in tops:  # where the component's in-graph time goes (kernel profile)
             lines.append("     kernels: " + ", ".join(
-                f"{k[:48]} {ms:.3f} ms ({count:g}x)" for k, (ms, count) in tops[name].items()))
+                f"{k[:48]} {ms:.3f} ms ({count:g}x)"
+                for k, (ms, count) in list(tops[name].items())[:3]))
     v = rep["verify"]
     lines += ["", f"verified rows {v['rows_per_step']:g} per step vs accepted+1 "
               f"{v['accepted_plus_one']:.2f}: speculation efficiency {v['efficiency']:.0%}",

@@ -7,6 +7,9 @@ drops the parts: one weight read and one launch instead of several small ones (t
 projections of a GQA model are narrow GEMMs that waste most of the bandwidth on their own).
 Modules compute a group with `project(self, "qkv", x)`, which splits the fused output, or calls
 the separate parts when the model was not fused (a module built but not yet loaded).
+`fuse_rows` goes one step further for linears of different modules that read one input (the
+drafter's per-layer context K/V): one owner linear holds all their rows, and each part becomes
+a parameter-free RowSlice view of its rows, so it can still run alone on other inputs.
 """
 
 from __future__ import annotations
@@ -55,3 +58,46 @@ def fuse_projections(model: nn.Module) -> int:
                 delattr(module, name)
             n += 1
     return n
+
+
+class RowSlice(nn.Module):
+    """Rows [start, stop) of the nn.Linear `owner.<name>`, as a linear layer of its own.
+
+    It holds no parameter (owner sits in a list, out of the module tree), so the rows are stored
+    once, in the owner's linear. That linear is looked up on every call: one that is no longer an
+    nn.Linear (e.g. converted to W12 after fuse_rows) raises instead of leaving stale rows in use.
+    """
+
+    def __init__(self, owner: nn.Module, name: str, start: int, stop: int):
+        super().__init__()
+        self._owner, self.name, self.start, self.stop = [owner], name, start, stop
+        self.out_features = stop - start
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        lin = getattr(self._owner[0], self.name)
+        if type(lin) is not nn.Linear:
+            raise TypeError(f"RowSlice of {self.name} needs an nn.Linear there, found "
+                            f"{type(lin).__name__}: convert weights before fuse_rows, or skip it")
+        rows = slice(self.start, self.stop)
+        return nn.functional.linear(x, lin.weight[rows], None if lin.bias is None else
+                                    lin.bias[rows])
+
+    def extra_repr(self) -> str:
+        return f"{self.name}[{self.start}:{self.stop}]"
+
+
+def fuse_rows(owner: nn.Module, name: str, parts: list[tuple[nn.Module, str]]) -> nn.Linear:
+    """One nn.Linear `owner.<name>` over the row-concatenation of the linears module.<attr> for
+    (module, attr) in parts (all reading the same kind of input), each replaced by a RowSlice of
+    its rows: one GEMM computes every part at once, and each part can still run alone, with no
+    weight stored twice."""
+    lins = [module._modules.get(attr) for module, attr in parts]
+    if not all(type(lin) is nn.Linear for lin in lins):
+        raise TypeError(f"fuse_rows({name}) needs plain nn.Linear parts, got "
+                        f"{sorted({type(lin).__name__ for lin in lins})}")
+    setattr(owner, name, fused_linear(lins))
+    start = 0
+    for (module, attr), lin in zip(parts, lins):
+        setattr(module, attr, RowSlice(owner, name, start, start + lin.out_features))
+        start += lin.out_features
+    return getattr(owner, name)

@@ -3,6 +3,8 @@
 Tensor names: as the checkpoint, after these aliases: an optional `model.` prefix is stripped;
 `encoder.fc.` -> `fc.` and `encoder.output_norm_enc.` -> `hidden_norm.` (Muse-Glimmer
 assistant); `embed_tokens`, `lm_head` and rotary caches are skipped (the target's are shared).
+The tensors load into the checkpoint's separate linears; then BlockDrafter.fuse() builds the
+inference layout (fused GEMMs, drafter.py's docstring), as build_model fuses the target.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from specpilot.models.loader import WeightLoadError, checkpoint_files, instantia
 from specpilot.spec.draft_config import DraftConfig
 from specpilot.spec.drafter import BlockDrafter
 
+FUSE = True  # the inference layout after loading (False: the checkpoint's linears; benchmarks)
 _ALIASES = (("encoder.fc.", "fc."), ("encoder.output_norm_enc.", "hidden_norm."))
 _SKIP = ("embed_tokens.", "lm_head.", "rotary_emb.")
 
@@ -28,7 +31,10 @@ def canonical_name(name: str) -> str | None:
 
 
 def load_drafter(path: str, target_model, dtype: torch.dtype, device: torch.device,
-                 max_positions: int, load_format: str = "auto") -> BlockDrafter:
+                 max_positions: int, load_format: str = "auto",
+                 fuse_context_kv: bool = True) -> BlockDrafter:
+    """fuse_context_kv False: keep one context K/V GEMM per layer (for W12 conversion, which
+    cannot slice the all-layer one); q|kv and gate_up are fused either way."""
     tc = target_model.config
     dc = DraftConfig.from_path(path, tc.num_hidden_layers, tc.vocab_size)
     drafter = instantiate(lambda: BlockDrafter(dc, tc.hidden_size, max_positions), dtype, device)
@@ -36,6 +42,8 @@ def load_drafter(path: str, target_model, dtype: torch.dtype, device: torch.devi
         randomize(drafter, seed=1)
     else:
         _load_tensors(drafter, dc, path, tc)
+    if FUSE:
+        drafter.fuse(context_kv=fuse_context_kv)
     drafter.bind_target(target_model.get_input_embeddings(), target_model.lm_head)
     return drafter.eval()
 

@@ -1,13 +1,28 @@
 """The parallel block drafter (DFlash backbone, DFlash2 convs, DSpark/DFlash2 heads attached).
 
-Parameter names equal the public checkpoints' (`fc.weight`, `layers.0.self_attn.q_proj.weight`,
-`layers.0.attention_conv.base_kernel`, `candidate_selector.*`, `markov_head.*`, ...). The
-drafter has no embedding or LM head: `bind_target` shares the target's by reference.
+Parameter names (before `fuse()`) equal the public checkpoints' (`fc.weight`,
+`layers.0.self_attn.q_proj.weight`, `layers.0.attention_conv.base_kernel`, `candidate_selector.*`,
+`markov_head.*`, ...). The drafter has no embedding or LM head: `bind_target` shares the
+target's by reference.
 
 Two entry points per step, both through a DraftAttentionBackend:
   store_context(feats [N, n*H_t], positions [N], backend)  project committed target features
       (fc -> hidden_norm -> each layer's k_proj/k_norm/RoPE and v_proj) into the draft KV;
   forward(block_ids [R, Bd], positions [R, Bd], backend) -> hidden [R, Bd, H] after `norm`.
+
+Inference layout (`fuse()`, run by draft_loader after the weights are loaded; training keeps the
+checkpoint's separate linears, which `project` falls back to):
+  per layer  self_attn.q_proj                  [Hq*D, H]    (as loaded)
+             self_attn.kv_proj                 RowSlice: rows [2*i*Hkv*D, 2*(i+1)*Hkv*D) of
+                                               context_kv_proj, i.e. [k_proj; v_proj]
+             mlp.gate_up_proj                  [2*I, H]     ([gate_proj; up_proj], fused.py)
+  drafter    context_kv_proj                   [L*2*Hkv*D, H] = [k_0; v_0; k_1; v_1; ...]
+Every layer's context K/V reads the same ctx, so the store runs ONE GEMM for all L layers (was
+2L); the block pass runs q and kv per layer (2 GEMMs, was 3) plus gate_up (1, was 2). q stays
+apart because a layer's rows cannot sit next to both its own q and the other layers' k/v; the
+kv rows live only in context_kv_proj (no weight stored twice). With --weight-format w12 the
+context fusion is skipped (fuse(context_kv=False): a W12 layer cannot be row-sliced), so kv_proj
+is the layer's own fused [k; v] linear and the store runs L GEMMs.
 """
 
 from __future__ import annotations
@@ -15,6 +30,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specpilot.layers.fused import fuse_projections, fuse_rows, project
 from specpilot.layers.norm import RMSNorm, triton_kernels
 from specpilot.layers.rotary import RotaryEmbedding
 from specpilot.models.llama import GatedMLP
@@ -74,6 +90,8 @@ class DynamicConv(nn.Module):
 
 
 class DraftAttention(nn.Module):
+    FUSED = {"kv_proj": ("k_proj", "v_proj")}  # q apart: see the module docstring
+
     def __init__(self, c, rotary: RotaryEmbedding):
         super().__init__()
         self.num_heads, self.num_kv_heads = c.num_attention_heads, c.num_key_value_heads
@@ -89,18 +107,19 @@ class DraftAttention(nn.Module):
         self.rotary = [rotary]
         self.scaling = d ** -0.5
 
-    def context_kv(self, ctx: torch.Tensor, positions: torch.Tensor):
-        """ctx [N, H] -> k, v [N, Hkv, D] (k normed and rotated at `positions`)."""
-        n = ctx.shape[0]
-        k = self.k_norm(self.k_proj(ctx).view(n, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(ctx).view(n, self.num_kv_heads, self.head_dim)
-        return self.rotary[0].rotate(positions, k), v
+    def context_kv(self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor):
+        """k, v [N, Hkv*D]: projections of the context rows -> k, v [N, Hkv, D] (k normed and
+        rotated at `positions`)."""
+        n = k.shape[0]
+        k = self.k_norm(k.view(n, self.num_kv_heads, self.head_dim))
+        return self.rotary[0].rotate(positions, k), v.view(n, self.num_kv_heads, self.head_dim)
 
     def forward(self, x, positions, backend, layer_id, causal, window):
         t = x.shape[0]
         q = self.q_norm(self.q_proj(x).view(t, self.num_heads, self.head_dim))
-        k = self.k_norm(self.k_proj(x).view(t, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
+        k, v = project(self, "kv_proj", x)
+        k = self.k_norm(k.view(t, self.num_kv_heads, self.head_dim))
+        v = v.view(t, self.num_kv_heads, self.head_dim)
         q, k = self.rotary[0](positions, q, k)
         o = backend.attend(q, k, v, layer_id, self.scaling, causal, window)
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
@@ -174,11 +193,24 @@ class BlockDrafter(nn.Module):
                              f"embedding ({embed_tokens.num_embeddings} rows)")
         self._target = [embed_tokens, lm_head]
 
+    def fuse(self, context_kv: bool = True) -> None:
+        """The inference layout of the module docstring, in place (after loading; idempotent).
+        context_kv False: no all-layer context GEMM (W12 weights)."""
+        fuse_projections(self)  # per layer: [k; v], and [gate; up] (GatedMLP.FUSED)
+        if context_kv and "context_kv_proj" not in self._modules:
+            fuse_rows(self, "context_kv_proj", [(layer.self_attn, "kv_proj")
+                                                for layer in self.layers])
+
     def store_context(self, feats: torch.Tensor, positions: torch.Tensor, backend) -> None:
         ctx = self.hidden_norm(self.fc(feats))  # [N, H]
-        for i, layer in enumerate(self.layers):
-            k, v = layer.self_attn.context_kv(ctx, positions)
-            backend.store(i, k, v)
+        if "context_kv_proj" in self._modules:  # every layer's k and v in one GEMM
+            attn = self.layers[0].self_attn
+            kv = self.context_kv_proj(ctx).split(attn.num_kv_heads * attn.head_dim, dim=-1)
+            pairs = list(zip(kv[0::2], kv[1::2]))
+        else:
+            pairs = [project(layer.self_attn, "kv_proj", ctx) for layer in self.layers]
+        for i, (layer, (k, v)) in enumerate(zip(self.layers, pairs)):
+            backend.store(i, *layer.self_attn.context_kv(k, v, positions))
 
     def forward(self, block_ids: torch.Tensor, positions: torch.Tensor, backend) -> torch.Tensor:
         x = self._target[0](block_ids)  # raw target embedding: no target embed-norm

@@ -40,11 +40,14 @@ class StockSpecWorker:
     def __init__(self, runner, draft_model_path: str, num_draft_tokens: int | None = None,
                  algorithm: str | None = None, load_format: str = "auto"):
         self.runner = runner
+        w12 = runner.weight_format == "w12"
         self.drafter = load_drafter(draft_model_path, runner.model, runner.dtype, runner.device,
-                                    runner.max_positions, load_format)
-        if runner.weight_format == "w12":
+                                    runner.max_positions, load_format, fuse_context_kv=not w12)
+        if w12:
             from specpilot.engine.model_runner import to_w12
 
+            log.info("W12 drafter: context K/V stays one GEMM per layer (the all-layer context "
+                     "GEMM needs per-layer row views, which a W12 layer cannot give)")
             to_w12(self.drafter, "drafter")
         dc = self.drafter.dc
         if algorithm is not None and algorithm.upper() != dc.algorithm:

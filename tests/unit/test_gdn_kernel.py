@@ -178,3 +178,61 @@ def test_fused_conv_decode_equals_conv_then_recurrence(dtype, block_v):
     with pytest.raises(ValueError, match="conv channels"):
         conv_gated_delta_decode(x, weight, conv1, a, b, rec1, r, f, counters, key_heads=1,
                                 gate=gate)
+
+
+@pytest.mark.parametrize("block_v", [None, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_fused_conv_verify_equals_conv_then_recurrence(dtype, block_v):
+    """conv_gated_delta_verify (VERIFY: T rows per request, conv, gates and recurrence in one
+    launch) == kernels/conv.causal_conv with its stash followed by gated_delta_rule with
+    stash_gates: outputs and every stash entry (inputs x and raw a, b exact; conv outputs k | v),
+    for requests over shuffled pool rows with a fresh one among them; state and windows
+    untouched.
+    T = 3 rows with kernel 4: rows read the old window and earlier rows alike."""
+    from specpilot.kernels.conv import causal_conv
+    from specpilot.kernels.gdn import conv_gated_delta_verify
+
+    torch.manual_seed(11)
+    c, kk, t = 2 * HK * DK + HV * DV, 4, 3
+    rows, fresh = [4, 1, 2], [0, 1, 0]
+    n = len(rows)
+    wide = torch.randn(n * t, c + 9, dtype=dtype)
+    x = wide[:, 3:3 + c]
+    ab = torch.randn(n * t, 2 * HV, dtype=dtype) * 2
+    b, a = ab[:, :HV], ab[:, HV:]
+    weight = torch.randn(c, kk) * 0.5
+    gate = (torch.randn(HV) * 0.5, torch.randn(HV))
+    conv0 = torch.randn(6, c, kk - 1).to(dtype).float()
+    rec0 = torch.randn(6, HV, DK, DV)
+    r, f = (torch.tensor(v, dtype=torch.int32) for v in (rows, fresh))
+
+    def stash():
+        return dict(x=torch.zeros(n * t, c, dtype=dtype), kv=torch.zeros(n * t, c - HK * DK,
+                    dtype=dtype), a=torch.zeros(n * t, HV, dtype=dtype),
+                    b=torch.zeros(n * t, HV, dtype=dtype))
+
+    want_st, conv_ref, rec_ref = stash(), conv0.clone(), rec0.clone()
+    y = causal_conv(x, weight, conv_ref, r, f, t, write_state=False,
+                    stash=(want_st["x"], want_st["kv"], HK * DK))
+    q, k, v = y.split([HK * DK, HK * DK, HV * DV], dim=-1)
+    starts = torch.arange(0, n * t, t, dtype=torch.int32)
+    lens = torch.full((n,), t, dtype=torch.int32)
+    want = gated_delta_rule(q, k, v, a, b, rec_ref, r, f, starts, lens, key_heads=HK,
+                            scale=DK ** -0.5, gate=gate, out_dtype=dtype, write_state=False,
+                            stash_gates=(want_st["a"], want_st["b"]))
+    got_st, conv1, rec1 = stash(), conv0.clone(), rec0.clone()
+    got = conv_gated_delta_verify(x, weight, conv1, a, b, rec1, r, f, t, got_st, key_heads=HK,
+                                  gate=gate, scale=DK ** -0.5, block_v=block_v, num_warps=1)
+    assert got.dtype == dtype and got.shape == (n * t, HV, DV)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(got, want, **tol)
+    for key in ("x", "a", "b"):  # copies
+        assert torch.equal(got_st[key], want_st[key]), key
+    torch.testing.assert_close(got_st["kv"], want_st["kv"], **tol)  # conv outputs (fp32: to an ulp)
+    assert torch.equal(conv1, conv0) and torch.equal(rec1, rec0)
+    with pytest.raises(ValueError, match="stash"):
+        conv_gated_delta_verify(x, weight, conv1, a, b, rec1, r, f, t,
+                                {**got_st, "kv": got_st["kv"][:, 1:]}, key_heads=HK, gate=gate)
+    with pytest.raises(ValueError, match="rows"):
+        conv_gated_delta_verify(x, weight, conv1, a, b, rec1, r, f, t + 1, got_st,
+                                key_heads=HK, gate=gate)
