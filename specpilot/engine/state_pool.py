@@ -35,7 +35,6 @@ from specpilot.layers.gdn import causal_conv, delta_rule
 log = logging.getLogger(__name__)
 CHUNKED_MIN_ROWS = 64  # an EXTEND batch whose longest request has this many rows: fla chunked
 FUSE_CONV_DECODE = True  # DECODE: conv and recurrence in one launch (False: two; benchmarks)
-FUSE_CONV_VERIFY = True  # VERIFY: the same, the stash written by the one launch
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,23 +179,16 @@ class TensorRecurrentBatch:
             b: torch.Tensor, scale: float) -> torch.Tensor:
         """A Gated DeltaNet layer's token mixing: conv() of the conv inputs x [T, C], split into
         q | k | v, then delta() -> out [T, Hv, Dv] in x's dtype. DECODE (one row per request)
-        runs both in one launch (kernels/gdn.conv_gated_delta_decode, the same numbers), and so
-        does VERIFY (conv_gated_delta_verify, which also fills the stash)."""
+        runs both in one launch (kernels/gdn.conv_gated_delta_decode, the same numbers)."""
         p = self.pool
-        fused = self.chunked is None and self.uniform is not None and (
-            FUSE_CONV_VERIFY if self.verify else FUSE_CONV_DECODE and self.uniform == 1)
-        if fused:
-            from specpilot.kernels import gdn
+        if FUSE_CONV_DECODE and self.uniform == 1 and not self.verify and self.chunked is None:
+            from specpilot.kernels.gdn import conv_gated_delta_decode, launch_config
 
             rows, fresh = self.meta[0, :self.n], self.meta[1, :self.n]
-            common = dict(key_heads=self.key_heads, gate=tuple(t[layer] for t in p.gate),
-                          scale=scale, **gdn.launch_config(self.uniform, fused=True))
-            if self.verify:
-                stash = {key: val[layer, :self.total] for key, val in self.stash.items()}
-                return gdn.conv_gated_delta_verify(x, weight, p.conv[layer], a, b, p.rec[layer],
-                                                   rows, fresh, self.uniform, stash, **common)
-            return gdn.conv_gated_delta_decode(x, weight, p.conv[layer], a, b, p.rec[layer],
-                                               rows, fresh, self.counters, **common)
+            return conv_gated_delta_decode(
+                x, weight, p.conv[layer], a, b, p.rec[layer], rows, fresh, self.counters,
+                key_heads=self.key_heads, gate=tuple(t[layer] for t in p.gate), scale=scale,
+                **launch_config(1))
         y = self.conv(layer, x, weight)
         q, k, v = y.split([p.key_dim, p.key_dim, p.conv_dim - 2 * p.key_dim], dim=-1)
         return self.delta(layer, q, k, v, a, b, scale)

@@ -25,14 +25,10 @@ need.
 DECODE of a whole layer (conv_gated_delta_decode): the short causal conv of kernels/conv.py for
 the row's q, k and v channels, the gates and the recurrence in one launch, with the same numbers
 as the two launches; the windows of the q / k channels, which every program of a key head reads,
-are written by the last of those programs to finish reading (an atomic count). VERIFY of a
-whole layer (conv_gated_delta_verify) likewise: per row the conv, the gates and the recurrence,
-filling the commit's stash; state and windows stay as they are.
+are written by the last of those programs to finish reading (an atomic count).
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import triton
@@ -127,41 +123,26 @@ def _gated_delta_kernel(
 
 
 @triton.jit
-def _conv_rows(x_ptr, cw_ptr, cs_ptr, c, mask, s_row, live, x_base, stride_x, tt, t_ok,
-               K: tl.constexpr, KP: tl.constexpr):
-    """Rows tt of a request's short conv for channels c, kernels/conv.py's formula: silu(round(
-    sum_j w_j seq[t + j])) rounded to x's dtype, as fp32 [len(tt), len(c)] (rows not t_ok: 0).
-    seq[t + j] is entry t + j of the old window (conv state row s_row; zeros unless live) while
-    t + j < K - 1, else the request's x row t + j - (K - 1) (rows from x_base, stride_x apart)."""
-    j = tl.arange(0, KP)[None, None, :]
-    q = tt[:, None, None] + j
-    c3 = c[None, :, None]
-    m3 = mask[None, :, None] & t_ok[:, None, None] & (j < K)
-    in_win = q < K - 1
-    w = tl.load(cw_ptr + c3 * K + j, mask=mask[None, :, None] & (j < K), other=0.0).to(tl.float32)
-    win = tl.load(cs_ptr + s_row + c3 * (K - 1) + q, mask=m3 & in_win, other=0.0)
-    win = tl.where(live, win, 0.0).to(x_ptr.dtype.element_ty).to(tl.float32)
-    xs = tl.load(x_ptr + x_base + (q - (K - 1)) * stride_x + c3, mask=m3 & (q >= K - 1),
-                 other=0.0).to(tl.float32)
-    g = tl.sum(tl.where(in_win, win, xs) * w, axis=2).to(x_ptr.dtype.element_ty).to(tl.float32)
-    return tl.div_rn(g, 1.0 + tl.exp(-g)).to(x_ptr.dtype.element_ty).to(tl.float32)
-
-
-@triton.jit
 def _conv_taps(x_ptr, cw_ptr, cs_ptr, c, mask, s_row, live, x_row,
                K: tl.constexpr, KP: tl.constexpr):
-    """One decode row of the short conv for channels c: (_conv_rows's output for the row, fp32
-    [len(c)]; the new window [len(c), KP], fp32, entries j < K - 1 meaningful). Reads the old
-    window of conv state row s_row (zeros unless live), x row x_row and the taps."""
-    t0 = tl.arange(0, 1)
-    y = tl.sum(_conv_rows(x_ptr, cw_ptr, cs_ptr, c, mask, s_row, live, x_row, 0, t0, t0 == 0,
-                          K, KP), axis=0)  # the one row (a sum of one term: exact)
-    # new window: seq shifted by one (entry j <- seq[j + 1])
+    """One decode row of the short conv for channels c (kernels/conv.py's numerics): returns
+    (silu(round(conv)) rounded to x's dtype, as fp32 [len(c)]; the new window [len(c), KP], fp32,
+    entries j < K - 1 meaningful). Reads the old window of conv state row s_row (zeros unless
+    live), x row x_row and the taps."""
     j = tl.arange(0, KP)
-    m2 = mask[:, None] & (j[None, :] + 1 < K - 1)
-    nxt = tl.load(cs_ptr + s_row + c[:, None] * (K - 1) + j[None, :] + 1, mask=m2, other=0.0)
-    nxt = tl.where(live, nxt, 0.0).to(x_ptr.dtype.element_ty).to(tl.float32)
+    m2 = mask[:, None] & (j[None, :] < K - 1)
+    win = tl.load(cs_ptr + s_row + c[:, None] * (K - 1) + j[None, :], mask=m2, other=0.0)
+    win = tl.where(live, win, 0.0).to(x_ptr.dtype.element_ty).to(tl.float32)
     xv = tl.load(x_ptr + x_row + c, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(cw_ptr + c[:, None] * K + j[None, :], mask=mask[:, None] & (j[None, :] < K),
+                other=0.0).to(tl.float32)
+    seq = tl.where(j[None, :] == K - 1, xv[:, None], win)  # [w_0 .. w_{K-2}, x]
+    g = tl.sum(seq * w, axis=1).to(x_ptr.dtype.element_ty).to(tl.float32)
+    y = tl.div_rn(g, 1.0 + tl.exp(-g)).to(x_ptr.dtype.element_ty).to(tl.float32)
+    # new window: seq shifted by one (entry j <- seq[j + 1])
+    nxt = tl.load(cs_ptr + s_row + c[:, None] * (K - 1) + j[None, :] + 1,
+                  mask=m2 & (j[None, :] + 1 < K - 1), other=0.0)
+    nxt = tl.where(live, nxt, 0.0).to(x_ptr.dtype.element_ty).to(tl.float32)
     return y, tl.where(j[None, :] + 1 == K - 1, xv[:, None], nxt)
 
 
@@ -242,15 +223,27 @@ def conv_gated_delta_decode(x: torch.Tensor, conv_weight: torch.Tensor, conv_sta
     gate projections (one row stride), state [R, Hv, Dk, Dv] fp32 contiguous, rows, fresh int32
     [N], counters int32 [>= N * Hk] zeros (left zero), gate (A_log, dt_bias) fp32 [Hv].
     Returns out [N, Hv, Dv] in x's dtype."""
-    _check_layer_inputs("conv_gated_delta_decode", x, conv_weight, conv_state, a, b, state,
-                        key_heads, gate)
     n = rows.shape[0]
     hv, dk, dv = state.shape[-3:]
     c, k = conv_weight.shape
-    if x.shape[0] != n:
-        raise ValueError(f"conv_gated_delta_decode: x must be [{n}, {c}] (one row per request)")
+    if state.dtype != torch.float32 or not state.is_contiguous() or state.dim() != 4:
+        raise ValueError("conv_gated_delta_decode: state must be contiguous fp32 [R, Hv, Dk, Dv]")
+    if (conv_state.dtype != torch.float32 or not conv_state.is_contiguous()
+            or tuple(conv_state.shape[1:]) != (c, k - 1)):
+        raise ValueError(f"conv_gated_delta_decode: conv_state must be contiguous fp32 "
+                         f"[R, {c}, {k - 1}]")
+    if c != 2 * key_heads * dk + hv * dv or hv % key_heads:
+        raise ValueError(f"conv_gated_delta_decode: {c} conv channels are not 2 x {key_heads} x "
+                         f"{dk} + {hv} x {dv}")
+    if x.dim() != 2 or x.shape != (n, c) or x.stride(-1) != 1 or not conv_weight.is_contiguous():
+        raise ValueError(f"conv_gated_delta_decode: x must be [{n}, {c}] with contiguous "
+                         "channels and conv_weight contiguous")
+    if a.shape != (n, hv) or b.shape != a.shape or a.stride() != b.stride() or a.stride(-1) != 1:
+        raise ValueError(f"conv_gated_delta_decode: a and b must be [{n}, {hv}] of one layout")
     if counters.dtype != torch.int32 or counters.numel() < n * key_heads:
         raise ValueError(f"conv_gated_delta_decode: counters must be int32 [>= {n * key_heads}]")
+    if any(t.dtype != torch.float32 or t.numel() != hv for t in gate):
+        raise ValueError(f"conv_gated_delta_decode: gate parameters must be fp32 [{hv}]")
     out = torch.empty(n, hv, dv, dtype=x.dtype, device=x.device)
     if n == 0:
         return out
@@ -263,159 +256,6 @@ def conv_gated_delta_decode(x: torch.Tensor, conv_weight: torch.Tensor, conv_sta
     return out
 
 
-@triton.jit
-def _row(tile, tt, t):
-    """Row t of a [len(tt), C] register tile, as [C] (a sum of one term per column: exact)."""
-    return tl.sum(tl.where(tt[:, None] == t, tile, 0.0), axis=0)
-
-
-@triton.jit
-def _conv_delta_verify_kernel(
-        x_ptr, cw_ptr, cs_ptr, a_ptr, b_ptr, out_ptr, state_ptr, rows_ptr, fresh_ptr,
-        a_log_ptr, dt_bias_ptr, sx_ptr, skv_ptr, sa_ptr, sb_ptr, stride_x, stride_ab, stride_cr,
-        stride_sr, stride_sx, stride_skv, stride_sab, T, scale, eps,
-        HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-        BK: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, KP: tl.constexpr,
-        TP: tl.constexpr):
-    """VERIFY (T <= TP rows per request) of a Gated DeltaNet layer in one launch: the short conv
-    of all T rows' q, k and v channels at once (no row waits for another), the rows' conv inputs
-    x, conv outputs k | v and raw gate projections a, b copied to the commit's stash (as
-    kernels/conv.causal_conv and gated_delta_rule stash them: a key head's q / k channels by
-    its first value head's first Dv tile, the v channels and a, b by the programs owning them),
-    then the gates and the recurrence row by row from the committed state, which stays as it is
-    (as do the conv windows).
-
-    Grid (N, Hv, Dv / BV), as _gated_delta_kernel's."""
-    b = tl.program_id(0)
-    h = tl.program_id(1)
-    vb = tl.program_id(2)
-    hk = h // (HV // HK)
-    row = tl.load(rows_ptr + b).to(tl.int64)
-    live = tl.load(fresh_ptr + b) == 0
-    x_base = (b * T).to(tl.int64) * stride_x
-    c_row = row * stride_cr
-
-    offs_k = tl.arange(0, BK)
-    offs_v = vb * BV + tl.arange(0, BV)
-    mask_k = offs_k < DK
-    mask_v = offs_v < DV
-    key_dim = HK * DK
-    c_q = hk * DK + offs_k
-    c_k = key_dim + hk * DK + offs_k
-    c_v = 2 * key_dim + h * DV + offs_v
-    tt = tl.arange(0, TP)
-    t_ok = tt < T
-    q_all = _conv_rows(x_ptr, cw_ptr, cs_ptr, c_q, mask_k, c_row, live, x_base, stride_x, tt,
-                       t_ok, K, KP)
-    k_all = _conv_rows(x_ptr, cw_ptr, cs_ptr, c_k, mask_k, c_row, live, x_base, stride_x, tt,
-                       t_ok, K, KP)
-    v_all = _conv_rows(x_ptr, cw_ptr, cs_ptr, c_v, mask_v, c_row, live, x_base, stride_x, tt,
-                       t_ok, K, KP)
-
-    # the stash, every row at once
-    r = b.to(tl.int64) * T + tt
-    owner = ((h % (HV // HK)) == 0) & (vb == 0)
-    qk_ok = t_ok[:, None] & tl.where(owner, mask_k, False)[None, :]  # (tensor & scalar: refused
-    v_ok = t_ok[:, None] & mask_v[None, :]                          # by the interpreter)
-    x_rows = x_ptr + r[:, None] * stride_x
-    sx_rows = sx_ptr + r[:, None] * stride_sx
-    xr = tl.load(x_rows + c_q[None, :], mask=qk_ok, other=0.0)
-    tl.store(sx_rows + c_q[None, :], xr.to(sx_ptr.dtype.element_ty), mask=qk_ok)
-    xr = tl.load(x_rows + c_k[None, :], mask=qk_ok, other=0.0)
-    tl.store(sx_rows + c_k[None, :], xr.to(sx_ptr.dtype.element_ty), mask=qk_ok)
-    xr = tl.load(x_rows + c_v[None, :], mask=v_ok, other=0.0)
-    tl.store(sx_rows + c_v[None, :], xr.to(sx_ptr.dtype.element_ty), mask=v_ok)
-    skv_rows = skv_ptr + r[:, None] * stride_skv - key_dim  # stash_kv column = channel - key_dim
-    tl.store(skv_rows + c_k[None, :], k_all.to(skv_ptr.dtype.element_ty), mask=qk_ok)
-    tl.store(skv_rows + c_v[None, :], v_all.to(skv_ptr.dtype.element_ty), mask=v_ok)
-    a_all = tl.load(a_ptr + r * stride_ab + h, mask=t_ok, other=0.0)
-    b_all = tl.load(b_ptr + r * stride_ab + h, mask=t_ok, other=0.0)
-    ab_ok = tl.where(vb == 0, t_ok, False)
-    tl.store(sa_ptr + r * stride_sab + h, a_all.to(sa_ptr.dtype.element_ty), mask=ab_ok)
-    tl.store(sb_ptr + r * stride_sab + h, b_all.to(sb_ptr.dtype.element_ty), mask=ab_ok)
-
-    s = tl.load(state_ptr + row * stride_sr + h * DK * DV + offs_k[:, None] * DV + offs_v[None, :],
-                mask=mask_k[:, None] & mask_v[None, :], other=0.0)
-    s = tl.where(live, s, 0.0)
-    decay_rate = tl.exp(tl.load(a_log_ptr + h))
-    dt_bias = tl.load(dt_bias_ptr + h)
-    a_all = a_all.to(tl.float32)  # exact; each row's value goes back to a's dtype below
-    b_all = b_all.to(tl.float32)
-    for t in range(T):
-        sel = tt == t
-        gt, bt = _gates(tl.sum(tl.where(sel, a_all, 0.0), axis=0).to(a_ptr.dtype.element_ty),
-                        tl.sum(tl.where(sel, b_all, 0.0), axis=0).to(b_ptr.dtype.element_ty),
-                        decay_rate, dt_bias)
-        s = _delta_update(s, _l2norm(_row(k_all, tt, t), eps), _row(v_all, tt, t), gt, bt)
-        o = tl.sum(s * (_l2norm(_row(q_all, tt, t), eps) * scale)[:, None], axis=0)
-        tl.store(out_ptr + (b.to(tl.int64) * T + t) * (HV * DV) + h * DV + offs_v,
-                 o.to(out_ptr.dtype.element_ty), mask=mask_v)
-
-
-def _check_layer_inputs(name: str, x, conv_weight, conv_state, a, b, state, key_heads,
-                        gate) -> None:
-    """The layouts the fused conv + recurrence kernels need (one layer's pools)."""
-    n = x.shape[0] if x.dim() == 2 else -1
-    hv, dk, dv = state.shape[-3:]
-    c, k = conv_weight.shape
-    if state.dtype != torch.float32 or not state.is_contiguous() or state.dim() != 4:
-        raise ValueError(f"{name}: state must be contiguous fp32 [R, Hv, Dk, Dv]")
-    if (conv_state.dtype != torch.float32 or not conv_state.is_contiguous()
-            or tuple(conv_state.shape[1:]) != (c, k - 1)):
-        raise ValueError(f"{name}: conv_state must be contiguous fp32 [R, {c}, {k - 1}]")
-    if c != 2 * key_heads * dk + hv * dv or hv % key_heads:
-        raise ValueError(f"{name}: {c} conv channels are not 2 x {key_heads} x {dk} + {hv} x {dv}")
-    if x.dim() != 2 or x.shape[1] != c or x.stride(-1) != 1 or not conv_weight.is_contiguous():
-        raise ValueError(f"{name}: x must be [rows, {c}] with contiguous channels and conv_weight "
-                         "contiguous")
-    if a.shape != (n, hv) or b.shape != a.shape or a.stride() != b.stride() or a.stride(-1) != 1:
-        raise ValueError(f"{name}: a and b must be [{n}, {hv}] of one layout")
-    if any(t.dtype != torch.float32 or t.numel() != hv for t in gate):
-        raise ValueError(f"{name}: gate parameters must be fp32 [{hv}]")
-
-
-def conv_gated_delta_verify(x: torch.Tensor, conv_weight: torch.Tensor, conv_state: torch.Tensor,
-                            a: torch.Tensor, b: torch.Tensor, state: torch.Tensor,
-                            rows: torch.Tensor, fresh: torch.Tensor, rows_per_request: int,
-                            stash: dict, *, key_heads: int, gate: tuple[torch.Tensor, torch.Tensor],
-                            scale: float = 1.0, eps: float = 1e-6, block_v: int | None = None,
-                            num_warps: int | None = None) -> torch.Tensor:
-    """VERIFY of one Gated DeltaNet layer in one launch: kernels/conv.causal_conv (T rows per
-    request, window kept, x and k | v stashed) followed by gated_delta_rule (gates formed in the
-    kernel, state kept, a and b stashed), with the same numbers.
-
-    x [N*T, C] (rows may be strided), a, b [N*T, Hv], state, conv_state, gate as in
-    conv_gated_delta_decode; stash: dict x [N*T, C], kv [N*T, C - Hk Dk], a, b [N*T, Hv] (one
-    layer's rows, channel dims contiguous; a and b of one layout). Returns out [N*T, Hv, Dv] in
-    x's dtype."""
-    _check_layer_inputs("conv_gated_delta_verify", x, conv_weight, conv_state, a, b, state,
-                        key_heads, gate)
-    n, t = rows.shape[0], rows_per_request
-    hv, dk, dv = state.shape[-3:]
-    c, k = conv_weight.shape
-    sx, skv, sa, sb = (stash[key] for key in ("x", "kv", "a", "b"))
-    if x.shape[0] != n * t:
-        raise ValueError(f"conv_gated_delta_verify: x has {x.shape[0]} rows, not {n} x {t}")
-    if (tuple(sx.shape) != (n * t, c) or tuple(skv.shape) != (n * t, c - key_heads * dk)
-            or tuple(sa.shape) != (n * t, hv) or sa.stride() != sb.stride() or sb.shape != sa.shape
-            or any(y.stride(-1) != 1 for y in (sx, skv, sa))):
-        raise ValueError(f"conv_gated_delta_verify: the stash must be x [{n * t}, {c}], kv "
-                         f"[{n * t}, {c - key_heads * dk}], a and b [{n * t}, {hv}] with "
-                         "contiguous channel dims")
-    out = torch.empty(n * t, hv, dv, dtype=x.dtype, device=x.device)
-    if n == 0 or t == 0:
-        return out
-    bv = min(max(triton.next_power_of_2(dv), 8), block_v or BLOCK_V)
-    _conv_delta_verify_kernel[(n, hv, triton.cdiv(dv, bv))](
-        x, conv_weight, conv_state, a, b, out, state, rows, fresh, *gate, sx, skv, sa, sb,
-        x.stride(0), a.stride(0), conv_state.stride(0), state.stride(0), sx.stride(0),
-        skv.stride(0), sa.stride(0), t, scale, eps,
-        HK=key_heads, HV=hv, DK=dk, DV=dv, BK=max(triton.next_power_of_2(dk), 16), BV=bv,
-        K=k, KP=triton.next_power_of_2(k), TP=triton.next_power_of_2(t),
-        num_warps=num_warps or NUM_WARPS)
-    return out
-
-
 # Tile width over Dv and warps per program (the defaults), and launch_config() per kind of call.
 # Smaller tiles mean more programs with less work per row, so a program walks its rows faster.
 # H200, Qwen3.8-27B heads (scripts/gpu_gdn_bench.py --sweep, docs/benchmarks/hybrid.md):
@@ -425,29 +265,12 @@ BLOCK_V = 32
 NUM_WARPS = 4
 
 
-def _env_launch(name: str, default: tuple[int, int]) -> dict:
-    """(block_v, num_warps) from $name as "BVxWARPS" (a benchmark knob), else the default."""
-    raw = os.environ.get(name)
-    if raw:
-        try:
-            bv, nw = (int(x) for x in raw.lower().split("x"))
-        except ValueError:
-            raise ValueError(f"${name}={raw!r}: expected BLOCK_VxNUM_WARPS, e.g. 16x1") from None
-        return dict(block_v=bv, num_warps=nw)
-    return dict(block_v=default[0], num_warps=default[1])
-
-
-# VERIFY in one launch (conv_gated_delta_verify): $SPECPILOT_GDN_FUSED_VERIFY overrides (A/B runs)
-FUSED_VERIFY_LAUNCH = _env_launch("SPECPILOT_GDN_FUSED_VERIFY", (16, 1))
-
-
-def launch_config(rows_per_request: int, layers: int = 1, fused: bool = False) -> dict:
-    """block_v / num_warps for a call with this many rows per request (and layers); fused: the
-    one-launch conv + recurrence kernels."""
+def launch_config(rows_per_request: int, layers: int = 1) -> dict:
+    """block_v / num_warps for a call with this many rows per request (and layers)."""
     if layers > 1:
         return dict(block_v=64, num_warps=4)
     if rows_per_request > 1:
-        return dict(FUSED_VERIFY_LAUNCH) if fused else dict(block_v=16, num_warps=1)
+        return dict(block_v=16, num_warps=1)
     return dict(block_v=BLOCK_V, num_warps=NUM_WARPS)
 
 
