@@ -112,7 +112,10 @@ class DraftAttention(nn.Module):
         rotated at `positions`)."""
         n = k.shape[0]
         k = self.k_norm(k.view(n, self.num_kv_heads, self.head_dim))
-        return self.rotary[0].rotate(positions, k), v.view(n, self.num_kv_heads, self.head_dim)
+        # no q here: RotaryEmbedding.forward with an empty q (on CUDA one Triton launch, bit for
+        # bit as rotate(), whose torch ops would take about seven launches)
+        _, k = self.rotary[0](positions, k[:, :0], k)
+        return k, v.view(n, self.num_kv_heads, self.head_dim)
 
     def forward(self, x, positions, backend, layer_id, causal, window):
         t = x.shape[0]
@@ -221,8 +224,25 @@ class BlockDrafter(nn.Module):
             x, delta = layer(x, flat_pos, backend, delta)
         return self.norm.forward_add(x, delta)[0]
 
+    def head_topk(self, hidden: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The k largest of logits(hidden) and their token ids, [..., k] each (fp32, int64),
+        sorted. On the Triton path (CUDA inference) the head's output goes straight to
+        kernels/topk.py (two launches; ties by smaller id), without the fp32 logits; else
+        torch's topk of logits()."""
+        z = self._target[1](hidden)
+        kernels = triton_kernels(z, "topk")
+        if kernels is None:
+            return self._scaled(z).topk(k, dim=-1)
+        vals, ids = kernels.topk_rows(z.reshape(-1, z.shape[-1]), k, self.dc.output_multiplier,
+                                      self.dc.final_logit_softcapping)
+        return vals.view(*z.shape[:-1], k), ids.view(*z.shape[:-1], k)
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [..., H] -> target-head logits [..., V] fp32, multiplier and softcap applied."""
-        z = self._target[1](hidden).float() * self.dc.output_multiplier
+        return self._scaled(self._target[1](hidden))
+
+    def _scaled(self, z: torch.Tensor) -> torch.Tensor:
+        """The head's raw output -> fp32 logits, multiplier and softcap applied."""
+        z = z.float() * self.dc.output_multiplier
         cap = self.dc.final_logit_softcapping
         return z if cap is None else cap * torch.tanh(z / cap)

@@ -74,23 +74,28 @@ def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
     top-k, its hidden projection and its successor-codebook gather: only the Markov / selector
     term's predecessor part depends on the previous choice. Greedy DFlash2 picks
     among the candidates directly (the best score; among equal scores the higher head logit)
-    instead of scattering the scores into a vocabulary-wide row; on CUDA that greedy walk is
-    one Triton launch (kernels/selector.py)."""
+    instead of scattering the scores into a vocabulary-wide row; on CUDA the head's top-k and
+    that greedy walk are Triton launches (kernels/topk.py, kernels/selector.py)."""
     r, p, _ = hidden.shape
     prev = anchors
     toks, qs = [], []
     base = torch.arange(r, device=hidden.device) * p
     greedy = sb is None or sb.all_greedy
+    if not markov and greedy and hidden.is_cuda:
+        # the head's top-k (kernels/topk.py, no fp32 logits) and the walk (kernels/selector.py)
+        # in Triton: three launches besides the GEMMs
+        from specpilot.kernels.selector import greedy_walk  # triton: the gpu extra
+
+        sel = drafter.candidate_selector
+        unary, cand = drafter.head_topk(hidden, drafter.dc.selector_top_k)  # [R, P, K]
+        proj, succ = sel.prepare(hidden, cand)  # [R, P, r], [R, P, K, r]: every slot at once
+        return Proposal(greedy_walk(proj, succ, unary, cand, prev, sel.predecessor_codebook),
+                        None)
     head = drafter.logits(hidden)  # [R, P, V]
     if not markov:
         unary, cand = head.topk(drafter.dc.selector_top_k, dim=-1)  # [R, P, K]
         sel = drafter.candidate_selector
-        proj, succ = sel.prepare(hidden, cand)  # [R, P, r], [R, P, K, r]: every slot at once
-        if greedy and hidden.is_cuda:  # the walk in one launch (kernels/selector.py)
-            from specpilot.kernels.selector import greedy_walk  # triton: the gpu extra
-
-            return Proposal(greedy_walk(proj, succ, unary, cand, prev, sel.predecessor_codebook),
-                            None)
+        proj, succ = sel.prepare(hidden, cand)
     for j in range(p):
         logits = head[:, j]  # [R, V]
         if markov:

@@ -48,6 +48,8 @@ Kernel design (one program = BLOCK_N weight rows x one split-K range x BLOCK_M a
   The counters are one buffer per device: split-K GEMMs must not run concurrently on two streams.
 * Large M (> ``DECODE_THEN_MATMUL_M``, fast mode only): decode to a bf16 scratch and call
   ``torch.matmul`` (prefill is compute-bound; decoding per activation tile would repeat the decode).
+* Small M (<= ``GEMV_MAX_M``, fast mode only): the CUDA-core GEMV of ``gemv.py``, which on the
+  H200 beats both this GEMM and cuBLAS at M = 1 and this GEMM at M = 2 (docs/benchmarks/w12.md).
 
 The kernels also run under ``TRITON_INTERPRET=1`` on CPU tensors (the tests do that). The
 interpreter mishandles bf16 ``tl.dot`` operands (it multiplies their raw uint16 storage), so in
@@ -81,6 +83,7 @@ GROUP = 32                 # escape-index column group, in pair columns; BLOCK_K
 ESC_CHUNK = 16             # escapes per epilogue dot (tl.dot needs K >= 16)
 MAX_COL = 1 << 24          # kent packs the column in 24 bits
 DECODE_THEN_MATMUL_M = 256  # fast mode above this M: decode kernel + torch.matmul
+GEMV_MAX_M = 2  # fast mode up to this M: the CUDA-core GEMV (gemv.py; faster than this GEMM)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -642,6 +645,32 @@ def time_calls_us(fn, n: int, reps: int = 5) -> float:
     return times[len(times) // 2]
 
 
+def fastest(cands, make_fn, n: int, what: str):
+    """The candidate c whose ``make_fn(c)`` (a function of the ring index 0..n-1) times fastest
+    with ``time_calls_us``. Candidates that fail to run (e.g. too much shared memory) are
+    skipped with a warning; none running is an error."""
+    best, best_t = None, math.inf
+    for cfg in cands:
+        fn = make_fn(cfg)
+        try:
+            fn(0)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped, not fatal
+            warnings.warn(f"W12 autotune: {what}: {cfg} failed: {e}")
+            continue
+        t = time_calls_us(fn, n)
+        if t < best_t:
+            best, best_t = cfg, t
+    if best is None:
+        raise RuntimeError(f"W12 autotune: no candidate ran for {what}")
+    return best
+
+
+def autotune_enabled() -> bool:
+    """Tune now: $SPECPILOT_W12_AUTOTUNE != "0" and no CUDA graph being captured."""
+    return (os.environ.get("SPECPILOT_W12_AUTOTUNE", "1") != "0"
+            and not torch.cuda.is_current_stream_capturing())
+
+
 def autotune(kind: str, x: torch.Tensor, w, candidates=None) -> GemmConfig:
     """Time each candidate on (x, w) and cache the fastest under (kind, GPU, M bucket, N, K).
 
@@ -656,20 +685,9 @@ def autotune(kind: str, x: torch.Tensor, w, candidates=None) -> GemmConfig:
     N = w.N if kind == "w12" else w.shape[0]
     cands = candidates or candidate_configs(M, N, K, _num_sms(x.device), kind)
     ring = weight_ring(w)
-    best, best_t = None, math.inf
-    for cfg in cands:
-        fn = ((lambda i, c=cfg: _launch(x, ring[i], c, True, 1)) if kind == "w12"
-              else (lambda i, c=cfg: _launch(x, ring[i], c, False, 0)))
-        try:
-            fn(0)
-        except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped, not fatal
-            warnings.warn(f"W12 autotune: {kind} {cfg} failed for M={M} N={N} K={K}: {e}")
-            continue
-        t = time_calls_us(fn, len(ring))
-        if t < best_t:
-            best, best_t = cfg, t
-    if best is None:
-        raise RuntimeError(f"W12 autotune: no candidate ran for {kind} M={M} N={N} K={K}")
+    w12 = kind == "w12"
+    best = fastest(cands, lambda c: lambda i: _launch(x, ring[i], c, w12, 1 if w12 else 0),
+                   len(ring), f"{kind} M={M} N={N} K={K}")
     _TUNED[_tune_key(kind, M, N, K, x.device)] = best
     path = os.environ.get("SPECPILOT_W12_TUNE_FILE")
     if path:
@@ -689,8 +707,7 @@ def get_config(kind: str, x: torch.Tensor, w, tune: bool = True) -> GemmConfig:
     cfg = _TUNED.get(_tune_key(kind, M, N, K, x.device))
     if cfg is not None:
         return cfg
-    if (tune and os.environ.get("SPECPILOT_W12_AUTOTUNE", "1") != "0"
-            and not torch.cuda.is_current_stream_capturing()):
+    if tune and autotune_enabled():
         return autotune(kind, x, w)
     return default_config(M, N, K, _num_sms(x.device))
 
@@ -783,15 +800,19 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
     ``reproducible``: escapes patched into the tiles, so the result equals
     ``bf16_matmul(x, decode(w), config=same config)`` bit for bit; otherwise they are added in the
     epilogue (exact products, fp32 rounding order differs). ``config``: fixed tiling (default:
-    ``get_config``). Fast mode with M > ``DECODE_THEN_MATMUL_M`` and no config decodes the
-    weight and calls ``torch.matmul``.
+    ``get_config``). Fast mode with no config on CUDA: M > ``DECODE_THEN_MATMUL_M`` decodes the
+    weight and calls ``torch.matmul``; M <= ``GEMV_MAX_M`` runs ``gemv.w12_gemv`` (tuned).
     """
     planes = w if isinstance(w, W12Planes) else prepare(w, x.device)
     x = _as_2d_bf16(x, planes.K)
     if x.shape[0] == 0:
         return x.new_empty((0, planes.N))
-    if config is None and not reproducible and x.is_cuda and x.shape[0] > DECODE_THEN_MATMUL_M:
-        return torch.matmul(x, decode_w12_gpu(planes).t())
+    if config is None and not reproducible and x.is_cuda:
+        if x.shape[0] > DECODE_THEN_MATMUL_M:
+            return torch.matmul(x, decode_w12_gpu(planes).t())
+        if x.shape[0] <= GEMV_MAX_M:
+            from .gemv import w12_gemv
+            return w12_gemv(x, planes)
     cfg = config or get_config("w12", x, planes)
     return _launch(x, planes, cfg, True, 2 if reproducible else 1)
 

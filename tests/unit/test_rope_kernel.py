@@ -70,14 +70,16 @@ def split_qk(t, hq, hkv, dtype, seed):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("partial", [False, True])
 @pytest.mark.parametrize("t", [1, 5])
-@pytest.mark.parametrize("hq,hkv,tile", [(4, 2, KR._TILE), (3, 1, KR._TILE), (4, 2, 64)])
+@pytest.mark.parametrize("hq,hkv,tile", [(4, 2, KR._TILE), (3, 1, KR._TILE), (4, 2, 64),
+                                         (0, 2, KR._TILE)])
 def test_rope_matches_rotate(monkeypatch, dtype, partial, t, hq, hkv, tile):
     """GQA / MQA heads, strided q / k views, unsorted positions; tile 64: two heads per program,
-    so q spans two head blocks (and k's block is half masked)."""
+    so q spans two head blocks (and k's block is half masked); no q heads (the drafter's context
+    keys: k alone)."""
     monkeypatch.setattr(KR, "_TILE", tile)
     rot = make_rotary(partial)
     qkv, q, k = split_qk(t, hq, hkv, dtype, seed=10 * t + hq)
-    assert t == 1 or not (q.is_contiguous() or k.is_contiguous())  # rows of the fused output
+    assert t == 1 or not (q.is_contiguous() and hq or k.is_contiguous())  # rows of the fused output
     pos = positions(t, seed=t)
     before = qkv.clone()
     q_out, k_out = KR.rope(pos, q, k, rot.cos_table, rot.sin_table)

@@ -1,0 +1,333 @@
+"""W12 CUDA-core GEMV (specpilot/w12/gemv.py) on the GPU: correctness, then timing (< 4 min).
+
+Run from the repository root on a CUDA machine (needs torch, triton and the repo only):
+
+    PYTHONPATH=. python scripts/gpu_w12_gemv_bench.py --out /tmp/w12_gemv.json
+
+Shapes: the linear layers of the models in specpilot/model_configs (fused qkv / gate_up, lm_head
+included), derived from each config.json by ``scripts/gpu_w12_bench.py`` (``layer_shapes``),
+whose weight helpers are reused too: one encoded block of --block-rows rows per K (N(0, 0.02^2)
+plus injected escapes: subnormals, outliers, -0), replicated to N rows on the GPU.
+
+1. Correctness (one PASS/FAIL line per shape): ``w12_gemv`` and ``bf16_gemv`` at their default
+   configs vs fp32 torch on the decoded weights (``decode_w12_gpu``, itself checked bitwise
+   against the weights) at every M: same non-finite pattern, relative error (2-norm over the
+   finite outputs) < 5e-3, printed next to the floor that bf16 output rounding alone costs.
+   Plus small shapes with every kind of escape (+-Inf, NaN), a per-row base and a padded K
+   (the sweep of gpu_w12_bench.py). Every config timed later is checked on its shape too (a
+   FAIL line is printed if one is wrong).
+2. Timing, per shape and M (default 1, 2, 4, 8): each figure is ``kernel.time_calls_us``: a
+   CUDA graph of back-to-back calls rotating over a ring of weight copies of >= --ring-mb
+   (512 MB, ~10x the L2), median of 5 replays.
+   - cuBLAS: ``torch.matmul`` on bf16;
+   - W12-TC: the tensor-core ``w12_matmul``, config from ``kernel.get_config`` (autotuned
+     while its share of the budget lasts, or tuned earlier: --tc-tune-file);
+   - bf16-GEMV and W12-GEMV: the best of ``gemv_candidates`` (the first --max-cands, most
+     promising first), swept while the kind's share of the budget for this M lasts; a row
+     whose sweep got no time uses ``gemv_default_config`` and is marked '*'. The winner is
+     printed (GemvConfig.short: n<block_n>k<block_k>s<split>w<warps>p<stages>m<block_m><e|r>,
+     e = elementwise accumulators, r = per-step reduction).
+   Reported: us per call, W12-GEMV GB/s (plane and escape bytes read), W12-GEMV / cuBLAS
+   (time ratio, > 1 = the GEMV is faster), and per model the sums over one token's linear layers
+   (each layer weighted by how often it runs per token), with a "best W12" column taking the
+   faster of W12-TC and W12-GEMV per layer.
+   --budget (seconds, default 100) bounds all tuning (W12-TC autotune 20%, W12-GEMV sweep 55%,
+   bf16-GEMV sweep 25%), split evenly over the M values; shapes are visited largest share of a
+   token's time first, so the budget goes where it matters. Compiled kernels are reused across
+   shapes, so the first shape of each M pays most of the compile time. Shapes not started
+   --time-limit seconds (default 225) after the start are skipped (listed; the sums then lack
+   them).
+3. ``--out`` JSON: every row (with all configs tried and their times), the sums, the
+   environment.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gpu_w12_bench as WB  # noqa: E402  (layer shapes and weight helpers of the W12 GEMM bench)
+from specpilot.w12 import gemv as G  # noqa: E402
+from specpilot.w12 import kernel as K  # noqa: E402
+from specpilot.w12.format import bitwise_equal, decode, encode  # noqa: E402
+
+DEV = "cuda"
+MODELS = WB.MODELS
+M_VALUES = (1, 2, 4, 8)
+SHARES = {"tc": 0.20, "w12": 0.55, "bf16": 0.25}   # of the tuning budget, per M
+RESULTS: dict = {"correctness": [], "timing": [], "model_totals": []}
+
+
+def report(name: str, ok: bool, detail: str = "") -> bool:
+    print(f"{'PASS' if ok else 'FAIL'}  {name:58s} {detail}", flush=True)
+    RESULTS["correctness"].append({"check": name, "ok": bool(ok), "detail": detail})
+    return ok
+
+
+def reference(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """fp32 a @ w^T, in row chunks of w (an lm_head in fp32 would take 5 GB at once)."""
+    return torch.cat([a.float() @ w[i:i + 32768].float().t() for i in range(0, w.shape[0], 32768)],
+                     dim=1)
+
+
+def compare(y: torch.Tensor, ref: torch.Tensor):
+    """(same non-finite pattern, ||y - ref|| / ||ref||, ||bf16(ref) - ref|| / ||ref||) over the
+    finite outputs (as gpu_w12_bench.rel_error, with the reference computed once)."""
+    yf = y.float()
+    fin = torch.isfinite(ref)
+    same = torch.equal(fin, torch.isfinite(yf)) and torch.equal(torch.isnan(ref), torch.isnan(yf))
+    norm = ref[fin].norm().clamp_min(1e-30)
+    floor = float((ref.bfloat16().float() - ref)[fin].norm() / norm)
+    return same, float((yf - ref)[fin].norm() / norm), floor
+
+
+class Budget:
+    """Seconds of tuning per (kind, M): SHARES x total / number of M values."""
+
+    def __init__(self, total: float, m_values):
+        self.left = {(k, m): total * s / len(m_values) for k, s in SHARES.items() for m in m_values}
+
+    def ok(self, kind: str, M: int) -> bool:
+        return self.left[(kind, M)] > 0
+
+    def spend(self, kind: str, M: int, seconds: float) -> None:
+        self.left[(kind, M)] -= seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# weights
+# ---------------------------------------------------------------------------------------------
+
+def build_weights(shapes, block_rows: int) -> dict:
+    """{(N, K): (W12Planes, bf16 weight)} on the GPU, one encoded block per K replicated."""
+    blocks: dict = {}
+    out: dict = {}
+    for _, _, N, Kd, _ in shapes:
+        if (N, Kd) in out:
+            continue
+        if Kd not in blocks:
+            bx = WB.make_weight(block_rows, Kd, Kd, WB.FINITE_EDGES, max(1, block_rows * Kd // 20000))
+            blocks[Kd] = (encode(bx), bx)
+        wbig, xbig = WB.replicate(*blocks[Kd], N)
+        out[(N, Kd)] = (K.prepare(wbig, DEV), xbig)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# correctness
+# ---------------------------------------------------------------------------------------------
+
+SWEEP = [(256, 512, False, WB.ALL_EDGES, 64), (300, 1000, False, WB.FINITE_EDGES, 40),
+         (512, 2048, True, WB.FINITE_EDGES, 100), (2048, 5120, False, WB.ALL_EDGES, 400)]
+
+
+def check_gemv(tag: str, p, w: torch.Tensor, m_values, extra: str = "") -> bool:
+    """w12_gemv and bf16_gemv (default configs) vs fp32 torch on w at every M: one line."""
+    worst, floor, pattern = 0.0, 0.0, True
+    for M in m_values:
+        a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
+        ref = reference(a, w)
+        for y in (G.w12_gemv(a, p), G.bf16_gemv(a, w)):
+            same, err, fl = compare(y, ref)
+            pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
+    return report(f"gemv vs torch fp32, {tag}", pattern and worst < 5e-3,
+                  f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}{extra}")
+
+
+def correctness(weights: dict, shapes, m_values) -> None:
+    for i, (N, Kd, per_row, edges, n_edges) in enumerate(SWEEP):
+        x = WB.make_weight(N, Kd, i, edges, n_edges, per_row)
+        w = encode(x, per_row=per_row)
+        p = K.prepare(w, DEV)
+        ok = bitwise_equal(decode(w), x) and bitwise_equal(K.decode_w12_gpu(p).cpu(), x)
+        check_gemv(f"{N}x{Kd}{' per-row' if w.per_row else ''}{' decode FAILED' if not ok else ''}",
+                   p, x.to(DEV), m_values, f", {w.n_escapes} escapes")
+    for (N, Kd), (p, xbig) in weights.items():
+        names = " / ".join(sorted({f"{m}:{n}" for m, n, N2, K2, _ in shapes if (N2, K2) == (N, Kd)}))
+        dec = K.decode_w12_gpu(p)
+        ok = WB.same_bits(dec, xbig)
+        check_gemv(f"{N}x{Kd}{'' if ok else ' decode FAILED'}", p, dec, m_values,
+                   f", {p.kent.numel()} escapes ({names[:40]})")
+        del dec
+
+
+# ---------------------------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------------------------
+
+def timed(fn, n: int) -> float:
+    fn(0)                      # compile, split-K counters; then the graph-replayed timing
+    torch.cuda.synchronize()
+    return K.time_calls_us(fn, n)
+
+
+def sweep(kind: str, acts, ring, ref, M: int, N: int, Kd: int, args, budget: Budget):
+    """Best (us, config, tuned?, tried list) over the GEMV candidates while the budget lasts;
+    every candidate's output is checked against ref first (a wrong one is reported, not
+    timed)."""
+    run = G.w12_gemv if kind == "w12" else G.bf16_gemv
+    cands = G.gemv_candidates(M, N, Kd, K._num_sms(acts[0].device), kind)[:args.max_cands]
+    best, tried = None, []
+    for cfg in cands:
+        if not budget.ok(kind, M):
+            break
+        t0 = time.time()
+        try:
+            same, err, _ = compare(run(acts[0], ring[0], config=cfg), ref)
+            if not same or err > 5e-3:
+                report(f"{kind}_gemv {N}x{Kd} M={M} {cfg.short}", False, f"rel err {err:.2e}")
+                continue
+            t = timed(lambda i, c=cfg: run(acts[i], ring[i], config=c), len(ring))
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped
+            print(f"  skip {kind} {cfg.short}: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            continue
+        finally:
+            budget.spend(kind, M, time.time() - t0)
+        tried.append({"config": cfg.short, "us": t})
+        if best is None or t < best[0]:
+            best = (t, cfg)
+    if best is None:   # no time left (or nothing ran): the default config, marked '*'
+        cfg = G.gemv_default_config(M, N, Kd, K._num_sms(acts[0].device))
+        return timed(lambda i: run(acts[i], ring[i], config=cfg), len(ring)), cfg, False, tried
+    return best[0], best[1], True, tried
+
+
+def tc_config(a, p, budget: Budget, M: int):
+    """(config, tuned?) of the tensor-core W12 GEMM: kernel.get_config, autotuning only while
+    the "tc" share of the budget for this M lasts."""
+    t0 = time.time()
+    cfg = K.get_config("w12", a, p, tune=budget.ok("tc", M))
+    budget.spend("tc", M, time.time() - t0)
+    return cfg, K._tune_key("w12", M, p.N, p.K, a.device) in K._TUNED
+
+
+HEADER = (f"{'model':16s} {'layer':24s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>7s} "
+          f"{'W12-TC':>8s} {'bf16-GEMV':>10s} {'W12-GEMV':>9s} {'GB/s':>5s} {'x cuBLAS':>8s}  "
+          f"W12-GEMV config (tried)")
+
+
+def time_shape(models_rows, N, Kd, p, xbig, m_values, args, budget: Budget) -> None:
+    """Time one weight shape at every M; one printed row per (model, layer) using it."""
+    ring12 = K.weight_ring(p, args.ring_mb << 20)
+    n_ring = len(ring12)
+    ring16 = [xbig] + [xbig.clone() for _ in range(n_ring - 1)]
+    w12_bytes = K.weight_bytes(p)
+    for M in m_values:
+        acts = [torch.randn(M, Kd, device=DEV).bfloat16() for _ in range(n_ring)]
+        ref = reference(acts[0], xbig)
+        t_cub = timed(lambda i: torch.matmul(acts[i], ring16[i].t()), n_ring)
+        ctc, tc_ok = tc_config(acts[0], p, budget, M)
+        t_tc = timed(lambda i: K.w12_matmul(acts[i], ring12[i], config=ctc), n_ring)
+        t12, c12, ok12, tried12 = sweep("w12", acts, ring12, ref, M, N, Kd, args, budget)
+        t16, c16, ok16, tried16 = sweep("bf16", acts, ring16, ref, M, N, Kd, args, budget)
+        for model, name, count in models_rows:
+            row = {"model": model, "layer": name, "N": N, "K": Kd, "M": M, "count": count,
+                   "cublas_us": t_cub, "w12_tc_us": t_tc, "bf16_gemv_us": t16, "w12_gemv_us": t12,
+                   "w12_gemv_GBps": w12_bytes / t12 / 1e3, "bf16_cublas_GBps": N * Kd * 2 / t_cub / 1e3,
+                   "w12_bytes": w12_bytes, "ring": n_ring,
+                   "w12_tc_config": vars(ctc) | {"tuned": tc_ok},
+                   "w12_gemv_config": vars(c12) | {"tuned": ok12}, "w12_gemv_tried": tried12,
+                   "bf16_gemv_config": vars(c16) | {"tuned": ok16}, "bf16_gemv_tried": tried16}
+            RESULTS["timing"].append(row)
+            print(f"{model:16s} {name[:24]:24s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} "
+                  f"{t_tc:7.1f}{' ' if tc_ok else '*'} {t16:9.1f}{' ' if ok16 else '*'} "
+                  f"{t12:8.1f}{' ' if ok12 else '*'} {row['w12_gemv_GBps']:5.0f} "
+                  f"{t_cub / t12:8.2f}  {c12.short} ({len(tried12)})", flush=True)
+
+
+def model_totals(models, m_values) -> None:
+    print(f"\n{'per token, linear layers':24s} {'M':>2s} {'cuBLAS ms':>9s} {'W12-TC ms':>9s} "
+          f"{'bf16-GEMV':>9s} {'W12-GEMV':>9s} {'GEMV x cuBLAS':>13s} {'TC x cuBLAS':>11s} "
+          f"{'best W12 x cuBLAS':>17s}")
+    for model in models:
+        for M in m_values:
+            rows = [r for r in RESULTS["timing"] if r["model"] == model and r["M"] == M]
+            if not rows:
+                continue
+            tot = {k: sum(r[k] * r["count"] for r in rows) / 1000
+                   for k in ("cublas_us", "w12_tc_us", "bf16_gemv_us", "w12_gemv_us")}
+            best = sum(min(r["w12_tc_us"], r["w12_gemv_us"]) * r["count"] for r in rows) / 1000
+            RESULTS["model_totals"].append({"model": model, "M": M, "best_w12_ms": best,
+                                            **{k.replace("_us", "_ms"): v for k, v in tot.items()}})
+            print(f"{model:24s} {M:2d} {tot['cublas_us']:9.2f} {tot['w12_tc_us']:9.2f} "
+                  f"{tot['bf16_gemv_us']:9.2f} {tot['w12_gemv_us']:9.2f} "
+                  f"{tot['cublas_us'] / tot['w12_gemv_us']:13.2f} "
+                  f"{tot['cublas_us'] / tot['w12_tc_us']:11.2f} {tot['cublas_us'] / best:17.2f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="w12_gemv_bench.json", help="JSON file for all results")
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--m", default=",".join(map(str, M_VALUES)), help="activation rows (<= 8)")
+    ap.add_argument("--budget", type=float, default=100.0,
+                    help="seconds of tuning in all (W12-TC autotune, GEMV candidate sweeps)")
+    ap.add_argument("--max-cands", type=int, default=12, help="GEMV candidates swept per shape")
+    ap.add_argument("--ring-mb", type=int, default=512, help="weight bytes rotated per timing")
+    ap.add_argument("--block-rows", type=int, default=1024, help="rows encoded on the CPU per K")
+    ap.add_argument("--time-limit", type=float, default=225.0,
+                    help="seconds after the start at which shapes not yet timed are skipped")
+    ap.add_argument("--tc-tune-file", default=None,
+                    help="W12-TC configs tuned earlier (gpu_w12_bench.py --save-tuning): loaded "
+                         "first, so the tensor-core GEMM is timed tuned without spending budget")
+    args = ap.parse_args()
+    m_values = tuple(int(m) for m in args.m.split(","))
+    if not all(G.gemv_supported(m) for m in m_values):
+        raise SystemExit(f"--m: the GEMV takes 1..{G.MAX_M} rows")
+    if not torch.cuda.is_available() or not K.HAS_TRITON or K.INTERPRET:
+        raise SystemExit("needs CUDA and Triton (and TRITON_INTERPRET unset)")
+    os.environ.pop("SPECPILOT_W12_TUNE_FILE", None)
+    if args.tc_tune_file:
+        print(f"W12-TC: {K.load_tuning(args.tc_tune_file)} tuned configs from {args.tc_tune_file}")
+    import triton
+    dev = torch.cuda.get_device_properties(0)
+    RESULTS["env"] = {"gpu": dev.name, "sms": dev.multi_processor_count, "torch": torch.__version__,
+                      "triton": triton.__version__, "ptx_decode": K._ptx_decode(),
+                      "ring_mb": args.ring_mb, "budget_s": args.budget, "max_cands": args.max_cands}
+    print(RESULTS["env"], flush=True)
+    t0 = time.time()
+    models = args.models.split(",")
+    shapes = []   # (model, layer, N, K, count)
+    for model in models:
+        rows = WB.layer_shapes(model)
+        print(f"{model}: " + ", ".join(f"{n} {N}x{Kd} (x{c})" for n, N, Kd, c in rows))
+        shapes += [(model, n, N, Kd, c) for n, N, Kd, c in rows]
+    weights = build_weights(shapes, args.block_rows)
+    print(f"weights built in {time.time() - t0:.0f} s", flush=True)
+    correctness(weights, shapes, m_values)
+    print(f"correctness done in {time.time() - t0:.0f} s", flush=True)
+
+    # largest share of a token's time first (count x weight size), so the budget goes there
+    order = sorted(weights, key=lambda nk: -sum(c for _, _, N, Kd, c in shapes if (N, Kd) == nk)
+                   * nk[0] * nk[1])
+    budget = Budget(args.budget, m_values)
+    print("\n" + HEADER, flush=True)
+    for N, Kd in order:
+        users = [(m, n, c) for m, n, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
+        if time.time() - t0 > args.time_limit:
+            print(f"time limit: {N}x{Kd} ({', '.join(n for _, n, _ in users)}) not timed", flush=True)
+            RESULTS.setdefault("skipped", []).append([N, Kd])
+            continue
+        p, xbig = weights[(N, Kd)]
+        time_shape(users, N, Kd, p, xbig, m_values, args, budget)
+        torch.cuda.empty_cache()   # the rings of this shape
+    model_totals(models, m_values)
+    RESULTS["budget_left_s"] = {f"{k}|m{m}": v for (k, m), v in budget.left.items()}
+    RESULTS["elapsed_s"] = time.time() - t0
+    with open(args.out, "w") as f:
+        json.dump(RESULTS, f, indent=1)
+    n_fail = sum(not c["ok"] for c in RESULTS["correctness"])
+    print(f"\n{len(RESULTS['correctness']) - n_fail}/{len(RESULTS['correctness'])} checks passed; "
+          f"{time.time() - t0:.0f} s; wrote {args.out}")
+    return 1 if n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""CUDA-core W12 GEMV (specpilot/w12/gemv.py): w12_gemv / bf16_gemv for M <= 8.
+
+As in test_w12_kernel.py: without a GPU the kernels run in the Triton interpreter on CPU tensors
+(this module sets TRITON_INTERPRET=1 before it imports the kernel modules, reloads them if
+something imported them earlier without the interpreter, and leaves it set, because the
+interpreter reads it again while running). With a GPU the same tests run the compiled kernels on
+CUDA tensors, and the @pytest.mark.gpu test adds a larger shape, the tuning candidates and
+CUDA-graph capture. The interpreter cannot run inline PTX (the decode and the fp32 widening), so
+``test_gemv_compiles_for_sm90`` compiles the kernel for an H100/H200 without a GPU (Triton's
+compiler and bundled ptxas) and checks that it builds without register spills.
+"""
+import dataclasses
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from specpilot.w12 import encode
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+INTERP = not CUDA and __name__ != "__main__"   # __main__: the sm_90 compile subprocess
+if INTERP:
+    os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+from specpilot.w12 import kernel as K  # noqa: E402
+from specpilot.w12 import gemv as G  # noqa: E402
+
+if INTERP and not K.INTERPRET:
+    K = importlib.reload(K)
+if INTERP and (not G.INTERPRET or G._decode_tiles is not K._decode_tiles):
+    G = importlib.reload(G)   # bound to a kernel module imported without the interpreter
+
+
+def bits(vals):
+    """int list of raw 16-bit patterns -> bf16 tensor."""
+    return torch.tensor([v - 0x10000 if v >= 0x8000 else v for v in vals], dtype=torch.int16
+                        ).view(torch.bfloat16)
+
+
+# escapes of every kind: subnormals, +-Inf, NaNs with payloads, big outliers, tiny normals;
+# plus -0 / +0, which use the escape code without a side entry
+EDGE = bits([0x0001, 0x807F, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x4780, 0xC6A0, 0x0080, 0x8000,
+             0x0000, 0x3F80])
+
+
+def make_weight(N, K_, seed, per_row=False, n_edges=12, scale=0.02):
+    """Random normal bf16 weight with EDGE values planted; per_row: rows 2**-10 .. 2**10 apart,
+    which makes encode() choose per-row bases."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, K_, generator=g) * scale
+    if per_row:
+        x = x * torch.pow(2.0, torch.randint(-10, 11, (N, 1), generator=g).float())
+    x = x.bfloat16()
+    if n_edges:
+        idx = torch.randperm(x.numel(), generator=g)[:n_edges]
+        x.view(-1)[idx] = EDGE[torch.arange(n_edges) % EDGE.numel()]
+    return x
+
+
+def acts(M, K_, seed):
+    g = torch.Generator().manual_seed(1000 + seed)
+    return torch.randn(M, K_, generator=g).bfloat16()
+
+
+def check_close(y, x, w):
+    """y (bf16 [M, N]) against x @ w^T in float64: the same non-finite pattern, and finite
+    values within one bf16 ulp (the interpreter rounds toward zero) plus fp32 summation
+    error."""
+    ref = x.double() @ w.double().t()
+    scale = x.double().abs() @ w.double().abs().t()
+    yd = y.double().cpu()
+    assert y.shape == ref.shape and y.dtype == torch.bfloat16
+    fin = torch.isfinite(ref)
+    assert torch.equal(fin, torch.isfinite(yd)), "non-finite outputs differ"
+    assert torch.equal(torch.isnan(ref), torch.isnan(yd)), "NaN outputs differ"
+    inf = torch.isinf(ref)
+    assert torch.equal(ref[inf], yd[inf]), "infinite outputs differ"
+    err = (yd - ref).abs()[fin]
+    tol = (2.0 ** -7) * ref.abs()[fin] + 1e-5 * scale[fin] + 1e-30
+    assert bool((err <= tol).all()), f"max err/tol {float((err / tol).max()):.3g}"
+
+
+def same_bits(a, b):
+    return torch.equal(a.contiguous().view(torch.int16).cpu(), b.contiguous().view(torch.int16).cpu())
+
+
+def cfg(bn, bk, split=1, bm=1, acc=G.ACC_ELEMENTWISE, warps=1, stages=1):
+    return G.GemvConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps,
+                        num_stages=stages, block_m=bm, acc=acc)
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN/Inf
+E, R = G.ACC_ELEMENTWISE, G.ACC_REDUCE
+
+# (N, K, M, per-row base, config or None = the wrapper's default); K = 200 pads to 224 (and
+# 96 with block_k 64 leaves a partial step): masked tails; N = 130: a partial tile, three escape
+# row blocks; block_n 128: two escape row blocks in one program; block_m < M: several row blocks
+CASES = [
+    (64, 96, 1, False, None),
+    (130, 200, 3, True, cfg(32, 32, split=3, bm=3, acc=R)),
+    (7, 32, 8, False, cfg(8, 32, bm=8)),
+    (1, 96, 2, False, cfg(4, 32, split=2, bm=2, acc=R)),
+    (64, 200, 4, True, cfg(64, 64, bm=4)),
+    (130, 32, 1, False, cfg(128, 32, acc=R)),
+    (7, 200, 5, False, cfg(8, 64, split=2, bm=2)),
+    (64, 96, 2, True, cfg(16, 64, bm=2, acc=R, stages=2)),
+]
+
+
+@pytest.mark.parametrize("N,K_,M,per_row,config", CASES,
+                         ids=[f"n{c[0]}k{c[1]}m{c[2]}{'row' if c[3] else ''}-"
+                              f"{c[4].short if c[4] else 'default'}" for c in CASES])
+def test_gemv_matches_torch(N, K_, M, per_row, config):
+    x = make_weight(N, K_, 7 * N + K_ + M, per_row=per_row, n_edges=min(12, N * K_ // 8))
+    w = encode(x, per_row=per_row)
+    assert w.per_row == per_row and w.n_escapes > 0
+    a = acts(M, K_, M)
+    check_close(G.w12_gemv(a.to(DEV), K.prepare(w, DEV), config=config), a, x)
+    check_close(G.bf16_gemv(a.to(DEV), x.to(DEV), config=config), a, x)
+
+
+@pytest.mark.parametrize("acc", [E, R])
+def test_w12_equals_bf16_gemv_without_side_escapes(acc):
+    """No side escapes (two binades plus +-0): both kernels sum the same products in the same
+    order, so the outputs are bitwise equal (the decode equals the bf16 load)."""
+    g = torch.Generator().manual_seed(5)
+    x = ((torch.rand(40, 160, generator=g) + 1) * 0.01 * torch.randn(40, 160, generator=g).sign()
+         ).bfloat16()
+    x.view(-1)[torch.randperm(x.numel(), generator=g)[:30]] = bits([0x0000, 0x8000] * 15)
+    w = encode(x)
+    assert w.n_escapes == 0
+    p, a = K.prepare(w, DEV), acts(3, 160, 5).to(DEV)
+    c = cfg(16, 32, split=2, bm=3, acc=acc)
+    y = G.w12_gemv(a, p, config=c)
+    assert same_bits(y, G.bf16_gemv(a, x.to(DEV), config=c))
+    check_close(y, a.cpu(), x)
+
+
+def test_split_k_deterministic_and_counters_reset():
+    x = make_weight(64, 320, 9)
+    p, a = K.prepare(encode(x), DEV), acts(2, 320, 3).to(DEV)
+    c = cfg(32, 32, split=4, bm=2)
+    y1 = G.w12_gemv(a, p, config=c)
+    y2 = G.w12_gemv(a, p, config=c)   # relies on the counters the first call reset
+    assert same_bits(y1, y2)
+    check_close(y1, a.cpu(), x)
+    assert all(int(buf.abs().sum()) == 0 for buf in K._LOCKS.values())
+
+
+def test_configs():
+    assert [G.gemv_supported(m) for m in (0, 1, 8, 9)] == [False, True, True, False]
+    for M in (1, 2, 3, 4, 8):
+        for N, K_ in ((5120, 17408), (5120, 6144), (34816, 5120), (248320, 5120), (96, 100)):
+            d = G.gemv_default_config(M, N, K_)
+            assert d.block_m == M
+            cands = G.gemv_candidates(M, N, K_)
+            assert 4 <= len(cands) <= 24 and len(set(cands)) == len(cands)
+            assert all(c.block_m == M and c.block_n <= 32 for c in cands)
+            assert {c.acc for c in cands} == {E, R}
+            if N == 5120:   # narrow layers: >= 2 programs per SM (132 SMs) at the first split
+                assert all(-(-N // c.block_n) * c.split_k >= 2 * 132 for c in cands[:4])
+    with pytest.raises(ValueError):
+        G.GemvConfig(block_k=48)
+    with pytest.raises(ValueError):
+        G.GemvConfig(block_m=9)
+    with pytest.raises(ValueError):
+        G.GemvConfig(block_n=4, block_k=64, num_warps=4)   # 2 pair columns per thread
+    with pytest.raises(ValueError):
+        G.GemvConfig(acc=2)
+
+
+def test_rejects_bad_inputs():
+    x = make_weight(16, 64, 1)
+    p = K.prepare(encode(x), DEV)
+    z = lambda m, k, dt=torch.bfloat16: torch.zeros(m, k, dtype=dt, device=DEV)  # noqa: E731
+    with pytest.raises(ValueError, match="at most 8"):
+        G.w12_gemv(z(9, 64), p)
+    with pytest.raises(ValueError, match="at most 8"):
+        G.bf16_gemv(z(9, 64), x.to(DEV))
+    with pytest.raises(ValueError):
+        G.w12_gemv(z(2, 32), p)                       # wrong K
+    with pytest.raises(ValueError):
+        G.w12_gemv(z(2, 64, torch.float32), p)        # not bf16
+    with pytest.raises(ValueError):
+        G.w12_gemv(torch.zeros(64, dtype=torch.bfloat16, device=DEV), p)   # not 2-D
+    with pytest.raises(ValueError):
+        G.bf16_gemv(z(2, 64), x.float().to(DEV))      # weight not bf16
+    with pytest.raises(TypeError):
+        G.w12_gemv(z(2, 64), p, config=K.INTERPRETER_CONFIG)   # a GEMM config
+    assert G.w12_gemv(z(0, 64), p).shape == (0, 16)
+    assert G.bf16_gemv(z(0, 64), x.to(DEV)).shape == (0, 16)
+
+
+# --------------------------------------------------------------------------------------------
+# compiled for sm_90 without a GPU
+# --------------------------------------------------------------------------------------------
+
+def _compile_cases():
+    """Runs in a subprocess without TRITON_INTERPRET: {case: (spill bytes, shared bytes)}."""
+    import glob
+    import re
+    import tempfile
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from specpilot.w12 import gemv
+
+    fn = gemv._gemv_kernel
+    names = list(fn.arg_names)
+    aligned = ["x_ptr", "y_ptr", "ws_ptr", "lock_ptr", "w_ptr", "h_ptr", "hb_ptr", "koff_ptr",
+               "kent_ptr", "kval_ptr", "N", "K", "HALF", "stride_xm", "stride_w", "stride_h"]
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    ptxas = sorted(glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia",
+                                          "bin", "ptxas*")))
+
+    def spills(ptx):
+        with tempfile.TemporaryDirectory() as d:
+            src = os.path.join(d, "k.ptx")
+            with open(src, "w") as f:
+                f.write(ptx)
+            for exe in ptxas:   # the wheel may bundle several; the PTX version picks one
+                r = subprocess.run([exe, "-v", "--gpu-name", "sm_90a", src, "-o",
+                                    os.path.join(d, "k.o")], capture_output=True, text=True)
+                if r.returncode == 0:
+                    return int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1))
+                if "Unsupported .version" not in r.stderr:
+                    raise RuntimeError(r.stderr[-2000:])
+        return None
+
+    out = {}
+    cases = [("w12", gemv.gemv_default_config(m, 5120, 17408), True, False) for m in (1, 2, 4, 8)]
+    cases += [("w12", gemv.gemv_candidates(1, 5120, 17408)[3], True, True),   # pipelined
+              ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True)]
+    for kind, c, even_k, per_row in cases:
+        w12 = kind == "w12"
+        ptr = "*u8" if w12 else "*bf16"
+        sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
+               "w_ptr": ptr, "h_ptr": ptr, "hb_ptr": ptr, "koff_ptr": "*i32",
+               "kent_ptr": "*i32", "kval_ptr": "*i16"}
+        sig.update({a: "i32" for a in names[10:20]})
+        consts = dict(W12=w12, HB_PER_ROW=per_row and w12, USE_SPLIT=c.split_k > 1,
+                      EVEN_K=even_k, PTX=True, ACC=c.acc, BM=c.block_m,
+                      BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
+                      NRB=-(-c.block_n // 64), ESC_CH=gemv.ESC_CHUNK, STAGES=c.num_stages)
+        sig.update({k: "constexpr" for k in consts})
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                           target=GPUTarget("cuda", 90, 32),
+                           options=dict(num_warps=c.num_warps, num_stages=1))
+        out[f"{kind} {c.short}{' per-row' if per_row else ''}"] = (spills(k.asm["ptx"]),
+                                                                   k.metadata.shared)
+    return out
+
+
+def test_gemv_compiles_for_sm90():
+    backends = pytest.importorskip("triton.backends.compiler")
+    if not hasattr(backends, "GPUTarget"):
+        pytest.skip("this triton has no GPUTarget")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(result) == 6
+    spilled = {k: v for k, (v, _) in result.items() if v not in (None, 0)}
+    assert not spilled, f"register spills (bytes): {spilled}"
+    assert all(smem <= G.SMEM_LIMIT + 4096 for _, smem in result.values()), result
+
+
+# --------------------------------------------------------------------------------------------
+# GPU only
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_gpu_gemv_large_and_graph():
+    N, K_ = 1536, 2048
+    x = make_weight(N, K_, 21, n_edges=100)
+    p = K.prepare(encode(x), "cuda")
+    xc = x.cuda()
+    for M in (1, 3, 8):
+        a = acts(M, K_, M).cuda()
+        check_close(G.w12_gemv(a, p), a.cpu(), x)
+        check_close(G.bf16_gemv(a, xc), a.cpu(), x)
+        for c in G.gemv_candidates(M, N, K_)[:3] + G.gemv_candidates(M, N, K_)[-2:]:
+            check_close(G.w12_gemv(a, p, config=c), a.cpu(), x)
+    a = acts(4, K_, 4).cuda()
+    c = dataclasses.replace(G.gemv_default_config(4, N, K_), split_k=4)
+    y_eager = G.w12_gemv(a, p, config=c)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y_graph = G.w12_gemv(a, p, config=c)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert same_bits(y_graph, y_eager)  # deterministic split-K
+
+
+@pytest.mark.gpu
+def test_gpu_w12_matmul_takes_the_tuned_gemv_at_small_m(monkeypatch):
+    """Fast-mode w12_matmul with M <= GEMV_MAX_M runs the GEMV with its tuned config (tuned on
+    first use, then cached); reproducible mode and larger M keep the tensor-core GEMM."""
+    monkeypatch.setattr(G, "_TUNED", {})
+    N, K_ = 1536, 2048
+    x = make_weight(N, K_, 22, n_edges=50)
+    p = K.prepare(encode(x), "cuda")
+    for M in range(1, K.GEMV_MAX_M + 1):
+        a = acts(M, K_, M).cuda()
+        y = K.w12_matmul(a, p)
+        cfg = G._TUNED[G._tune_key(a, N, K_, True)]
+        assert same_bits(y, G.w12_gemv(a, p, config=cfg))
+        check_close(y, a.cpu(), x)
+    a = acts(1, K_, 1).cuda()
+    cfg = K.get_config("w12", a, p, tune=False)
+    assert same_bits(K.w12_matmul(a, p, reproducible=True), K._launch(a, p, cfg, True, 2))
+    assert len(G._TUNED) == K.GEMV_MAX_M
+
+
+if __name__ == "__main__":
+    print(json.dumps(_compile_cases()))
