@@ -20,7 +20,8 @@ import triton
 import triton.language as tl
 
 CHUNK = 4096  # vocabulary entries per stage-1 program
-_BIG = 2 ** 31 - 1  # "no index" in the min-index reductions
+NO_INDEX = 2 ** 31 - 1  # "no index" in the min-index reductions
+_BIG = tl.constexpr(NO_INDEX)
 
 
 @triton.jit
@@ -79,7 +80,7 @@ def topk_rows(x: torch.Tensor, k: int, multiplier: float = 1.0, softcap: float |
         raise ValueError(f"topk_rows: x must be [R, V] with a contiguous last dim, got "
                          f"{tuple(x.shape)} strides {x.stride()}")
     r, v = x.shape
-    if not 1 <= k <= min(v, chunk) or v >= _BIG:
+    if not 1 <= k <= min(v, chunk) or v >= NO_INDEX:
         raise ValueError(f"topk_rows: k = {k} must be in 1..min(V = {v}, chunk = {chunk})")
     if softcap is not None and not softcap > 0:
         raise ValueError(f"topk_rows: softcap must be positive, got {softcap}")
