@@ -145,11 +145,26 @@ def report(name: str, ok: bool, detail: str = "") -> bool:
     return ok
 
 
+def finish(path: str, t0: float) -> int:
+    """Write RESULTS (with the elapsed time) to path, print the checks line; 1 if any failed."""
+    RESULTS["elapsed_s"] = time.time() - t0
+    with open(path, "w") as f:
+        json.dump(RESULTS, f, indent=1)
+    n_fail = sum(not c["ok"] for c in RESULTS["correctness"])
+    print(f"\n{len(RESULTS['correctness']) - n_fail}/{len(RESULTS['correctness'])} checks passed; "
+          f"{time.time() - t0:.0f} s; wrote {path}")
+    return 1 if n_fail else 0
+
+
 def rel_error(y: torch.Tensor, a: torch.Tensor, w: torch.Tensor):
     """(same non-finite pattern, ||y - ref|| / ||ref||, ||bf16(ref) - ref|| / ||ref||) over the
     finite outputs, ref = fp32 torch on the decoded weights. The last number is the floor that
     rounding the exact result to bf16 already costs; y should come close to it."""
-    ref = a.float() @ w.float().t()
+    return compare(y, a.float() @ w.float().t())
+
+
+def compare(y: torch.Tensor, ref: torch.Tensor):
+    """rel_error's three numbers against a reference computed already."""
     yf = y.float()
     fin = torch.isfinite(ref)
     same = torch.equal(fin, torch.isfinite(yf)) and torch.equal(torch.isnan(ref), torch.isnan(yf))
@@ -325,13 +340,7 @@ def main() -> int:
     RESULTS["tuned_configs"] = {k: vars(v) for k, v in K._TUNED.items()}
     if args.save_tuning:
         K.save_tuning(args.save_tuning)
-    RESULTS["elapsed_s"] = time.time() - t0
-    with open(args.out, "w") as f:
-        json.dump(RESULTS, f, indent=1)
-    n_fail = sum(not c["ok"] for c in RESULTS["correctness"])
-    print(f"\n{len(RESULTS['correctness']) - n_fail}/{len(RESULTS['correctness'])} checks passed; "
-          f"{time.time() - t0:.0f} s; wrote {args.out}")
-    return 1 if n_fail else 0
+    return finish(args.out, t0)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ plus injected escapes: subnormals, outliers, -0), replicated to N rows on the GP
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -62,13 +61,8 @@ DEV = "cuda"
 MODELS = WB.MODELS
 M_VALUES = (1, 2, 4, 8)
 SHARES = {"tc": 0.20, "w12": 0.55, "bf16": 0.25}   # of the tuning budget, per M
-RESULTS: dict = {"correctness": [], "timing": [], "model_totals": []}
-
-
-def report(name: str, ok: bool, detail: str = "") -> bool:
-    print(f"{'PASS' if ok else 'FAIL'}  {name:58s} {detail}", flush=True)
-    RESULTS["correctness"].append({"check": name, "ok": bool(ok), "detail": detail})
-    return ok
+RESULTS = WB.RESULTS  # one results dict: WB.report and WB.finish fill and write it
+report = WB.report
 
 
 def reference(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -77,15 +71,7 @@ def reference(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
                      dim=1)
 
 
-def compare(y: torch.Tensor, ref: torch.Tensor):
-    """(same non-finite pattern, ||y - ref|| / ||ref||, ||bf16(ref) - ref|| / ||ref||) over the
-    finite outputs (as gpu_w12_bench.rel_error, with the reference computed once)."""
-    yf = y.float()
-    fin = torch.isfinite(ref)
-    same = torch.equal(fin, torch.isfinite(yf)) and torch.equal(torch.isnan(ref), torch.isnan(yf))
-    norm = ref[fin].norm().clamp_min(1e-30)
-    floor = float((ref.bfloat16().float() - ref)[fin].norm() / norm)
-    return same, float((yf - ref)[fin].norm() / norm), floor
+compare = WB.compare  # (same non-finite pattern, relative error, bf16 rounding floor)
 
 
 class Budget:
@@ -320,13 +306,7 @@ def main() -> int:
         torch.cuda.empty_cache()   # the rings of this shape
     model_totals(models, m_values)
     RESULTS["budget_left_s"] = {f"{k}|m{m}": v for (k, m), v in budget.left.items()}
-    RESULTS["elapsed_s"] = time.time() - t0
-    with open(args.out, "w") as f:
-        json.dump(RESULTS, f, indent=1)
-    n_fail = sum(not c["ok"] for c in RESULTS["correctness"])
-    print(f"\n{len(RESULTS['correctness']) - n_fail}/{len(RESULTS['correctness'])} checks passed; "
-          f"{time.time() - t0:.0f} s; wrote {args.out}")
-    return 1 if n_fail else 0
+    return WB.finish(args.out, t0)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ WIDEN_PTX = "shl.b32 $0, $2, 16; and.b32 $1, $2, 0xFFFF0000;"
 
 
 if _k.HAS_TRITON:
-    from .kernel import _decode_tiles, _hb_tile
+    from .kernel import _decode_tiles, _esc_entries, _hb_tile, _store_out
 
     _ROW_BLOCK = tl.constexpr(ROW_BLOCK)
     _GROUP = tl.constexpr(GROUP)
@@ -263,21 +263,15 @@ if _k.HAS_TRITON:
             # that a non-finite value reaches its own row only.
             g0 = tl.minimum(s0 * BK // _GROUP, G)
             g1 = tl.minimum(s1 * BK // _GROUP, G)
-            cols_e = tl.arange(0, ESC_CH)
             for rb in tl.static_range(NRB):
                 blk = n0 // _ROW_BLOCK + rb
                 if blk * _ROW_BLOCK < N:
                     lo = tl.load(koff_ptr + blk * G + g0)
                     hi = tl.load(koff_ptr + blk * G + g1)
                     for e0 in range(lo, hi, ESC_CH):
-                        idx = e0 + cols_e
-                        em = idx < hi
-                        ent = tl.load(kent_ptr + idx, mask=em, other=0)
-                        val = tl.load(kval_ptr + idx, mask=em, other=0).to(tl.uint16, bitcast=True)
+                        val, r, ok, col = _esc_entries(kent_ptr, kval_ptr, e0, hi, blk, n0, BN,
+                                                       ESC_CH)
                         val = (val.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-                        r = blk * _ROW_BLOCK + (ent >> 24) - n0
-                        ok = em & (r >= 0) & (r < BN)
-                        col = (ent & 0xFFFFFF).to(tl.int64)
                         xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
                                      mask=ok[:, None] & m_ok[None, :], other=0.0
                                      ).to(tl.float32)                           # [ESC_CH, BMP]
@@ -285,24 +279,8 @@ if _k.HAS_TRITON:
                         hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]  # [BN, ESC_CH]
                         out += tl.sum(tl.where(hit[:, :, None], prod[None, :, :], 0.0), axis=1)
 
-        y_off = rm.to(tl.int64)[None, :] * N + rn[:, None]                      # [BN, BMP]
-        out_ok = m_ok[None, :] & n_ok[:, None]
-        if USE_SPLIT:
-            mn = M.to(tl.int64) * N
-            tl.store(ws_ptr + pid_k * mn + y_off, out, mask=out_ok)
-            tl.debug_barrier()  # every thread's partial is written before the ticket is taken
-            lock = lock_ptr + pid_m * tl.num_programs(0) + pid_n
-            ticket = tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu")
-            if ticket == SPLIT_K - 1:
-                # the last program of this output tile sums the partials in split order
-                tot = tl.load(ws_ptr + y_off, mask=out_ok, other=0.0, cache_modifier=".cg")
-                for s in range(1, SPLIT_K):
-                    tot += tl.load(ws_ptr + s * mn + y_off, mask=out_ok, other=0.0,
-                                   cache_modifier=".cg")
-                tl.store(y_ptr + y_off, tot.to(tl.bfloat16), mask=out_ok)
-                tl.atomic_xchg(lock, 0)
-        else:
-            tl.store(y_ptr + y_off, out.to(tl.bfloat16), mask=out_ok)
+        _store_out(y_ptr, ws_ptr, lock_ptr, out, rm.to(tl.int64)[None, :] * N + rn[:, None],
+                   m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)
 
     INTERPRET = type(_gemv_kernel).__name__ == "InterpretedFunction"
 else:
@@ -386,7 +364,7 @@ SMEM_LIMIT = 96 << 10   # candidates with a pipeline larger than this are left o
 
 def gemv_default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemvConfig:
     """Untuned GPU config (autotuning off). Elementwise accumulators throughout. M = 1: 16 rows x
-    256 pair columns, 4 warps, the tiling that won 8 of the 12 layer shapes of session 24's H200
+    256 pair columns, 4 warps, the tiling that won 7 of the 11 layer shapes of session 24's H200
     sweep (docs/benchmarks/w12.md). M = 2: 16 x 128 and M >= 3: 8 x 128 (chosen from the
     compiled code, sm_90 SASS: fewest instructions per weight at a moderate register count).
     Split-K: the smallest power of two giving >= 2 programs per SM (kernel._pick_split)."""

@@ -313,6 +313,40 @@ if HAS_TRITON:
                                     BN, BK, NRB)
         return t0.to(tl.bfloat16, bitcast=True), t1.to(tl.bfloat16, bitcast=True)
 
+    @triton.jit
+    def _esc_entries(kent_ptr, kval_ptr, e0, hi, blk, n0, BN: tl.constexpr, ESC_CH: tl.constexpr):
+        """Escape entries e0 .. e0 + ESC_CH - 1 (those < hi) of 64-row block blk -> (their bf16
+        bits as uint16, row r relative to n0, ok: a real entry whose row lies in [n0, n0 + BN),
+        column)."""
+        idx = e0 + tl.arange(0, ESC_CH)
+        em = idx < hi
+        ent = tl.load(kent_ptr + idx, mask=em, other=0)
+        val = tl.load(kval_ptr + idx, mask=em, other=0).to(tl.uint16, bitcast=True)
+        r = blk * _ROW_BLOCK + (ent >> 24) - n0
+        return val, r, em & (r >= 0) & (r < BN), (ent & 0xFFFFFF).to(tl.int64)
+
+    @triton.jit
+    def _store_out(y_ptr, ws_ptr, lock_ptr, out, y_off, out_ok, M, N, SPLIT_K, pid_k, pid_m,
+                   pid_n, USE_SPLIT: tl.constexpr):
+        """Store the fp32 tile ``out`` as bf16 at ``y_off``. USE_SPLIT: through the split-K
+        workspace: each program stores its partial, takes a ticket on its output tile's counter,
+        and the last one sums the partials in split order, stores, and resets the counter."""
+        if USE_SPLIT:
+            mn = M.to(tl.int64) * N
+            tl.store(ws_ptr + pid_k * mn + y_off, out, mask=out_ok)
+            tl.debug_barrier()  # every thread's partial is written before the ticket is taken
+            lock = lock_ptr + pid_m * tl.num_programs(0) + pid_n
+            ticket = tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu")
+            if ticket == SPLIT_K - 1:
+                tot = tl.load(ws_ptr + y_off, mask=out_ok, other=0.0, cache_modifier=".cg")
+                for s in range(1, SPLIT_K):
+                    tot += tl.load(ws_ptr + s * mn + y_off, mask=out_ok, other=0.0,
+                                   cache_modifier=".cg")
+                tl.store(y_ptr + y_off, tot.to(tl.bfloat16), mask=out_ok)
+                tl.atomic_xchg(lock, 0)
+        else:
+            tl.store(y_ptr + y_off, out.to(tl.bfloat16), mask=out_ok)
+
     # M, G and the split values would otherwise be specialized (== 1, % 16), each a new compile
     @triton.jit(do_not_specialize=["M", "G", "SPLIT_K", "STEPS_PER_SPLIT"])
     def _gemm_kernel(x_ptr, y_ptr, ws_ptr, lock_ptr, w_ptr, h_ptr, hb_ptr, koff_ptr, kent_ptr,
@@ -390,43 +424,23 @@ if HAS_TRITON:
             # epilogue: out[m, n] += x[m, col] * value for this program's escapes
             g0 = tl.minimum(s0 * BK // _GROUP, G)
             g1 = tl.minimum(s1 * BK // _GROUP, G)
-            cols_e = tl.arange(0, ESC_CH)
             for rb in tl.static_range(NRB):
                 blk = n0 // _ROW_BLOCK + rb
                 if blk * _ROW_BLOCK < N:
                     lo = tl.load(koff_ptr + blk * G + g0)
                     hi = tl.load(koff_ptr + blk * G + g1)
                     for e0 in range(lo, hi, ESC_CH):
-                        idx = e0 + cols_e
-                        em = idx < hi
-                        ent = tl.load(kent_ptr + idx, mask=em, other=0)
-                        val = tl.load(kval_ptr + idx, mask=em, other=0).to(tl.bfloat16, bitcast=True)
-                        r = blk * _ROW_BLOCK + (ent >> 24) - n0
-                        ok = em & (r >= 0) & (r < BN)
-                        col = (ent & 0xFFFFFF).to(tl.int64)
+                        val, r, ok, col = _esc_entries(kent_ptr, kval_ptr, e0, hi, blk, n0, BN,
+                                                       ESC_CH)
+                        val = val.to(tl.bfloat16, bitcast=True)
                         xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
                                      mask=ok[:, None] & m_ok[None, :], other=0.0)        # [16, BM]
                         hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]
                         vt = tl.where(hit, val[None, :], tl.zeros((BN, ESC_CH), tl.bfloat16))
                         acc = _mma(vt, xg, acc, DOT_F32)
 
-        y_off = rm.to(tl.int64)[None, :] * N + rn[:, None]
-        out_ok = m_ok[None, :] & n_ok[:, None]
-        if USE_SPLIT:
-            mn = M.to(tl.int64) * N
-            tl.store(ws_ptr + pid_k * mn + y_off, acc, mask=out_ok)
-            tl.debug_barrier()  # every thread's partial is written before the ticket is taken
-            lock = lock_ptr + pid_m * tl.num_programs(0) + pid_n
-            ticket = tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu")
-            if ticket == SPLIT_K - 1:
-                tot = tl.load(ws_ptr + y_off, mask=out_ok, other=0.0, cache_modifier=".cg")
-                for s in range(1, SPLIT_K):
-                    tot += tl.load(ws_ptr + s * mn + y_off, mask=out_ok, other=0.0,
-                                   cache_modifier=".cg")
-                tl.store(y_ptr + y_off, tot.to(tl.bfloat16), mask=out_ok)
-                tl.atomic_xchg(lock, 0)
-        else:
-            tl.store(y_ptr + y_off, acc.to(tl.bfloat16), mask=out_ok)
+        _store_out(y_ptr, ws_ptr, lock_ptr, acc, rm.to(tl.int64)[None, :] * N + rn[:, None],
+                   m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)
 
     @triton.jit
     def _decode_kernel(l_ptr, h_ptr, hb_ptr, koff_ptr, kent_ptr, kval_ptr, out_ptr,

@@ -7,14 +7,9 @@ tests/conftest.py sets for this process on CPU machines."""
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import subprocess
-import sys
-import tempfile
 
-import pytest
+from tests.unit.sm90 import run_in_subprocess, spills
 
 CONV_SIG = {"x_ptr": "*bf16", "w_ptr": "*bf16", "state_ptr": "*fp32", "y_ptr": "*bf16",
             "rows_ptr": "*i32", "fresh_ptr": "*i32", "sx_ptr": "*bf16", "skv_ptr": "*bf16",
@@ -29,26 +24,12 @@ COMMIT_SIG = {"conv_ptr": "*fp32", "sx_ptr": "*bf16", "rows_ptr": "*i32", "fresh
 WALK_SIG = {"proj_ptr": "*fp32", "succ_ptr": "*fp32", "unary_ptr": "*fp32", "cand_ptr": "*i64",
             "prev_ptr": "*i64", "book_ptr": "*bf16", "out_ptr": "*i64", "P": "i32", "K": "i32",
             "RANK": "i32", "BK": "constexpr", "BR": "constexpr"}
+TOPK_SIG = {"x_ptr": "*bf16", "val_ptr": "*fp32", "idx_ptr": "*i32", "V": "i32",
+            "stride_x": "i32", "multiplier": "fp32", "cap": "fp32", "K": "constexpr",
+            "KP": "constexpr", "CH": "constexpr", "SOFTCAP": "constexpr"}
+MERGE_SIG = {"val_ptr": "*fp32", "idx_ptr": "*i32", "out_v_ptr": "*fp32", "out_i_ptr": "*i64",
+             "N": "i32", "K": "constexpr", "KP": "constexpr", "NP": "constexpr"}
 ROWS = (1, 8, 16, 40)  # decode, verify 8 / 16, a uniform prefill
-
-
-def _spills(triton, ptx: str):
-    """Spill bytes that a bundled ptxas reports for this PTX, or None without one."""
-    found = sorted(glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends",
-                                          "nvidia", "bin", "ptxas*")))
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "k.ptx")
-        with open(src, "w") as f:
-            f.write(ptx)
-        for ptxas in found:  # the wheel may bundle several; the PTX version picks one
-            r = subprocess.run([ptxas, "-v", "--gpu-name", "sm_90a", src, "-o",
-                                os.path.join(d, "k.o")], capture_output=True, text=True)
-            if r.returncode == 0:
-                line = next(x for x in r.stderr.splitlines() if "spill stores" in x)
-                return int(line.split("bytes spill stores")[0].split(",")[-1])
-            if "Unsupported .version" not in r.stderr:
-                raise RuntimeError(r.stderr[-2000:])
-    return None
 
 
 def _compile_all() -> dict:
@@ -57,13 +38,13 @@ def _compile_all() -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from specpilot.kernels import conv, selector
+    from specpilot.kernels import conv, selector, topk
 
     target, out = GPUTarget("cuda", 90, 32), {}
 
     def build(fn, sig, consts, name):
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=target)
-        out[name] = _spills(triton, k.asm["ptx"])
+        out[name] = spills(k.asm["ptx"])
 
     for t in ROWS:
         tc, block_c = conv._tile(t)
@@ -75,21 +56,18 @@ def _compile_all() -> dict:
           "commit_windows")
     # DFlash2's greedy walk at the shipped drafters' top-k 16 and rank 256
     build(selector._greedy_walk_kernel, WALK_SIG, dict(BK=16, BR=256), "selector greedy walk")
+    # the DFlash2 head's top-k 16 (kernels/topk.py; a plain Python global in a kernel passed the
+    # interpreter and failed the GPU compile once)
+    for softcap in (False, True):
+        build(topk._chunk_topk_kernel, TOPK_SIG, dict(K=16, KP=16, CH=topk.CHUNK,
+                                                      SOFTCAP=softcap), f"topk chunk {softcap}")
+    build(topk._merge_topk_kernel, MERGE_SIG, dict(K=16, KP=16, NP=1024), "topk merge")
     return out
 
 
 def test_new_kernels_compile_for_sm90_without_spills():
-    backends = pytest.importorskip("triton.backends.compiler")
-    if not hasattr(backends, "GPUTarget"):
-        pytest.skip("this triton has no GPUTarget")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True,
-                       text=True, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    result = json.loads(r.stdout.strip().splitlines()[-1])
-    assert len(result) == 2 * len(ROWS) + 2
+    result = run_in_subprocess(__file__)
+    assert len(result) == 2 * len(ROWS) + 5
     spilled = {k: v for k, v in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
 

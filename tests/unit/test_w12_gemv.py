@@ -13,13 +13,12 @@ import dataclasses
 import importlib
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from specpilot.w12 import encode
+from tests.unit.w12_data import acts, bits, check_close, make_weight, same_bits
 
 CUDA = torch.cuda.is_available()
 DEV = "cuda" if CUDA else "cpu"
@@ -35,58 +34,6 @@ if INTERP and not K.INTERPRET:
 if INTERP and (not G.INTERPRET or G._decode_tiles is not K._decode_tiles):
     G = importlib.reload(G)   # bound to a kernel module imported without the interpreter
 
-
-def bits(vals):
-    """int list of raw 16-bit patterns -> bf16 tensor."""
-    return torch.tensor([v - 0x10000 if v >= 0x8000 else v for v in vals], dtype=torch.int16
-                        ).view(torch.bfloat16)
-
-
-# escapes of every kind: subnormals, +-Inf, NaNs with payloads, big outliers, tiny normals;
-# plus -0 / +0, which use the escape code without a side entry
-EDGE = bits([0x0001, 0x807F, 0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x4780, 0xC6A0, 0x0080, 0x8000,
-             0x0000, 0x3F80])
-
-
-def make_weight(N, K_, seed, per_row=False, n_edges=12, scale=0.02):
-    """Random normal bf16 weight with EDGE values planted; per_row: rows 2**-10 .. 2**10 apart,
-    which makes encode() choose per-row bases."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(N, K_, generator=g) * scale
-    if per_row:
-        x = x * torch.pow(2.0, torch.randint(-10, 11, (N, 1), generator=g).float())
-    x = x.bfloat16()
-    if n_edges:
-        idx = torch.randperm(x.numel(), generator=g)[:n_edges]
-        x.view(-1)[idx] = EDGE[torch.arange(n_edges) % EDGE.numel()]
-    return x
-
-
-def acts(M, K_, seed):
-    g = torch.Generator().manual_seed(1000 + seed)
-    return torch.randn(M, K_, generator=g).bfloat16()
-
-
-def check_close(y, x, w):
-    """y (bf16 [M, N]) against x @ w^T in float64: the same non-finite pattern, and finite
-    values within one bf16 ulp (the interpreter rounds toward zero) plus fp32 summation
-    error."""
-    ref = x.double() @ w.double().t()
-    scale = x.double().abs() @ w.double().abs().t()
-    yd = y.double().cpu()
-    assert y.shape == ref.shape and y.dtype == torch.bfloat16
-    fin = torch.isfinite(ref)
-    assert torch.equal(fin, torch.isfinite(yd)), "non-finite outputs differ"
-    assert torch.equal(torch.isnan(ref), torch.isnan(yd)), "NaN outputs differ"
-    inf = torch.isinf(ref)
-    assert torch.equal(ref[inf], yd[inf]), "infinite outputs differ"
-    err = (yd - ref).abs()[fin]
-    tol = (2.0 ** -7) * ref.abs()[fin] + 1e-5 * scale[fin] + 1e-30
-    assert bool((err <= tol).all()), f"max err/tol {float((err / tol).max()):.3g}"
-
-
-def same_bits(a, b):
-    return torch.equal(a.contiguous().view(torch.int16).cpu(), b.contiguous().view(torch.int16).cpu())
 
 
 def cfg(bn, bk, split=1, bm=1, acc=G.ACC_ELEMENTWISE, warps=1, stages=1):
@@ -142,7 +89,7 @@ def test_w12_equals_bf16_gemv_without_side_escapes(acc):
 
 
 def test_split_k_deterministic_and_counters_reset():
-    x = make_weight(64, 320, 9)
+    x = make_weight(64, 320, 9, n_edges=12)
     p, a = K.prepare(encode(x), DEV), acts(2, 320, 3).to(DEV)
     c = cfg(32, 32, split=4, bm=2)
     y1 = G.w12_gemv(a, p, config=c)
@@ -175,7 +122,7 @@ def test_configs():
 
 
 def test_rejects_bad_inputs():
-    x = make_weight(16, 64, 1)
+    x = make_weight(16, 64, 1, n_edges=12)
     p = K.prepare(encode(x), DEV)
     z = lambda m, k, dt=torch.bfloat16: torch.zeros(m, k, dtype=dt, device=DEV)  # noqa: E731
     with pytest.raises(ValueError, match="at most 8"):
@@ -202,37 +149,18 @@ def test_rejects_bad_inputs():
 
 def _compile_cases():
     """Runs in a subprocess without TRITON_INTERPRET: {case: (spill bytes, shared bytes)}."""
-    import glob
-    import re
-    import tempfile
-
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from specpilot.w12 import gemv
+    from tests.unit.sm90 import spills
 
     fn = gemv._gemv_kernel
     names = list(fn.arg_names)
     aligned = ["x_ptr", "y_ptr", "ws_ptr", "lock_ptr", "w_ptr", "h_ptr", "hb_ptr", "koff_ptr",
                "kent_ptr", "kval_ptr", "N", "K", "HALF", "stride_xm", "stride_w", "stride_h"]
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
-    ptxas = sorted(glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia",
-                                          "bin", "ptxas*")))
-
-    def spills(ptx):
-        with tempfile.TemporaryDirectory() as d:
-            src = os.path.join(d, "k.ptx")
-            with open(src, "w") as f:
-                f.write(ptx)
-            for exe in ptxas:   # the wheel may bundle several; the PTX version picks one
-                r = subprocess.run([exe, "-v", "--gpu-name", "sm_90a", src, "-o",
-                                    os.path.join(d, "k.o")], capture_output=True, text=True)
-                if r.returncode == 0:
-                    return int(re.search(r"(\d+) bytes spill stores", r.stderr).group(1))
-                if "Unsupported .version" not in r.stderr:
-                    raise RuntimeError(r.stderr[-2000:])
-        return None
 
     out = {}
     cases = [("w12", gemv.gemv_default_config(m, 5120, 17408), True, False) for m in (1, 2, 4, 8)]
@@ -259,16 +187,9 @@ def _compile_cases():
 
 
 def test_gemv_compiles_for_sm90():
-    backends = pytest.importorskip("triton.backends.compiler")
-    if not hasattr(backends, "GPUTarget"):
-        pytest.skip("this triton has no GPUTarget")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__)], capture_output=True,
-                       text=True, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:]
-    result = json.loads(r.stdout.strip().splitlines()[-1])
+    from tests.unit.sm90 import run_in_subprocess
+
+    result = run_in_subprocess(__file__)
     assert len(result) == 6
     spilled = {k: v for k, (v, _) in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"

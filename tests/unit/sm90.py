@@ -1,0 +1,51 @@
+"""Compiling Triton kernels for an H100/H200 (sm_90) on any machine, for tests: Triton's compiler
+and the ptxas bundled with its wheel need no GPU. A test module defines the compiles in a
+function that its `__main__` block prints as JSON; `run_in_subprocess` runs the module without
+TRITON_INTERPRET (which tests/conftest.py sets on CPU machines) and returns that JSON."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+
+def spills(ptx: str) -> int | None:
+    """Spill-store bytes that a bundled ptxas reports for this PTX, or None without one."""
+    import triton
+
+    found = sorted(glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends",
+                                          "nvidia", "bin", "ptxas*")))
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        for ptxas in found:  # the wheel may bundle several; the PTX version picks one
+            r = subprocess.run([ptxas, "-v", "--gpu-name", "sm_90a", src, "-o",
+                                os.path.join(d, "k.o")], capture_output=True, text=True)
+            if r.returncode == 0:
+                line = next(x for x in r.stderr.splitlines() if "spill stores" in x)
+                return int(line.split("bytes spill stores")[0].split(",")[-1])
+            if "Unsupported .version" not in r.stderr:
+                raise RuntimeError(r.stderr[-2000:])
+    return None
+
+
+def run_in_subprocess(module_file: str):
+    """Run `python module_file` (its __main__ prints one JSON line last) without
+    TRITON_INTERPRET and return the parsed JSON; skips when this Triton cannot target sm_90."""
+    backends = pytest.importorskip("triton.backends.compiler")
+    if not hasattr(backends, "GPUTarget"):
+        pytest.skip("this triton has no GPUTarget")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, os.path.abspath(module_file)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
