@@ -148,7 +148,8 @@ def test_rejects_bad_inputs():
 # --------------------------------------------------------------------------------------------
 
 def _compile_cases():
-    """Runs in a subprocess without TRITON_INTERPRET: {case: (spill bytes, shared bytes)}."""
+    """Runs in a subprocess without TRITON_INTERPRET: {case: (spill bytes, shared bytes)}; the
+    tensor-core GEMM's cases are compiled only (spills None)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -183,6 +184,29 @@ def _compile_cases():
                            options=dict(num_warps=c.num_warps, num_stages=1))
         out[f"{kind} {c.short}{' per-row' if per_row else ''}"] = (spills(k.asm["ptx"]),
                                                                    k.metadata.shared)
+    # the tensor-core GEMM (kernel._gemm_kernel; it shares _store_out / _esc_entries with the
+    # GEMV): compiled for sm_90 in its W12 fast, reproducible and bf16 forms, carried or not
+    from specpilot.w12 import kernel
+
+    fn = kernel._gemm_kernel
+    names = list(fn.arg_names)
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    for w12, esc, carry, split in ((True, 1, True, 4), (True, 1, False, 1), (True, 2, True, 1),
+                                   (False, 0, False, 2)):
+        c = kernel.default_config(1, 5120, 17408)
+        ptr = "*u8" if w12 else "*bf16"
+        sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
+               "w_ptr": ptr, "h_ptr": ptr, "hb_ptr": ptr, "koff_ptr": "*i32",
+               "kent_ptr": "*i32", "kval_ptr": "*i16"}
+        sig.update({a: "i32" for a in names[10:20]})
+        consts = dict(W12=w12, HB_PER_ROW=False, ESC_MODE=esc, USE_SPLIT=split > 1, EVEN_K=True,
+                      DOT_F32=False, PTX=True, BM=16, BN=c.block_n, BK=c.block_k,
+                      NRB=-(-c.block_n // 64), CARRY=carry, ESC_CH=kernel.ESC_CHUNK)
+        sig.update({k: "constexpr" for k in consts})
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                           target=GPUTarget("cuda", 90, 32),
+                           options=dict(num_warps=c.num_warps, num_stages=c.num_stages))
+        out[f"gemm w12={w12} esc={esc} carry={carry} split={split}"] = (None, k.metadata.shared)
     return out
 
 
@@ -190,10 +214,11 @@ def test_gemv_compiles_for_sm90():
     from tests.unit.sm90 import run_in_subprocess
 
     result = run_in_subprocess(__file__)
-    assert len(result) == 6
+    assert len(result) == 6 + 4  # 6 GEMV cases, 4 tensor-core GEMM ones (compiled, not checked)
     spilled = {k: v for k, (v, _) in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
-    assert all(smem <= G.SMEM_LIMIT + 4096 for _, smem in result.values()), result
+    assert all(smem <= G.SMEM_LIMIT + 4096 for k, (_, smem) in result.items()
+               if not k.startswith("gemm")), result
 
 
 # --------------------------------------------------------------------------------------------
