@@ -43,15 +43,30 @@ def _silu(g):
 
 
 @triton.jit
-def _fp32_gain_norm(x32, w_ptr, offs, ok, inv_d, eps, STYLE: tl.constexpr):
-    """x32 normalised, then the fp32 gain of STYLE 1 (1 + w), 3 (w) or 4 (none); fp32."""
-    normed = x32 * tl.rsqrt(tl.sum(x32 * x32, axis=0) * inv_d + eps)
+def _rms_factor(x32, inv_d, eps):
+    """rsqrt(mean(x^2) + eps) over the last axis of x32 (a row [D], or heads [H, D]: one
+    factor per head), kept as a size-1 axis so it broadcasts over the row."""
+    return tl.rsqrt(tl.sum(x32 * x32, axis=-1, keep_dims=True) * inv_d + eps)
+
+
+@triton.jit
+def _gain(normed, w_ptr, offs, ok, STYLE: tl.constexpr, DT: tl.constexpr):
+    """The gain of STYLE on normed (fp32) -> fp32: 0 plain, w * normed.to(DT) (for a weight of
+    DT's dtype); 1 zero-centred (1 + w); 3 fp32 weight w; 4 none."""
     if STYLE == 4:
         return normed
     w = tl.load(w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
+    if STYLE == 0:
+        return normed.to(DT).to(tl.float32) * w
     if STYLE == 1:
         return normed * (1.0 + w)
     return normed * w
+
+
+@triton.jit
+def _fp32_gain_norm(x32, w_ptr, offs, ok, inv_d, eps, STYLE: tl.constexpr):
+    """x32 normalised, then the fp32 gain of STYLE 1 (1 + w), 3 (w) or 4 (none); fp32."""
+    return _gain(x32 * _rms_factor(x32, inv_d, eps), w_ptr, offs, ok, STYLE, tl.float32)
 
 
 @triton.jit
@@ -120,6 +135,18 @@ def pre_norm(weight: torch.Tensor | None, eps: float, zero_centred: bool = False
         raise ValueError("a zero-centred norm needs its weight")
     style = _ZERO_CENTRED if zero_centred else (_NO_WEIGHT if weight is None else _FP32_WEIGHT)
     return (weight, float(eps), style)
+
+
+def head_norm(weight: torch.Tensor | None, eps: float, zero_centred: bool = False,
+              fp32_weight: bool = False):
+    """A per-head norm for kernels/rope.py's q_norm / k_norm: (weight, eps, style). Plain RMSNorm
+    (weight * normed.to(dtype)) by default; zero_centred: ZeroCenteredRMSNorm's; fp32_weight:
+    MuseRMSNorm's (normed * weight.float(), or no weight)."""
+    if zero_centred or fp32_weight:
+        return pre_norm(weight, eps, zero_centred)
+    if weight is None:
+        raise ValueError("a plain RMSNorm needs its weight")
+    return (weight, float(eps), _PLAIN)
 
 
 def _norm(x, weight, eps, style, residual=None, gate=None, pre=None):

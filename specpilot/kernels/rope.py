@@ -26,16 +26,21 @@ import torch
 import triton
 import triton.language as tl
 
+from specpilot.kernels.norm import _PLAIN, _gain, _rms_factor
+
 MAX_HEAD_DIM = 8192
 _TILE = 2048  # elements (heads x padded head dim) one program handles
 
 
 @triton.jit
 def _rotate_heads(x_ptr, out_ptr, cos, sin, scale, t, h0, H, stride_t, stride_h, D, R,
+                  w_ptr, eps, inv_d, NORM: tl.constexpr,
                   SCALED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Rotates heads h0 .. h0 + BLOCK_H - 1 (< H) of token t, SCALED: first times the fp32
-    scalar scale, rounded to x's dtype; cos / sin: fp32 [BLOCK_D], zero from R on. out is
-    contiguous [T, H, D]."""
+    """Rotates heads h0 .. h0 + BLOCK_H - 1 (< H) of token t. NORM >= 0: each head first goes
+    through a per-head RMSNorm of that style (kernels/norm.py: 0 plain, 1 zero-centred, 3 fp32
+    weight, 4 none; weight w_ptr [D]), rounded to x's dtype as the norm's own launch rounds it.
+    SCALED: then times the fp32 scalar scale, rounded to x's dtype. cos / sin: fp32 [BLOCK_D],
+    zero from R on. out is contiguous [T, H, D]."""
     dt = x_ptr.dtype.element_ty
     heads = h0 + tl.arange(0, BLOCK_H)
     d = tl.arange(0, BLOCK_D)
@@ -47,6 +52,10 @@ def _rotate_heads(x_ptr, out_ptr, cos, sin, scale, t, h0, H, stride_t, stride_h,
     row = x_ptr + t * stride_t + heads[:, None].to(tl.int64) * stride_h
     x = tl.load(row + d[None, :], mask=ok, other=0.0)
     xp = tl.load(row + partner[None, :], mask=ok & in_rot, other=0.0)
+    if NORM >= 0:  # the head's factor from x; the partner channel normalised by the same one
+        f = _rms_factor(x.to(tl.float32), inv_d, eps)
+        x = _gain(x.to(tl.float32) * f, w_ptr, d[None, :], ok, NORM, dt).to(dt)
+        xp = _gain(xp.to(tl.float32) * f, w_ptr, partner[None, :], ok & in_rot, NORM, dt).to(dt)
     if SCALED:
         x = (x.to(tl.float32) * scale).to(dt)
         xp = (xp.to(tl.float32) * scale).to(dt)
@@ -62,9 +71,10 @@ def _rotate_heads(x_ptr, out_ptr, cos, sin, scale, t, h0, H, stride_t, stride_h,
 
 
 @triton.jit
-def _rope_kernel(pos_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, qo_ptr, ko_ptr,
+def _rope_kernel(pos_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, qo_ptr, ko_ptr, qw_ptr, kw_ptr,
                  stride_qt, stride_qh, stride_kt, stride_kh, stride_tab,
-                 Hq, Hkv, D, R, q_blocks, q_scale,
+                 Hq, Hkv, D, R, q_blocks, q_scale, q_eps, k_eps, inv_d,
+                 Q_NORM: tl.constexpr, K_NORM: tl.constexpr,
                  Q_SCALED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
     """Grid (T, q_blocks + cdiv(Hkv, BLOCK_H)); see the module docstring."""
     t = tl.program_id(0).to(tl.int64)
@@ -75,10 +85,11 @@ def _rope_kernel(pos_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, qo_ptr, ko_ptr,
     sin = tl.load(sin_ptr + pos * stride_tab + d, mask=d < R, other=0.0)
     if blk < q_blocks:
         _rotate_heads(q_ptr, qo_ptr, cos, sin, q_scale, t, blk * BLOCK_H, Hq, stride_qt,
-                      stride_qh, D, R, Q_SCALED, BLOCK_H, BLOCK_D)
+                      stride_qh, D, R, qw_ptr, q_eps, inv_d, Q_NORM, Q_SCALED, BLOCK_H, BLOCK_D)
     else:
         _rotate_heads(k_ptr, ko_ptr, cos, sin, q_scale, t, (blk - q_blocks) * BLOCK_H, Hkv,
-                      stride_kt, stride_kh, D, R, False, BLOCK_H, BLOCK_D)
+                      stride_kt, stride_kh, D, R, kw_ptr, k_eps, inv_d, K_NORM, False, BLOCK_H,
+                      BLOCK_D)
 
 
 def _heads(x: torch.Tensor) -> torch.Tensor:
@@ -87,12 +98,14 @@ def _heads(x: torch.Tensor) -> torch.Tensor:
 
 
 def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: torch.Tensor,
-         sin_table: torch.Tensor,
-         q_scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+         sin_table: torch.Tensor, q_scale: float | None = None, q_norm=None,
+         k_norm=None) -> tuple[torch.Tensor, torch.Tensor]:
     """positions [T] (integer); q [T, Hq, D]; k [T, Hkv, D]; cos_table / sin_table fp32
     [max_positions, R] (R = rotary_dim <= D, even) -> (q_out, k_out): new contiguous tensors of
     q's / k's shape and dtype, equal to RotaryEmbedding.rotate(positions, q / k); with q_scale,
-    q_out equals rotate(positions, q * q_scale)."""
+    q_out equals rotate(positions, q * q_scale). q_norm / k_norm: a per-head RMSNorm applied
+    first, as (weight or None, eps, style) from kernels/norm.py's head_norm(); its output is
+    rounded to x's dtype as its own launch would round it (then the scale, then the rotation)."""
     if q.dim() != 3 or k.dim() != 3 or positions.dim() != 1:
         raise ValueError(f"expected positions [T], q [T, Hq, D], k [T, Hkv, D]; got "
                          f"{tuple(positions.shape)}, {tuple(q.shape)}, {tuple(k.shape)}")
@@ -110,6 +123,15 @@ def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: t
         raise ValueError(f"rotary dim {r} must be even and <= head dim {dim}")
     if cos_table.dtype != torch.float32 or sin_table.dtype != torch.float32:
         raise ValueError("cos / sin tables must be fp32")
+    for name, spec, x in (("q_norm", q_norm, q), ("k_norm", k_norm, k)):
+        if spec is not None:
+            w, _, style = spec
+            if (w is None) != (style == 4) or (w is not None and w.shape != (dim,)):
+                raise ValueError(f"{name}: weight {None if w is None else tuple(w.shape)} does "
+                                 f"not fit style {style} and head dim {dim}")
+            if style == _PLAIN and w.dtype != x.dtype:
+                raise ValueError(f"{name}: a plain norm's weight must have the heads' dtype "
+                                 f"({w.dtype} vs {x.dtype})")
     q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     if t == 0 or (hq == 0 and hkv == 0) or dim == 0:
@@ -120,10 +142,20 @@ def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: t
     block_d = triton.next_power_of_2(dim)
     block_h = max(1, min(triton.next_power_of_2(max(hq, hkv)), _TILE // block_d))
     q_blocks, k_blocks = triton.cdiv(hq, block_h), triton.cdiv(hkv, block_h)
+
+    def norm_args(spec):  # (weight pointer, eps, style; -1: no norm)
+        if spec is None:
+            return cos_table, 0.0, -1
+        w, eps, style = spec
+        return (cos_table if w is None else w.contiguous()), float(eps), style
+
+    qw, q_eps, q_style = norm_args(q_norm)
+    kw, k_eps, k_style = norm_args(k_norm)
     _rope_kernel[(t, q_blocks + k_blocks)](
-        positions, cos_table, sin_table, q, k, q_out, k_out,
+        positions, cos_table, sin_table, q, k, q_out, k_out, qw, kw,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), cos_table.stride(0),
-        hq, hkv, dim, r, q_blocks, 1.0 if q_scale is None else float(q_scale),
+        hq, hkv, dim, r, q_blocks, 1.0 if q_scale is None else float(q_scale), q_eps, k_eps,
+        1.0 / dim, Q_NORM=q_style, K_NORM=k_style,
         Q_SCALED=q_scale is not None, BLOCK_H=block_h, BLOCK_D=block_d,
         num_warps=min(max(block_h * block_d // 512, 1), 8), enable_fp_fusion=False)
     return q_out, k_out

@@ -45,8 +45,9 @@ class SelfAttention(nn.Module):
         q = q.view(t, self.num_heads, self.head_dim)
         k = k.view(t, self.num_kv_heads, self.head_dim)
         v = v.view(t, self.num_kv_heads, self.head_dim)
-        if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary[0](positions, q, k)
+        if self.qk_norm:  # the norms inside the RoPE launch on the Triton path
+            q, k = self.rotary[0](positions, q, k, q_norm=self.q_norm, k_norm=self.k_norm)
+        else:
+            q, k = self.rotary[0](positions, q, k)
         o = backend.forward(q, k, v, self.layer_id, self.scaling)  # [T, Hq, D]
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))

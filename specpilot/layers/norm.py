@@ -94,6 +94,13 @@ class RMSNorm(FusedAddNorm):
     def _fused_add(self, kernels, x, delta, pre=None):
         return kernels.rms_norm(x, self.weight, self.eps, residual=delta, pre=pre)
 
+    def head_spec(self, dtype: torch.dtype):
+        """This norm as a per-head norm of kernels/rope.py (None: a weight of another dtype,
+        whose product would be promoted: not foldable)."""
+        if self.weight.dtype != dtype:
+            return None
+        return _kernel_module("norm").head_norm(self.weight, self.eps)
+
 
 class ZeroCenteredRMSNorm(FusedAddNorm):
     """Qwen3.5 RMSNorm: weight stored as w, applied as (1 + w), product taken in fp32."""
@@ -117,6 +124,10 @@ class ZeroCenteredRMSNorm(FusedAddNorm):
 
     def _pre_spec(self, kernels):
         return kernels.pre_norm(self.weight, self.eps, zero_centred=True)
+
+    def head_spec(self, dtype: torch.dtype):
+        """This norm as a per-head norm of kernels/rope.py."""
+        return _kernel_module("norm").head_norm(self.weight, self.eps, zero_centred=True)
 
 
 class GatedRMSNorm(nn.Module):

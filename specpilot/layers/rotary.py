@@ -6,7 +6,8 @@ attention scaling), so lookups are bit-identical to the reference.
 RoPE variants come from transformers' ROPE_INIT_FUNCTIONS; variants whose frequencies depend on
 the running sequence length ("dynamic", "longrope") are refused rather than approximated.
 On CUDA, forward runs the Triton kernel of kernels/rope.py (same switch as the norms:
-layers.norm.USE_TRITON); rotate is always the torch reference.
+layers.norm.USE_TRITON), with the attention's per-head q / k norms in the same launch when it is
+given them (FUSE_QK_NORM); rotate is always the torch reference.
 """
 
 import torch
@@ -16,6 +17,7 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from specpilot.layers.norm import triton_kernels
 
 _LENGTH_DEPENDENT = ("dynamic", "longrope")
+FUSE_QK_NORM = True  # the q / k head norms inside the RoPE launch (False: their own; benchmarks)
 
 
 def rotary_dim(hf_config, head_dim: int) -> int:
@@ -66,12 +68,32 @@ class RotaryEmbedding(nn.Module):
         rot, rest = x[..., :self.rotary_dim], x[..., self.rotary_dim:]
         return torch.cat([rot * cos + rotate_half(rot) * sin, rest], dim=-1)
 
+    def fuses_norms(self, x: torch.Tensor) -> bool:
+        """Whether forward runs the q / k norms it is given inside its launch (for inputs on
+        x's device and autograd state): the Triton path with FUSE_QK_NORM."""
+        return FUSE_QK_NORM and triton_kernels(x, "rope") is not None
+
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-                q_scale: float | None = None):
+                q_scale: float | None = None, q_norm: nn.Module | None = None,
+                k_norm: nn.Module | None = None):
         """positions [T]; q [T, Hq, D]; k [T, Hkv, D] -> rotated (q, k), same dtypes; q_scale:
-        q is first `q * q_scale` (in q's dtype). On CUDA (layers.norm.USE_TRITON) one Triton
-        launch scales and rotates both, bit-identical to this torch code (kernels/rope.py)."""
+        q is first `q * q_scale` (in q's dtype); q_norm / k_norm: per-head norm modules applied
+        to q / k before that (their forward). On CUDA (layers.norm.USE_TRITON) one Triton launch
+        scales and rotates both, bit-identical to this torch code (kernels/rope.py); with
+        FUSE_QK_NORM the norms run in that launch too (each norm module's head_spec), with their
+        own launch's numerics (the sums of squares in another order: 16-bit results at most an
+        ulp apart, now and then)."""
         kernels = triton_kernels(q, "rope")
+        if kernels is not None and FUSE_QK_NORM and (q_norm is not None or k_norm is not None):
+            specs = [None if n is None else n.head_spec(x.dtype)
+                     for n, x in ((q_norm, q), (k_norm, k))]
+            if all(sp is not None or n is None for n, sp in zip((q_norm, k_norm), specs)):
+                return kernels.rope(positions, q, k, self.cos_table, self.sin_table, q_scale,
+                                    *specs)
+        if q_norm is not None:
+            q = q_norm(q)
+        if k_norm is not None:
+            k = k_norm(k)
         if kernels is not None:
             return kernels.rope(positions, q, k, self.cos_table, self.sin_table, q_scale)
         if q_scale is not None:

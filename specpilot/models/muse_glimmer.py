@@ -67,6 +67,12 @@ class MuseRMSNorm(FusedAddNorm):
     def _pre_spec(self, kernels):
         return kernels.pre_norm(self.weight, self.eps)
 
+    def head_spec(self, dtype: torch.dtype):
+        """This norm as a per-head norm of kernels/rope.py."""
+        from specpilot.layers.norm import _kernel_module
+
+        return _kernel_module("norm").head_norm(self.weight, self.eps, fp32_weight=True)
+
 
 class MuseAttention(nn.Module):
     FUSED = {"qkvg_proj": ("q_proj", "k_proj", "v_proj", "gate_proj")}
@@ -94,24 +100,31 @@ class MuseAttention(nn.Module):
     def forward(self, positions: torch.Tensor, x: torch.Tensor, backend) -> torch.Tensor:
         """positions [T]; x [T, hidden] (the normed layer input) -> [T, hidden]."""
         t, hq, hkv, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
-        sizes = getattr(self, "fused_sizes", {}).get("qkvg_proj")
-        if sizes is not None:
-            # q and k are adjacent columns of the fused output: one norm launch over the
-            # [T, Hq + Hkv, D] view of both (read in place; each head row is normalised on its
-            # own, so the values are those of separate q and k norms)
-            qk, v, gate = self.qkvg_proj(x).split([sizes[0] + sizes[1], *sizes[2:]], dim=-1)
-            q, k = self.qk_norm(qk.view(t, hq + hkv, d)).split([hq, hkv], dim=1)
-        else:
+        rot = self.rotary[0] if self.rotary is not None else None
+        if rot is not None and rot.fuses_norms(x):
+            # qk_norm, qk_scale_factor and RoPE in one launch (layers/rotary.py)
             q, k, v, gate = project(self, "qkvg_proj", x)
-            q = self.qk_norm(q.view(t, hq, d))
-            k = self.qk_norm(k.view(t, hkv, d))
-        v = v.view(t, hkv, d)
-        # qk_scale_factor: after the norm, before RoPE, in the model dtype (as HF); folded into
-        # the RoPE launch (the same single rounding of q * s)
-        if self.rotary is not None:
-            q, k = self.rotary[0](positions, q, k, q_scale=self.qk_scale_factor)
+            q, k = rot(positions, q.view(t, hq, d), k.view(t, hkv, d),
+                       q_scale=self.qk_scale_factor, q_norm=self.qk_norm, k_norm=self.qk_norm)
         else:
-            q = q * self.qk_scale_factor
+            sizes = getattr(self, "fused_sizes", {}).get("qkvg_proj")
+            if sizes is not None:
+                # q and k are adjacent columns of the fused output: one norm launch over the
+                # [T, Hq + Hkv, D] view of both (read in place; each head row is normalised on
+                # its own, so the values are those of separate q and k norms)
+                qk, v, gate = self.qkvg_proj(x).split([sizes[0] + sizes[1], *sizes[2:]], dim=-1)
+                q, k = self.qk_norm(qk.view(t, hq + hkv, d)).split([hq, hkv], dim=1)
+            else:
+                q, k, v, gate = project(self, "qkvg_proj", x)
+                q = self.qk_norm(q.view(t, hq, d))
+                k = self.qk_norm(k.view(t, hkv, d))
+            # qk_scale_factor: after the norm, before RoPE, in the model dtype (as HF); folded
+            # into the RoPE launch (the same single rounding of q * s)
+            if rot is not None:
+                q, k = rot(positions, q, k, q_scale=self.qk_scale_factor)
+            else:
+                q = q * self.qk_scale_factor
+        v = v.view(t, hkv, d)
         # o * sigmoid(gate) [T, Hq, D], the gate multiplied in by the backend (on the Triton path
         # inside the attention launch)
         o = backend.forward(q, k, v, self.layer_id, self.scaling, self.window,

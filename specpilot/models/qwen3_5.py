@@ -104,10 +104,9 @@ class GatedAttention(nn.Module):
         t, d = x.shape[0], self.head_dim
         q, k, v = project(self, "qkv_proj", x)
         q, gate = q.reshape(t, self.num_heads, 2 * d).chunk(2, dim=-1)
-        q = self.q_norm(q)
-        k = self.k_norm(k.reshape(t, self.num_kv_heads, d))
+        k = k.reshape(t, self.num_kv_heads, d)
         v = v.reshape(t, self.num_kv_heads, d)
-        q, k = self.rotary[0](positions, q, k)
+        q, k = self.rotary[0](positions, q, k, q_norm=self.q_norm, k_norm=self.k_norm)
         # o * sigmoid(gate), the gate multiplied in by the backend (inside the Triton launch)
         o = backend.forward(q, k, v, self.kv_index, d ** -0.5, gate=gate)
         return self.o_proj(o.reshape(t, -1))

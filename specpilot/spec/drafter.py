@@ -111,19 +111,19 @@ class DraftAttention(nn.Module):
         """k, v [N, Hkv*D]: projections of the context rows -> k, v [N, Hkv, D] (k normed and
         rotated at `positions`)."""
         n = k.shape[0]
-        k = self.k_norm(k.view(n, self.num_kv_heads, self.head_dim))
-        # no q here: RotaryEmbedding.forward with an empty q (on CUDA one Triton launch, bit for
-        # bit as rotate(), whose torch ops would take about seven launches)
-        _, k = self.rotary[0](positions, k[:, :0], k)
+        k = k.view(n, self.num_kv_heads, self.head_dim)
+        # no q here: RotaryEmbedding.forward with an empty q (on CUDA one Triton launch with the
+        # norm, where rotate() would take about seven torch launches)
+        _, k = self.rotary[0](positions, k[:, :0], k, k_norm=self.k_norm)
         return k, v.view(n, self.num_kv_heads, self.head_dim)
 
     def forward(self, x, positions, backend, layer_id, causal, window):
         t = x.shape[0]
-        q = self.q_norm(self.q_proj(x).view(t, self.num_heads, self.head_dim))
+        q = self.q_proj(x).view(t, self.num_heads, self.head_dim)
         k, v = project(self, "kv_proj", x)
-        k = self.k_norm(k.view(t, self.num_kv_heads, self.head_dim))
+        k = k.view(t, self.num_kv_heads, self.head_dim)
         v = v.view(t, self.num_kv_heads, self.head_dim)
-        q, k = self.rotary[0](positions, q, k)
+        q, k = self.rotary[0](positions, q, k, q_norm=self.q_norm, k_norm=self.k_norm)
         o = backend.attend(q, k, v, layer_id, self.scaling, causal, window)
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
 

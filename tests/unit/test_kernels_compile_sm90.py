@@ -29,6 +29,13 @@ TOPK_SIG = {"x_ptr": "*bf16", "val_ptr": "*fp32", "idx_ptr": "*i32", "V": "i32",
             "KP": "constexpr", "CH": "constexpr", "SOFTCAP": "constexpr"}
 MERGE_SIG = {"val_ptr": "*fp32", "idx_ptr": "*i32", "out_v_ptr": "*fp32", "out_i_ptr": "*i64",
              "N": "i32", "K": "constexpr", "KP": "constexpr", "NP": "constexpr"}
+ROPE_SIG = {"pos_ptr": "*i64", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "q_ptr": "*bf16",
+            "k_ptr": "*bf16", "qo_ptr": "*bf16", "ko_ptr": "*bf16", "qw_ptr": "*bf16",
+            "kw_ptr": "*bf16", "stride_qt": "i32", "stride_qh": "i32", "stride_kt": "i32",
+            "stride_kh": "i32", "stride_tab": "i32", "Hq": "i32", "Hkv": "i32", "D": "i32",
+            "R": "i32", "q_blocks": "i32", "q_scale": "fp32", "q_eps": "fp32", "k_eps": "fp32",
+            "inv_d": "fp32", "Q_NORM": "constexpr", "K_NORM": "constexpr",
+            "Q_SCALED": "constexpr", "BLOCK_H": "constexpr", "BLOCK_D": "constexpr"}
 ROWS = (1, 8, 16, 40)  # decode, verify 8 / 16, a uniform prefill
 
 
@@ -38,7 +45,7 @@ def _compile_all() -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from specpilot.kernels import conv, selector, topk
+    from specpilot.kernels import conv, rope, selector, topk
 
     target, out = GPUTarget("cuda", 90, 32), {}
 
@@ -62,12 +69,17 @@ def _compile_all() -> dict:
         build(topk._chunk_topk_kernel, TOPK_SIG, dict(K=16, KP=16, CH=topk.CHUNK,
                                                       SOFTCAP=softcap), f"topk chunk {softcap}")
     build(topk._merge_topk_kernel, MERGE_SIG, dict(K=16, KP=16, NP=1024), "topk merge")
+    # RoPE with the q / k head norms in the launch: plain (Qwen3 and the drafters), zero-centred
+    # (Qwen3.5), weightless with the q scale (Muse-Glimmer); head dim 128, 16 heads per program
+    for qn, kn, scaled in ((0, 0, False), (1, 1, False), (4, 4, True)):
+        build(rope._rope_kernel, ROPE_SIG, dict(Q_NORM=qn, K_NORM=kn, Q_SCALED=scaled,
+                                                BLOCK_H=16, BLOCK_D=128), f"rope norm {qn}")
     return out
 
 
 def test_new_kernels_compile_for_sm90_without_spills():
     result = run_in_subprocess(__file__)
-    assert len(result) == 2 * len(ROWS) + 5
+    assert len(result) == 2 * len(ROWS) + 8
     spilled = {k: v for k, v in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
 

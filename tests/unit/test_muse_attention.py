@@ -78,6 +78,8 @@ def test_attention_front_end_unchanged(monkeypatch, dtype, rope, kernels):
         monkeypatch.setattr(muse_glimmer, "triton_kernels",
                             lambda x: types.SimpleNamespace(rms_norm_fp32_weight=counting))
         monkeypatch.setattr(rotary_mod, "triton_kernels", lambda x, name: KR)
+        # the norms in launches of their own here (inside the RoPE launch: the next test)
+        monkeypatch.setattr(rotary_mod, "FUSE_QK_NORM", False)
     for a, norms in zip(modules(dtype, rope), (2, 1)):  # unfused: q and k apart; fused: one
         with torch.no_grad():
             ref_out = old_forward(a, positions, x, ref := Recorder())
@@ -86,3 +88,41 @@ def test_attention_front_end_unchanged(monkeypatch, dtype, rope, kernels):
         assert len(norm_calls) == (norms if kernels else 0)
         for got, want in zip((out, *new.seen), (ref_out, *ref.seen)):
             assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_attention_norms_inside_the_rope_launch(monkeypatch, dtype):
+    """On the Triton path with FUSE_QK_NORM (the default) the q / k norm, the q scale and RoPE
+    are one launch: no norm launch of its own, outputs within an ulp of the old front end (the
+    norm's sum of squares in another order), for the fused and the unfused projections."""
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(T, HIDDEN, generator=g) * 2).to(dtype)
+    positions = torch.randint(0, 64, (T,), generator=g)
+    monkeypatch.setattr(layers_norm, "USE_TRITON", False)
+    norm_calls, rope_calls = [], []
+    def counting_norm(*args, **kw):
+        norm_calls.append(args[0].shape)
+        return KN.rms_norm_fp32_weight(*args, **kw)
+
+    monkeypatch.setattr(muse_glimmer, "triton_kernels",
+                        lambda x: types.SimpleNamespace(rms_norm_fp32_weight=counting_norm))
+    monkeypatch.setattr(layers_norm, "_kernel_module", lambda name: KN)
+
+    def counting_rope(*args, **kw):
+        rope_calls.append(kw.get("q_norm", args[6] if len(args) > 6 else None))
+        return KR.rope(*args, **kw)
+
+    monkeypatch.setattr(rotary_mod, "triton_kernels",
+                        lambda x, name: types.SimpleNamespace(rope=counting_rope))
+    tol = dict(rtol=2e-6, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-3, atol=1e-3)
+    for a in modules(dtype, True):
+        with torch.no_grad():
+            ref_out = old_forward(a, positions, x, ref := Recorder())  # norms, then RoPE
+            norm_calls.clear()
+            rope_calls.clear()
+            out = a(positions, x, new := Recorder())
+        assert not norm_calls and len(rope_calls) == 1 and rope_calls[0] is not None
+        for got, want in zip((out, *new.seen), (ref_out, *ref.seen)):
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want, **tol)

@@ -159,3 +159,75 @@ def test_muse_rms_norm(monkeypatch, dtype, with_scale):
             torch.testing.assert_close(out, ref, **norm_tol(dtype))
             direct = KN.rms_norm_fp32_weight(x, m.weight, EPS)
             assert torch.equal(direct, out)
+
+
+def head_norms(kind: str, dtype):
+    """(q norm, k norm) modules of each attention kind, with non-trivial weights."""
+    from specpilot.layers.norm import RMSNorm, ZeroCenteredRMSNorm
+
+    if kind == "muse":  # one weightless norm shared by q and k
+        m = muse_glimmer.MuseRMSNorm(None, EPS, with_scale=False).to(DEV)
+        return m, m
+    cls = RMSNorm if kind == "plain" else ZeroCenteredRMSNorm
+    mods = []
+    for seed in (11, 12):
+        m = cls(HEAD_DIM, EPS).to(DEV)
+        with torch.no_grad():
+            m.weight.copy_(rand(HEAD_DIM, dtype=torch.float32, seed=seed, scale=0.5)
+                           + (1.0 if kind == "plain" else 0.0))
+        mods.append(m.to(dtype))
+    return tuple(mods)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind,partial,hq,tile", [("plain", False, 4, KR._TILE),
+                                                  ("zero_centred", True, 4, 64),
+                                                  ("muse", False, 4, KR._TILE),
+                                                  ("plain", False, 0, KR._TILE)])
+def test_rope_with_head_norms(monkeypatch, dtype, kind, partial, hq, tile):
+    """The q / k head norms inside the RoPE launch (RotaryEmbedding.forward with q_norm /
+    k_norm on the Triton path) against the norm modules then RoPE: the torch path within an ulp
+    (the norm's sum of squares in another order), and the two launches it replaces (the norm
+    kernels, then the RoPE kernel) likewise; Muse's q_scale after the norm; strided views of a
+    fused output; hq 0: keys alone (the drafter's context keys). With FUSE_QK_NORM off the
+    module runs the norms on their own."""
+    monkeypatch.setattr(KR, "_TILE", tile)
+    rot = make_rotary(partial)
+    qn, kn = head_norms(kind, dtype)
+    scale = 0.37 if kind == "muse" else None
+    _, q, k = split_qk(5, hq, 2, dtype, seed=31)
+    pos = positions(5, seed=32)
+    with torch.no_grad():
+        ref = rot(pos, qn(q), kn(k), q_scale=scale)  # torch: norms, then RoPE
+        monkeypatch.setattr(rotary_mod, "triton_kernels", lambda x, name: KR)
+        monkeypatch.setattr(layers_norm, "_kernel_module", lambda name: KN)
+        fused = rot(pos, q, k, q_scale=scale, q_norm=qn, k_norm=kn)
+        # the norm modules' own launches (kernels/norm.py), as on CUDA
+        monkeypatch.setattr(layers_norm, "triton_kernels", lambda x, name="norm": KN)
+        monkeypatch.setattr(muse_glimmer, "triton_kernels", lambda x, name="norm": KN)
+        two = KR.rope(pos, qn(q), kn(k), rot.cos_table, rot.sin_table, scale)
+        monkeypatch.setattr(rotary_mod, "FUSE_QK_NORM", False)
+        unfused = rot(pos, q, k, q_scale=scale, q_norm=qn, k_norm=kn)
+    for a, b, c, d in zip(fused, ref, two, unfused):
+        assert a.shape == b.shape and a.dtype == b.dtype == dtype and a.is_contiguous()
+        torch.testing.assert_close(a, b, **norm_tol(dtype))
+        torch.testing.assert_close(a, c, **norm_tol(dtype))
+        assert torch.equal(c, d)
+
+
+def test_rope_head_norm_errors():
+    rot = make_rotary(False)
+    q = rand(2, 4, HEAD_DIM, dtype=torch.float16, seed=1)
+    k = rand(2, 2, HEAD_DIM, dtype=torch.float16, seed=2)
+    pos = positions(2, seed=3)
+    w32 = torch.ones(HEAD_DIM, device=DEV)
+    with pytest.raises(ValueError, match="plain norm's weight"):
+        KR.rope(pos, q, k, rot.cos_table, rot.sin_table, q_norm=KN.head_norm(w32, EPS))
+    with pytest.raises(ValueError, match="does not fit"):
+        KR.rope(pos, q, k, rot.cos_table, rot.sin_table,
+                k_norm=KN.head_norm(torch.ones(HEAD_DIM + 1, device=DEV, dtype=q.dtype), EPS))
+    with pytest.raises(ValueError, match="needs its weight"):
+        KN.head_norm(None, EPS)
+    # a plain norm whose weight has another dtype is not folded: the module says so
+    from specpilot.layers.norm import RMSNorm
+    assert RMSNorm(HEAD_DIM, EPS).to(DEV).head_spec(torch.float16) is None
