@@ -13,6 +13,12 @@ With q_scale s (Muse-Glimmer's query gain), q's heads are first x = (x * s).to(d
 fp32 scalar: torch's `q * s` for a python float s (s cast to fp32, an fp32 multiply, one rounding
 to dt); they are rotated from there (channels R..D-1 get the scaled x). k is never scaled.
 
+With q_norm / k_norm (the attention's per-head RMSNorm of q / k, folded in: three launches
+become one), each head is first normalised as kernels/norm.py normalises a row (one factor per
+head from its sum of squares, the style's gain, rounded to x's dtype), its rotate_half partner
+channel with the same factor; then the scale and the rotation as above. The sum of squares runs
+in another order than the norm kernel's, so 16-bit results land an ulp apart now and then.
+
 Grid (T, head blocks): program (t, j) rotates BLOCK_H heads of token t, of q for the first
 cdiv(Hq, BLOCK_H) blocks and of k after them, sharing token t's cos / sin row. q and k are read
 through (token, head) strides, so views split from a fused qkv output are read in place; the
@@ -26,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from specpilot.kernels.norm import _PLAIN, _gain, _rms_factor
+from specpilot.kernels.norm import _NO_WEIGHT, _PLAIN, _gain, _rms_factor
 
 MAX_HEAD_DIM = 8192
 _TILE = 2048  # elements (heads x padded head dim) one program handles
@@ -126,7 +132,7 @@ def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: t
     for name, spec, x in (("q_norm", q_norm, q), ("k_norm", k_norm, k)):
         if spec is not None:
             w, _, style = spec
-            if (w is None) != (style == 4) or (w is not None and w.shape != (dim,)):
+            if (w is None) != (style == _NO_WEIGHT) or (w is not None and w.shape != (dim,)):
                 raise ValueError(f"{name}: weight {None if w is None else tuple(w.shape)} does "
                                  f"not fit style {style} and head dim {dim}")
             if style == _PLAIN and w.dtype != x.dtype:
