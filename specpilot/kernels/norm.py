@@ -137,13 +137,9 @@ def pre_norm(weight: torch.Tensor | None, eps: float, zero_centred: bool = False
     return (weight, float(eps), style)
 
 
-def head_norm(weight: torch.Tensor | None, eps: float, zero_centred: bool = False,
-              fp32_weight: bool = False):
-    """A per-head norm for kernels/rope.py's q_norm / k_norm: (weight, eps, style). Plain RMSNorm
-    (weight * normed.to(dtype)) by default; zero_centred: ZeroCenteredRMSNorm's; fp32_weight:
-    MuseRMSNorm's (normed * weight.float(), or no weight)."""
-    if zero_centred or fp32_weight:
-        return pre_norm(weight, eps, zero_centred)
+def head_norm(weight: torch.Tensor, eps: float):
+    """A plain RMSNorm (weight * normed.to(dtype)) as kernels/rope.py's q_norm / k_norm:
+    (weight, eps, style). The other styles are pre_norm()'s specs."""
     if weight is None:
         raise ValueError("a plain RMSNorm needs its weight")
     return (weight, float(eps), _PLAIN)

@@ -110,8 +110,9 @@ def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: t
     [max_positions, R] (R = rotary_dim <= D, even) -> (q_out, k_out): new contiguous tensors of
     q's / k's shape and dtype, equal to RotaryEmbedding.rotate(positions, q / k); with q_scale,
     q_out equals rotate(positions, q * q_scale). q_norm / k_norm: a per-head RMSNorm applied
-    first, as (weight or None, eps, style) from kernels/norm.py's head_norm(); its output is
-    rounded to x's dtype as its own launch would round it (then the scale, then the rotation)."""
+    first, as (weight or None, eps, style) from kernels/norm.py's head_norm() or pre_norm(); its
+    output is rounded to x's dtype as its own launch would round it (then the scale, then the
+    rotation)."""
     if q.dim() != 3 or k.dim() != 3 or positions.dim() != 1:
         raise ValueError(f"expected positions [T], q [T, Hq, D], k [T, Hkv, D]; got "
                          f"{tuple(positions.shape)}, {tuple(q.shape)}, {tuple(k.shape)}")

@@ -75,6 +75,12 @@ class FusedAddNorm(nn.Module):
     def _pre_spec(self, kernels):
         return None
 
+    def head_spec(self, dtype: torch.dtype):
+        """This norm as a per-head norm inside kernels/rope.py's launch (q_norm / k_norm), or
+        None when it cannot be folded. The zero-centred, fp32-weight and weightless norms fold as
+        they fold as a `pre`; the plain RMSNorm says so itself."""
+        return self._pre_spec(_kernel_module("norm"))
+
 
 class RMSNorm(FusedAddNorm):
     def __init__(self, dim: int, eps: float):
@@ -95,8 +101,8 @@ class RMSNorm(FusedAddNorm):
         return kernels.rms_norm(x, self.weight, self.eps, residual=delta, pre=pre)
 
     def head_spec(self, dtype: torch.dtype):
-        """This norm as a per-head norm of kernels/rope.py (None: a weight of another dtype,
-        whose product would be promoted: not foldable)."""
+        """Plain style (weight * normed.to(dtype)); None for a weight of another dtype, whose
+        product would be promoted."""
         if self.weight.dtype != dtype:
             return None
         return _kernel_module("norm").head_norm(self.weight, self.eps)
@@ -124,10 +130,6 @@ class ZeroCenteredRMSNorm(FusedAddNorm):
 
     def _pre_spec(self, kernels):
         return kernels.pre_norm(self.weight, self.eps, zero_centred=True)
-
-    def head_spec(self, dtype: torch.dtype):
-        """This norm as a per-head norm of kernels/rope.py."""
-        return _kernel_module("norm").head_norm(self.weight, self.eps, zero_centred=True)
 
 
 class GatedRMSNorm(nn.Module):

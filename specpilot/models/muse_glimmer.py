@@ -67,12 +67,6 @@ class MuseRMSNorm(FusedAddNorm):
     def _pre_spec(self, kernels):
         return kernels.pre_norm(self.weight, self.eps)
 
-    def head_spec(self, dtype: torch.dtype):
-        """This norm as a per-head norm of kernels/rope.py."""
-        from specpilot.layers.norm import _kernel_module
-
-        return _kernel_module("norm").head_norm(self.weight, self.eps, fp32_weight=True)
-
 
 class MuseAttention(nn.Module):
     FUSED = {"qkvg_proj": ("q_proj", "k_proj", "v_proj", "gate_proj")}

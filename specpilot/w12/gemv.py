@@ -432,40 +432,20 @@ INTERPRETER_CONFIG = GemvConfig(block_n=16, block_k=32, split_k=2, num_warps=1, 
 def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
     """Run ``_gemv_kernel`` with ``cfg``. ``w``: W12Planes (w12) or bf16 [N, K] (not w12)."""
     M, K = x.shape
-    if w12:
-        N, Kp = w.N, w.Kp
-        w_arg, h_arg, hb_arg, koff, kent, kval = w.L, w.H, w.hb, w.koff, w.kent, w.kval
-        stride_w, stride_h = w.L.stride(0), w.H.stride(0)
-        _k._check_device(x, w.L)
-    else:
-        N, Kp = w.shape[0], _cdiv(K, 32) * 32
-        w_arg = h_arg = hb_arg = koff = kent = kval = w
-        stride_w, stride_h = w.stride(0), 0
-        _k._check_device(x, w)
-    half = Kp // 2
-    bk = cfg.block_k
-    steps = _cdiv(half, bk)
-    per_split = _cdiv(steps, cfg.split_k)
-    split = _cdiv(steps, per_split)                 # no empty split ranges
+    p = _k._plan(x, w, cfg, w12)
+    if p.N == 0:
+        return p.y
     bm = cfg.block_m
-    grid = (_cdiv(N, cfg.block_n), split, _cdiv(M, bm))
-    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
-    if N == 0:
-        return y
-    if split > 1:
-        ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
-        locks = _k._locks(x.device, grid[0] * grid[2])
-    else:
-        ws = locks = y
-    _gemv_kernel[grid](
-        x, y, ws, locks, w_arg, h_arg, hb_arg, koff, kent, kval,
-        M, N, K, half, _cdiv(half, GROUP), x.stride(0), stride_w, stride_h, split, per_split,
-        W12=w12, HB_PER_ROW=w12 and w.per_row, USE_SPLIT=split > 1,
-        EVEN_K=(Kp == K and half % bk == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
-        BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=bk,
+    _gemv_kernel[p.grid](
+        x, p.y, p.ws, p.locks, *p.ops,
+        M, p.N, K, p.half, _cdiv(p.half, GROUP), x.stride(0), p.stride_w, p.stride_h, p.split,
+        p.per_split,
+        W12=w12, HB_PER_ROW=w12 and w.per_row, USE_SPLIT=p.split > 1,
+        EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
+        BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
         NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, STAGES=cfg.num_stages,
         num_warps=cfg.num_warps, num_stages=1)
-    return y
+    return p.y
 
 
 def _rows(x: torch.Tensor, K: int) -> torch.Tensor:

@@ -765,17 +765,37 @@ def _check_device(*tensors) -> None:
         raise RuntimeError("the W12 kernels need CUDA tensors (or TRITON_INTERPRET=1 on CPU)")
 
 
-def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> torch.Tensor:
-    """Run ``_gemm_kernel`` with ``cfg``. ``w``: W12Planes (w12) or bf16 [N, K] (not w12)."""
+@dataclass
+class _Plan:
+    """What a launch of the GEMM or of the GEMV (gemv.py) needs besides its tiling: the weight
+    operands (w, h, hb, koff, kent, kval) and their row strides, N, Kp, the pair columns half,
+    the split-K plan, the grid, the output y and the split-K workspace and counters."""
+    ops: tuple
+    stride_w: int
+    stride_h: int
+    N: int
+    Kp: int
+    half: int
+    split: int
+    per_split: int
+    grid: tuple
+    y: torch.Tensor
+    ws: torch.Tensor
+    locks: torch.Tensor
+
+
+def _plan(x: torch.Tensor, w, cfg, w12: bool) -> _Plan:
+    """The launch plan of x [M, K] with ``w`` (W12Planes when w12, else bf16 [N, K]) for a
+    config with block_n, block_k, split_k and block_m (GemmConfig or gemv.GemvConfig)."""
     M, K = x.shape
     if w12:
         N, Kp = w.N, w.Kp
-        w_arg, h_arg, hb_arg, koff, kent, kval = w.L, w.H, w.hb, w.koff, w.kent, w.kval
+        ops = (w.L, w.H, w.hb, w.koff, w.kent, w.kval)
         stride_w, stride_h = w.L.stride(0), w.H.stride(0)
         _check_device(x, w.L)
     else:
         N, Kp = w.shape[0], _cdiv(K, 32) * 32
-        w_arg = h_arg = hb_arg = koff = kent = kval = w
+        ops = (w,) * 6
         stride_w, stride_h = w.stride(0), 0
         _check_device(x, w)
     half = Kp // 2
@@ -789,15 +809,23 @@ def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> to
         locks = _locks(x.device, grid[0] * grid[2])
     else:
         ws = locks = y
-    _gemm_kernel[grid](
-        x, y, ws, locks, w_arg, h_arg, hb_arg, koff, kent, kval,
-        M, N, K, half, _cdiv(half, GROUP), x.stride(0), stride_w, stride_h, split, per_split,
-        W12=w12, HB_PER_ROW=w12 and w.per_row, ESC_MODE=esc_mode, USE_SPLIT=split > 1,
-        EVEN_K=(Kp == K and half % cfg.block_k == 0), DOT_F32=INTERPRET, PTX=_ptx_decode(),
+    return _Plan(ops, stride_w, stride_h, N, Kp, half, split, per_split, grid, y, ws, locks)
+
+
+def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> torch.Tensor:
+    """Run ``_gemm_kernel`` with ``cfg``. ``w``: W12Planes (w12) or bf16 [N, K] (not w12)."""
+    M, K = x.shape
+    p = _plan(x, w, cfg, w12)
+    _gemm_kernel[p.grid](
+        x, p.y, p.ws, p.locks, *p.ops,
+        M, p.N, K, p.half, _cdiv(p.half, GROUP), x.stride(0), p.stride_w, p.stride_h, p.split,
+        p.per_split,
+        W12=w12, HB_PER_ROW=w12 and w.per_row, ESC_MODE=esc_mode, USE_SPLIT=p.split > 1,
+        EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), DOT_F32=INTERPRET, PTX=_ptx_decode(),
         BM=cfg.block_m, BN=cfg.block_n, BK=cfg.block_k, NRB=_cdiv(cfg.block_n, ROW_BLOCK),
         CARRY=w12 and cfg.carry, ESC_CH=ESC_CHUNK, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)
-    return y
+    return p.y
 
 
 def _as_2d_bf16(x: torch.Tensor, K: int) -> torch.Tensor:
