@@ -18,10 +18,14 @@ Public API
   baseline to compare against).
 * ``GemvConfig``, ``gemv_default_config(M, N, K)``, ``gemv_candidates(M, N, K)`` (the space a
   tuner or the GPU bench sweeps), ``gemv_supported(M)``.
+* ``gemv_autotune(x, w)``: times the candidates on the GPU and caches the fastest per (GPU, M, N,
+  K) where the GEMM's tuner caches its configs: in memory and, with ``$SPECPILOT_W12_TUNE_FILE``,
+  in that JSON file (under "gemv-" keys; loaded on first use, so a new process does not tune again).
 
-Not wired into ``w12_matmul`` / ``W12Linear`` yet: that waits for GPU measurements
-(``scripts/gpu_w12_gemv_bench.py``). Like the GEMM, the kernel also runs in the Triton
-interpreter on CPU tensors (plain Triton ops instead of the inline PTX).
+``kernel.w12_matmul`` runs it in fast mode at M <= ``kernel.GEMV_MAX_M``. On sm_90 it is
+launched with programmatic dependent launch (``kernels/pdl.py``; off with $SPECPILOT_PDL=0). Like
+the GEMM, the kernel also runs in the Triton interpreter on CPU tensors (plain Triton ops instead
+of the inline PTX).
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..kernels import pdl
 from . import kernel as _k
 from .kernel import GROUP, ROW_BLOCK, W12Planes, _cdiv, prepare
 
@@ -40,6 +45,7 @@ except ImportError:  # CPU-only installs: nothing here can run (gemv_supported s
     tl = None
 
 MAX_M = 8                  # activation rows per call (one accumulator per row, unrolled)
+PDL_PREFETCH_STEPS = 2     # K-steps of planes asked of L2 before the PDL wait (kernels/pdl.py)
 ESC_CHUNK = 16             # escapes per epilogue step
 ACC_ELEMENTWISE = 0        # acc[BN, BK] += w * x per row, reduced over BK once after the loop
 ACC_REDUCE = 1             # acc[BN] += sum_k(w * x) per row, reduced in every K-step
@@ -67,6 +73,14 @@ if _k.HAS_TRITON:
         else:
             w = (t.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
         return w
+
+    @triton.jit
+    def _prefetch_l2(ptrs, nbytes):
+        """Ask L2 for ``nbytes`` (a multiple of 16) from each pointer (16-byte aligned), without
+        waiting: ``cp.async.bulk.prefetch.L2`` (sm_90), one per element of ``ptrs``."""
+        tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0;",
+                                  "=r,l,r", [ptrs, tl.full(ptrs.shape, nbytes, tl.int32)],
+                                  dtype=tl.int32, is_pure=False, pack=1)
 
     @triton.jit
     def _load_w(w_tile, h_tile, j, HALF, w_m0, w_m1, W12: tl.constexpr):
@@ -154,7 +168,8 @@ if _k.HAS_TRITON:
                      W12: tl.constexpr, HB_PER_ROW: tl.constexpr, USE_SPLIT: tl.constexpr,
                      EVEN_K: tl.constexpr, PTX: tl.constexpr, ACC: tl.constexpr,
                      BM: tl.constexpr, BMP: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                     NRB: tl.constexpr, ESC_CH: tl.constexpr, STAGES: tl.constexpr):
+                     NRB: tl.constexpr, ESC_CH: tl.constexpr, STAGES: tl.constexpr,
+                     PDL: tl.constexpr, PF_STEPS: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T on CUDA cores; W from W12 planes (W12) or bf16 (w_ptr).
 
         Grid (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns the K-steps
@@ -174,7 +189,13 @@ if _k.HAS_TRITON:
         is masked; their results are never stored. STAGES 1: a plain loop (latency hidden by
         the other programs on the SM); STAGES >= 2: Triton's software pipeline (cp.async of the
         plane and x tiles into shared memory, STAGES - 1 steps ahead).
+
+        PDL (launched with programmatic dependent launch, ``kernels/pdl.py``): the next kernel
+        may be scheduled at once; before waiting for the kernel before it, each program asks L2
+        for the planes of its first PF_STEPS K-steps (weights only: no kernel writes them), so
+        the weight stream starts while the previous kernel finishes.
         """
+        pdl.launch_dependents(PDL)
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
         pid_m = tl.program_id(2)
@@ -202,6 +223,14 @@ if _k.HAS_TRITON:
         else:
             h_tile = w_tile
             hbt = 0
+        if PF_STEPS > 0:
+            nbytes = tl.minimum(s1 - s0, PF_STEPS) * BK
+            if nbytes > 0:
+                rows = w_ptr + rn_c * stride_w + s0 * BK
+                _prefetch_l2(rows, nbytes)
+                _prefetch_l2(rows + HALF, nbytes)
+                _prefetch_l2(h_ptr + rn_c * stride_h + s0 * BK, nbytes)
+        pdl.wait(PDL)   # x and every store come after the previous kernel
         if ACC == 0:
             acc0 = tl.zeros((BN, BK), dtype=tl.float32)
         else:
@@ -436,6 +465,7 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
     if p.N == 0:
         return p.y
     bm = cfg.block_m
+    use_pdl = pdl.enabled(x)
     _gemv_kernel[p.grid](
         x, p.y, p.ws, p.locks, *p.ops,
         M, p.N, K, p.half, _cdiv(p.half, GROUP), x.stride(0), p.stride_w, p.stride_h, p.split,
@@ -444,8 +474,16 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
         NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, STAGES=cfg.num_stages,
-        num_warps=cfg.num_warps, num_stages=1)
+        PDL=use_pdl, PF_STEPS=PDL_PREFETCH_STEPS if use_pdl and _prefetchable(w, w12) else 0,
+        num_warps=cfg.num_warps, num_stages=1, **({"launch_pdl": True} if use_pdl else {}))
     return p.y
+
+
+def _prefetchable(w, w12: bool) -> bool:
+    """Whether the PDL prefetch may address w's planes: W12 planes whose rows (and half-row
+    offset) start on 16-byte boundaries, as cp.async.bulk.prefetch requires."""
+    return w12 and all(t.data_ptr() % 16 == 0 and t.stride(0) % 16 == 0 for t in (w.L, w.H)) \
+        and w.Kp % 32 == 0
 
 
 def _rows(x: torch.Tensor, K: int) -> torch.Tensor:
@@ -457,17 +495,17 @@ def _rows(x: torch.Tensor, K: int) -> torch.Tensor:
     return x
 
 
-_TUNED: dict = {}  # (GPU, M, N, K, w12) -> GemvConfig, filled by gemv_autotune
-
-
-def _tune_key(x: torch.Tensor, N: int, K: int, w12: bool) -> tuple:
+def _tune_key(x: torch.Tensor, N: int, K: int, w12: bool) -> str:
+    """Key in kernel's tune cache and file: "gemv-w12" / "gemv-bf16", GPU model, M, N, K."""
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    return (_k._gpu_name(index), x.shape[0], N, K, w12)
+    kind = _k.GEMV_KEY_PREFIX + ("w12" if w12 else "bf16")
+    return f"{kind}|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
 
 
 def gemv_autotune(x: torch.Tensor, w, w12: bool = True, candidates=None) -> GemvConfig:
     """Time ``gemv_candidates`` on (x, w) as kernel.autotune times the GEMM's (CUDA-graph replays
-    rotating over a >= 512 MB ring of weight copies) and cache the fastest for (GPU, M, N, K)."""
+    rotating over a >= 512 MB ring of weight copies) and cache the fastest for (GPU, M, N, K), in
+    memory and in $SPECPILOT_W12_TUNE_FILE if set (``kernel._remember``)."""
     N, K = (w.N, w.K) if w12 else tuple(w.shape)
     M = x.shape[0]
     cands = candidates or gemv_candidates(M, N, K, _k._num_sms(x.device),
@@ -475,26 +513,31 @@ def gemv_autotune(x: torch.Tensor, w, w12: bool = True, candidates=None) -> Gemv
     ring = _k.weight_ring(w)
     best = _k.fastest(cands, lambda c: lambda i: _launch(x, ring[i], c, w12), len(ring),
                       f"gemv {'w12' if w12 else 'bf16'} M={M} N={N} K={K}")
-    _TUNED[_tune_key(x, N, K, w12)] = best
+    _k._remember(_tune_key(x, N, K, w12), best)
     return best
 
 
-def _config_for(x: torch.Tensor, w, N: int, K: int, config, w12: bool) -> GemvConfig:
-    """config as given; else the interpreter's; else the tuned one (tuning now when
-    kernel.autotune_enabled()), or gemv_default_config."""
-    if config is not None:
-        if not isinstance(config, GemvConfig):
-            raise TypeError(f"config must be a GemvConfig, got {type(config).__name__}")
-        return config
-    M = x.shape[0]
-    if not x.is_cuda:   # interpreter: small tiles (speed), every row of x in one program
-        return replace(INTERPRETER_CONFIG, block_m=M)
-    cfg = _TUNED.get(_tune_key(x, N, K, w12))
+def _tuned_config(x: torch.Tensor, w, N: int, K: int, w12: bool) -> GemvConfig:
+    """The tuned config (in memory, or read from $SPECPILOT_W12_TUNE_FILE on first use); else
+    tuning now when kernel.autotune_enabled(); else gemv_default_config."""
+    _k._maybe_load_tune_file()
+    cfg = _k._TUNED.get(_tune_key(x, N, K, w12))
     if cfg is not None:
         return cfg
     if _k.autotune_enabled():
         return gemv_autotune(x, w, w12)
-    return gemv_default_config(M, N, K, _k._num_sms(x.device))
+    return gemv_default_config(x.shape[0], N, K, _k._num_sms(x.device))
+
+
+def _config_for(x: torch.Tensor, w, N: int, K: int, config, w12: bool) -> GemvConfig:
+    """config as given; else the interpreter's; else ``_tuned_config``."""
+    if config is not None:
+        if not isinstance(config, GemvConfig):
+            raise TypeError(f"config must be a GemvConfig, got {type(config).__name__}")
+        return config
+    if not x.is_cuda:   # interpreter: small tiles (speed), every row of x in one program
+        return replace(INTERPRETER_CONFIG, block_m=x.shape[0])
+    return _tuned_config(x, w, N, K, w12)
 
 
 def w12_gemv(x: torch.Tensor, planes, config: GemvConfig | None = None) -> torch.Tensor:

@@ -11,7 +11,8 @@ Public API
   With the same config, ``w12_matmul(..., reproducible=True)`` equals it bit for bit.
 * ``decode_w12_gpu(planes) -> bf16 [N, K]``: the kernel's decode routine as a standalone kernel.
 * Configs: ``GemmConfig``, ``get_config`` (tuned per (M bucket, N, K) on the GPU, cached in memory
-  and optionally in a JSON file named by ``$SPECPILOT_W12_TUNE_FILE``), ``autotune``.
+  and optionally in a JSON file named by ``$SPECPILOT_W12_TUNE_FILE``), ``autotune``. The same
+  cache and file hold the configs of gemv.py's tuner, under keys that start with "gemv-".
 
 Kernel design (one program = BLOCK_N weight rows x one split-K range x BLOCK_M activation rows)
 ------------------------------------------------------------------------------------------------
@@ -496,8 +497,9 @@ class GemmConfig:
 INTERPRETER_CONFIG = GemmConfig(block_m=16, block_n=32, block_k=32, split_k=2, num_warps=4,
                                 num_stages=1)
 M_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
-_TUNED: dict = {}
+_TUNED: dict = {}  # _tune_key -> GemmConfig; gemv._tune_key ("gemv-..." keys) -> gemv.GemvConfig
 _TUNE_FILE_LOADED = False
+GEMV_KEY_PREFIX = "gemv-"  # tune cache / file keys of gemv.py's configs (GEMM keys: "w12|...")
 
 
 def m_bucket(M: int) -> int:
@@ -580,18 +582,28 @@ def _tune_key(kind: str, M: int, N: int, K: int, device) -> str:
 
 
 def clear_tuning() -> None:
-    """Forget the tuned configs held in memory (a tune file already read is not read again).
-    Needed before comparing two kinds at their default configs after either was tuned."""
+    """Forget the tuned configs (GEMM and GEMV) held in memory (a tune file already read is not
+    read again). Needed before comparing two kinds at their default configs after either was
+    tuned."""
     _TUNED.clear()
 
 
 def load_tuning(path: str) -> int:
-    """Merge a JSON tuning file (written by ``save_tuning``) into the in-memory cache."""
+    """Merge a JSON tuning file (written by ``save_tuning``) into the in-memory cache: GEMM
+    entries as ``GemmConfig``, "gemv-" entries as ``gemv.GemvConfig``. A malformed entry is a
+    ValueError naming the file and the key (nothing is merged then)."""
+    from .gemv import GemvConfig  # gemv.py imports this module
     with open(path) as f:
         data = json.load(f)
+    loaded = {}
     for key, cfg in data.items():
-        _TUNED[key] = GemmConfig(**cfg)
-    return len(data)
+        cls = GemvConfig if key.startswith(GEMV_KEY_PREFIX) else GemmConfig
+        try:
+            loaded[key] = cls(**cfg)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"W12 tune file {path}: bad {cls.__name__} entry {key!r}: {e}") from e
+    _TUNED.update(loaded)
+    return len(loaded)
 
 
 def save_tuning(path: str) -> None:
@@ -613,6 +625,14 @@ def _maybe_load_tune_file() -> None:
     if not _TUNE_FILE_LOADED and path and os.path.exists(path):
         load_tuning(path)
     _TUNE_FILE_LOADED = True
+
+
+def _remember(key: str, cfg) -> None:
+    """Cache a tuned config (GEMM or GEMV) in memory and, with $SPECPILOT_W12_TUNE_FILE, in it."""
+    _TUNED[key] = cfg
+    path = os.environ.get("SPECPILOT_W12_TUNE_FILE")
+    if path:
+        save_tuning(path)
 
 
 TUNE_RING_BYTES = 512 << 20  # weight bytes rotated while timing a candidate (~10x the H200's L2)
@@ -702,10 +722,7 @@ def autotune(kind: str, x: torch.Tensor, w, candidates=None) -> GemmConfig:
     w12 = kind == "w12"
     best = fastest(cands, lambda c: lambda i: _launch(x, ring[i], c, w12, 1 if w12 else 0),
                    len(ring), f"{kind} M={M} N={N} K={K}")
-    _TUNED[_tune_key(kind, M, N, K, x.device)] = best
-    path = os.environ.get("SPECPILOT_W12_TUNE_FILE")
-    if path:
-        save_tuning(path)
+    _remember(_tune_key(kind, M, N, K, x.device), best)
     return best
 
 

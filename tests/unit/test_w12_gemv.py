@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -144,6 +145,121 @@ def test_rejects_bad_inputs():
 
 
 # --------------------------------------------------------------------------------------------
+# tuned configs in $SPECPILOT_W12_TUNE_FILE (shared with the GEMM's), on CPU tensors: the GPU's
+# name and SM count are faked and kernel.fastest (the timing) is replaced
+# --------------------------------------------------------------------------------------------
+
+TN, TK, TM = 64, 96, 2   # the tuned shape
+
+
+@pytest.fixture
+def tune_file(monkeypatch, tmp_path):
+    """A fresh "process" (empty tune cache, file not read yet) on a fake GPU, with
+    $SPECPILOT_W12_TUNE_FILE set to a file that does not exist yet; returns its path."""
+    monkeypatch.setattr(K, "_TUNED", {})
+    monkeypatch.setattr(K, "_TUNE_FILE_LOADED", False)
+    monkeypatch.setattr(K, "_gpu_name", lambda index: "Fake_GPU")
+    monkeypatch.setattr(K, "_num_sms", lambda device: 132)
+    monkeypatch.setattr(K, "autotune_enabled", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    path = tmp_path / "tune.json"
+    monkeypatch.setenv("SPECPILOT_W12_TUNE_FILE", str(path))
+    return path
+
+
+def _new_process():
+    K._TUNED.clear()
+    K._TUNE_FILE_LOADED = False   # (restored by the fixture's monkeypatch)
+
+
+def _tune_with(monkeypatch, pick):
+    """Make kernel.fastest return pick(candidates) without timing; returns the list of picks."""
+    picked = []
+
+    def fastest(cands, make_fn, n, what):
+        picked.append(pick(cands))
+        return picked[-1]
+    monkeypatch.setattr(K, "fastest", fastest)
+    return picked
+
+
+def _no_tuning(monkeypatch):
+    def fail(*args):
+        raise AssertionError("tuned again instead of using the tune file")
+    monkeypatch.setattr(K, "fastest", fail)
+
+
+def _weight_and_acts():
+    x = make_weight(TN, TK, 3, n_edges=12)
+    return K.prepare(encode(x), "cpu"), acts(TM, TK, 1), x
+
+
+def test_gemv_tune_file_read_back_without_retuning(tune_file, monkeypatch):
+    p, a, x = _weight_and_acts()
+    picked = _tune_with(monkeypatch, lambda cands: cands[-1])
+    c = G._tuned_config(a, p, TN, TK, True)        # first process: tunes, writes the file
+    assert picked == [c] and c != G.gemv_default_config(TM, TN, TK)
+    key = G._tune_key(a, TN, TK, True)
+    assert key == f"gemv-w12|Fake_GPU|m{TM}|n{TN}|k{TK}"
+    assert json.loads(tune_file.read_text()) == {key: dataclasses.asdict(c)}
+
+    _new_process()
+    _no_tuning(monkeypatch)
+    assert G._tuned_config(a, p, TN, TK, True) == c  # read from the file, not tuned
+    assert K._TUNED == {key: c}
+    check_close(G.w12_gemv(a, p, config=K._TUNED[key]), a, x)
+
+
+def test_gemm_and_gemv_entries_for_one_shape_coexist(tune_file, monkeypatch):
+    p, a, _ = _weight_and_acts()
+    _tune_with(monkeypatch, lambda cands: cands[1])
+    gemm = K.autotune("w12", a, p)                   # process 1 tunes the GEMM
+    _new_process()
+    gemv = G.gemv_autotune(a, p)    # process 2 the GEMV, same shape (file not read: merged)
+    gemm_key, gemv_key = K._tune_key("w12", TM, TN, TK, a.device), G._tune_key(a, TN, TK, True)
+    assert isinstance(gemm, K.GemmConfig) and isinstance(gemv, G.GemvConfig)
+    assert json.loads(tune_file.read_text()) == {gemm_key: dataclasses.asdict(gemm),
+                                                 gemv_key: dataclasses.asdict(gemv)}
+
+    _new_process()
+    _no_tuning(monkeypatch)
+    assert G._tuned_config(a, p, TN, TK, True) == gemv
+    assert K._TUNED == {gemm_key: gemm, gemv_key: gemv}
+    assert K.load_tuning(str(tune_file)) == 2
+
+
+def test_tune_file_without_gemv_entries_still_loads(tune_file, monkeypatch):
+    """A file written before the GEMV entries existed (GEMM entries only, same format)."""
+    p, a, _ = _weight_and_acts()
+    old = {"w12|Fake_GPU|m2|n64|k96": {"block_m": 16, "block_n": 64, "block_k": 64, "split_k": 2,
+                                       "num_warps": 4, "num_stages": 2, "carry": True},
+           "bf16|Fake_GPU|m128|n64|k96": {"block_m": 64, "block_n": 128, "block_k": 32,
+                                          "split_k": 1, "num_warps": 8, "num_stages": 3,
+                                          "carry": True}}
+    tune_file.write_text(json.dumps(old))
+    picked = _tune_with(monkeypatch, lambda cands: cands[0])
+    gemv = G._tuned_config(a, p, TN, TK, True)      # no GEMV entry: tuned and added
+    assert picked == [gemv]
+    assert K._TUNED[K._tune_key("w12", TM, TN, TK, a.device)] == K.GemmConfig(**old[
+        "w12|Fake_GPU|m2|n64|k96"])
+    assert json.loads(tune_file.read_text()) == {**old, G._tune_key(a, TN, TK, True):
+                                                 dataclasses.asdict(gemv)}
+
+
+@pytest.mark.parametrize("entry", [{"block_n": 16, "block_x": 1}, {"block_k": 48}, [16, 64]],
+                         ids=["unknown-field", "invalid-value", "not-an-object"])
+def test_malformed_gemv_entry_names_the_file(tune_file, monkeypatch, entry):
+    p, a, _ = _weight_and_acts()
+    key = G._tune_key(a, TN, TK, True)
+    tune_file.write_text(json.dumps({"w12|Fake_GPU|m2|n64|k96": dataclasses.asdict(
+        K.INTERPRETER_CONFIG), key: entry}))
+    _no_tuning(monkeypatch)
+    with pytest.raises(ValueError, match=re.escape(f"{tune_file}: bad GemvConfig entry '{key}'")):
+        G._tuned_config(a, p, TN, TK, True)
+    assert K._TUNED == {}   # nothing merged
+
+
+# --------------------------------------------------------------------------------------------
 # compiled for sm_90 without a GPU
 # --------------------------------------------------------------------------------------------
 
@@ -164,10 +280,13 @@ def _compile_cases():
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
 
     out = {}
-    cases = [("w12", gemv.gemv_default_config(m, 5120, 17408), True, False) for m in (1, 2, 4, 8)]
-    cases += [("w12", gemv.gemv_candidates(1, 5120, 17408)[3], True, True),   # pipelined
-              ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True)]
-    for kind, c, even_k, per_row in cases:
+    cases = [("w12", gemv.gemv_default_config(m, 5120, 17408), True, False, False)
+             for m in (1, 2, 4, 8)]
+    cases += [("w12", gemv.gemv_candidates(1, 5120, 17408)[3], True, True, False),   # pipelined
+              ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True, False),
+              # launched with PDL: the L2 bulk prefetch before the grid-dependency wait
+              ("w12", gemv.gemv_default_config(1, 5120, 17408), True, False, True)]
+    for kind, c, even_k, per_row, use_pdl in cases:
         w12 = kind == "w12"
         ptr = "*u8" if w12 else "*bf16"
         sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
@@ -177,13 +296,17 @@ def _compile_cases():
         consts = dict(W12=w12, HB_PER_ROW=per_row and w12, USE_SPLIT=c.split_k > 1,
                       EVEN_K=even_k, PTX=True, ACC=c.acc, BM=c.block_m,
                       BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
-                      NRB=-(-c.block_n // 64), ESC_CH=gemv.ESC_CHUNK, STAGES=c.num_stages)
+                      NRB=-(-c.block_n // 64), ESC_CH=gemv.ESC_CHUNK, STAGES=c.num_stages,
+                      PDL=use_pdl, PF_STEPS=gemv.PDL_PREFETCH_STEPS if use_pdl else 0)
         sig.update({k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
                            options=dict(num_warps=c.num_warps, num_stages=1))
-        out[f"{kind} {c.short}{' per-row' if per_row else ''}"] = (spills(k.asm["ptx"]),
-                                                                   k.metadata.shared)
+        if use_pdl:   # the grid-dependency control and the prefetch are in the code
+            assert all(op in k.asm["ptx"] for op in ("griddepcontrol.wait",
+                       "griddepcontrol.launch_dependents", "cp.async.bulk.prefetch.L2")), kind
+        out[f"{kind} {c.short}{' per-row' if per_row else ''}{' pdl' if use_pdl else ''}"] = (
+            spills(k.asm["ptx"]), k.metadata.shared)
     # the tensor-core GEMM (kernel._gemm_kernel; it shares _store_out / _esc_entries with the
     # GEMV): compiled for sm_90 in its W12 fast, reproducible and bf16 forms, carried or not
     from specpilot.w12 import kernel
@@ -214,7 +337,7 @@ def test_gemv_compiles_for_sm90():
     from tests.unit.sm90 import run_in_subprocess
 
     result = run_in_subprocess(__file__)
-    assert len(result) == 6 + 4  # 6 GEMV cases, 4 tensor-core GEMM ones (compiled, not checked)
+    assert len(result) == 7 + 4  # 7 GEMV cases, 4 tensor-core GEMM ones (compiled, not checked)
     spilled = {k: v for k, (v, _) in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
     assert all(smem <= G.SMEM_LIMIT + 4096 for k, (_, smem) in result.items()
@@ -249,23 +372,61 @@ def test_gpu_gemv_large_and_graph():
 
 
 @pytest.mark.gpu
+def test_gpu_pdl_chain_equals_plain_launches(monkeypatch):
+    """GEMVs launched with PDL (kernels/pdl.py) in a dependent chain: norm -> GEMV -> SiLU-mul ->
+    GEMV -> GEMV, each reading the previous output, eager and captured in a CUDA graph, equal
+    bit for bit the same chain with PDL off (a kernel reading its input before the wait, or
+    storing early, would race)."""
+    from specpilot.kernels import norm, pdl
+    if not pdl.enabled(torch.empty(1, device="cuda")):
+        pytest.skip("PDL needs sm_90 or later")
+    D = 2048
+    ws = [K.prepare(encode(make_weight(n, k, 30 + i, n_edges=20)), "cuda")
+          for i, (n, k) in enumerate(((2 * D, D), (D, D), (D, D)))]
+    gain = torch.rand(D, device="cuda").bfloat16() + 0.5
+
+    def chain(x, r):
+        normed, _ = norm.rms_norm(x, gain, 1e-6, residual=r)
+        gu = G.w12_gemv(normed, ws[0])
+        y = G.w12_gemv(norm.silu_mul(gu[:, :D], gu[:, D:]), ws[1])
+        return G.w12_gemv(y, ws[2])
+
+    x, r = acts(1, D, 7).cuda(), acts(1, D, 8).cuda()
+    monkeypatch.setenv("SPECPILOT_PDL", "0")
+    ref = chain(x, r)
+    monkeypatch.delenv("SPECPILOT_PDL")
+    assert same_bits(chain(x, r), ref)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [chain(x, r) for _ in range(8)]
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert all(same_bits(o, ref) for o in outs)
+
+
+@pytest.mark.gpu
 def test_gpu_w12_matmul_takes_the_tuned_gemv_at_small_m(monkeypatch):
     """Fast-mode w12_matmul with M <= GEMV_MAX_M runs the GEMV with its tuned config (tuned on
     first use, then cached); reproducible mode and larger M keep the tensor-core GEMM."""
-    monkeypatch.setattr(G, "_TUNED", {})
+    monkeypatch.setattr(K, "_TUNED", {})
+    monkeypatch.setattr(K, "_TUNE_FILE_LOADED", True)
+    monkeypatch.delenv("SPECPILOT_W12_TUNE_FILE", raising=False)
     N, K_ = 1536, 2048
     x = make_weight(N, K_, 22, n_edges=50)
     p = K.prepare(encode(x), "cuda")
     for M in range(1, K.GEMV_MAX_M + 1):
         a = acts(M, K_, M).cuda()
         y = K.w12_matmul(a, p)
-        cfg = G._TUNED[G._tune_key(a, N, K_, True)]
+        cfg = K._TUNED[G._tune_key(a, N, K_, True)]
         assert same_bits(y, G.w12_gemv(a, p, config=cfg))
         check_close(y, a.cpu(), x)
+    assert len(K._TUNED) == K.GEMV_MAX_M   # the GEMV's configs only
     a = acts(1, K_, 1).cuda()
+    y = K.w12_matmul(a, p, reproducible=True)   # the tensor-core GEMM, tuned on this call
     cfg = K.get_config("w12", a, p, tune=False)
-    assert same_bits(K.w12_matmul(a, p, reproducible=True), K._launch(a, p, cfg, True, 2))
-    assert len(G._TUNED) == K.GEMV_MAX_M
+    assert len(K._TUNED) == K.GEMV_MAX_M + 1 and cfg == K._TUNED[K._tune_key("w12", 1, N, K_, a.device)]
+    assert same_bits(y, K._launch(a, p, cfg, True, 2))
 
 
 if __name__ == "__main__":
