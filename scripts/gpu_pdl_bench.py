@@ -34,17 +34,26 @@ from specpilot.w12 import gemv as G  # noqa: E402
 from specpilot.w12 import kernel as K  # noqa: E402
 
 
-def with_pdl(on: bool, fn):
-    """Run fn() with PDL switched on / off (the switch is read at every launch)."""
-    old = os.environ.get("SPECPILOT_PDL")
+# (name, PDL on, gemv.PDL_TRIGGER, gemv.PDL_PREFETCH_STEPS); the first is the reference
+VARIANTS = [("off", False, 0, 0), ("start+pf2", True, 1, 2), ("start", True, 1, 0),
+            ("end", True, 2, 0), ("end+pf2", True, 2, 2), ("wait-only", True, 0, 0)]
+
+
+def with_variant(v, fn):
+    """Run fn() under variant v: $SPECPILOT_PDL (read at every launch) and the GEMV's trigger
+    and prefetch settings (constexprs: a new compile per variant)."""
+    name, on, trigger, pf = v
+    old = (os.environ.get("SPECPILOT_PDL"), G.PDL_TRIGGER, G.PDL_PREFETCH_STEPS)
     os.environ["SPECPILOT_PDL"] = "1" if on else "0"
+    G.PDL_TRIGGER, G.PDL_PREFETCH_STEPS = trigger, pf
     try:
         return fn()
     finally:
-        if old is None:
+        if old[0] is None:
             del os.environ["SPECPILOT_PDL"]
         else:
-            os.environ["SPECPILOT_PDL"] = old
+            os.environ["SPECPILOT_PDL"] = old[0]
+        G.PDL_TRIGGER, G.PDL_PREFETCH_STEPS = old[1], old[2]
 
 
 def timed(fn, n: int) -> float:
@@ -53,15 +62,16 @@ def timed(fn, n: int) -> float:
     return K.time_calls_us(fn, n)
 
 
-def ab(run, n: int) -> tuple[float, float, bool]:
-    """(us off, us on, outputs equal) of run(i) over ring index i."""
-    same = bool(torch.equal(with_pdl(False, lambda: run(0)).view(torch.int16),
-                            with_pdl(True, lambda: run(0)).view(torch.int16)))
-    return (with_pdl(False, lambda: timed(run, n)), with_pdl(True, lambda: timed(run, n)), same)
+def variants(run, n: int, variants_: list) -> tuple[dict, bool]:
+    """({variant: us}, every output equal to the first variant's) of run(i) over ring index i."""
+    ref = with_variant(variants_[0], lambda: run(0)).view(torch.int16)
+    same = all(torch.equal(with_variant(v, lambda: run(0)).view(torch.int16), ref)
+               for v in variants_[1:])
+    return {v[0]: with_variant(v, lambda: timed(run, n)) for v in variants_}, same
 
 
-def layers(model: str, weights: dict, ring_mb: int, out: dict) -> dict:
-    sums = {"cublas": 0.0, "bf16_off": 0.0, "bf16_on": 0.0, "w12_off": 0.0, "w12_on": 0.0}
+def layers(model: str, weights: dict, ring_mb: int, vs: list, out: dict) -> dict:
+    sums = {"cublas": 0.0, **{v[0]: 0.0 for v in vs}}
     for name, N, Kd, count in WB.layer_shapes(model):
         p, xbig = weights[(N, Kd)]
         r12 = K.weight_ring(p, ring_mb << 20)
@@ -69,22 +79,21 @@ def layers(model: str, weights: dict, ring_mb: int, out: dict) -> dict:
         acts = [torch.randn(1, Kd, device="cuda").bfloat16() for _ in r12]
         c12 = G.gemv_default_config(1, N, Kd, K._num_sms(acts[0].device))
         t_cub = timed(lambda i: torch.matmul(acts[i], r16[i].t()), len(r12))
-        b_off, b_on, b_same = ab(lambda i: G.bf16_gemv(acts[i], r16[i], config=c12), len(r12))
-        w_off, w_on, w_same = ab(lambda i: G.w12_gemv(acts[i], r12[i], config=c12), len(r12))
-        row = {"model": model, "layer": name, "N": N, "K": Kd, "count": count, "cublas_us": t_cub,
-               "bf16_off_us": b_off, "bf16_on_us": b_on, "w12_off_us": w_off, "w12_on_us": w_on,
-               "equal": b_same and w_same, "config": c12.short}
-        out["layers"].append(row)
-        for k, v in (("cublas", t_cub), ("bf16_off", b_off), ("bf16_on", b_on),
-                     ("w12_off", w_off), ("w12_on", w_on)):
-            sums[k] += v * count / 1000
-        print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {t_cub:7.1f} {b_off:7.1f} {b_on:7.1f} "
-              f"{w_off:7.1f} {w_on:7.1f} {t_cub / w_on:6.2f} {'' if row['equal'] else 'NOT EQUAL'}",
+        ts, same = variants(lambda i: G.w12_gemv(acts[i], r12[i], config=c12), len(r12), vs)
+        out["layers"].append({"model": model, "layer": name, "N": N, "K": Kd, "count": count,
+                              "cublas_us": t_cub, "w12_us": ts, "equal": same,
+                              "config": c12.short})
+        sums["cublas"] += t_cub * count / 1000
+        for k, t in ts.items():
+            sums[k] += t * count / 1000
+        print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {t_cub:7.1f} "
+              + " ".join(f"{ts[v[0]]:9.1f}" for v in vs) + ("" if same else "  NOT EQUAL"),
               flush=True)
+        torch.cuda.empty_cache()
     return sums
 
 
-def mlp_chain(model: str, weights: dict, ring_mb: int, out: dict) -> None:
+def mlp_chain(model: str, weights: dict, ring_mb: int, vs: list, out: dict) -> None:
     shapes = {name: (N, Kd) for name, N, Kd, _ in WB.layer_shapes(model)}
     gu = next(v for k, v in shapes.items() if "gate_up" in k)
     dn = next(v for k, v in shapes.items() if "down" in k)
@@ -104,12 +113,11 @@ def mlp_chain(model: str, weights: dict, ring_mb: int, out: dict) -> None:
         return mm(norm.silu_mul(y[:, :inter], y[:, inter:]), wd[i])
 
     t_cub = timed(lambda i: run(i, lambda a, w: torch.matmul(a, w.t()), xg16, xd16), n)
-    off, on, same = ab(lambda i: run(i, G.w12_gemv, rg, rd), n)
-    out["mlp"].append({"model": model, "cublas_us": t_cub, "w12_off_us": off, "w12_on_us": on,
-                       "equal": same})
-    print(f"{model:16s} MLP chain (norm, gate_up, silu_mul, down): cuBLAS {t_cub:.1f} us, W12 "
-          f"GEMV PDL off {off:.1f} us, on {on:.1f} us ({off / on:.3f}x); "
-          f"{'equal' if same else 'NOT EQUAL'}", flush=True)
+    ts, same = variants(lambda i: run(i, G.w12_gemv, rg, rd), n, vs)
+    out["mlp"].append({"model": model, "cublas_us": t_cub, "w12_us": ts, "equal": same})
+    print(f"{model:16s} MLP chain (norm, gate_up, silu_mul, down) us: cuBLAS {t_cub:.1f}, W12 "
+          + ", ".join(f"{k} {t:.1f}" for k, t in ts.items()) + ("" if same else "; NOT EQUAL"),
+          flush=True)
 
 
 def main() -> int:
@@ -118,6 +126,8 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(WB.MODELS))
     ap.add_argument("--ring-mb", type=int, default=512)
     ap.add_argument("--block-rows", type=int, default=1024)
+    ap.add_argument("--variants", default=",".join(v[0] for v in VARIANTS),
+                    help="names from VARIANTS; the first one given is the reference")
     args = ap.parse_args()
     if not torch.cuda.is_available() or not pdl.enabled(torch.empty(1, device="cuda")):
         raise SystemExit("needs a CUDA GPU of compute capability >= 9 (and SPECPILOT_PDL != 0)")
@@ -127,22 +137,21 @@ def main() -> int:
     models = args.models.split(",")
     shapes = [(m, n, N, Kd, c) for m in models for n, N, Kd, c in WB.layer_shapes(m)]
     weights = GB.build_weights(shapes, args.block_rows)
-    print(f"weights built in {time.time() - t0:.0f} s\n{'model':16s} {'layer':22s} {'N':>6s} "
-          f"{'K':>6s} {'cuBLAS':>7s} {'bf16':>7s} {'bf16P':>7s} {'W12':>7s} {'W12P':>7s} "
-          f"{'xcuB':>6s}   (us; P = PDL on; xcuB = cuBLAS / W12P)", flush=True)
+    vs = [v for v in VARIANTS if v[0] in args.variants.split(",")]
+    print(f"weights built in {time.time() - t0:.0f} s\nW12 GEMV (default config, M = 1) per "
+          f"variant, us\n{'model':16s} {'layer':22s} {'N':>6s} {'K':>6s} {'cuBLAS':>7s} "
+          + " ".join(f"{v[0]:>9s}" for v in vs), flush=True)
     for model in models:
-        out["sums_ms"][model] = layers(model, weights, args.ring_mb, out)
+        out["sums_ms"][model] = layers(model, weights, args.ring_mb, vs, out)
     print("\nper token, linear layers (ms):")
     for model, s in out["sums_ms"].items():
-        print(f"  {model:16s} cuBLAS {s['cublas']:.2f}  bf16 GEMV {s['bf16_off']:.2f} -> PDL "
-              f"{s['bf16_on']:.2f}  W12 GEMV {s['w12_off']:.2f} -> PDL {s['w12_on']:.2f}  "
-              f"(W12+PDL x cuBLAS {s['cublas'] / s['w12_on']:.3f})")
+        print(f"  {model:16s} " + "  ".join(f"{k} {t:.2f}" for k, t in s.items()))
     for model in models:
-        mlp_chain(model, weights, args.ring_mb, out)
+        mlp_chain(model, weights, args.ring_mb, vs, out)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
     bad = [r["layer"] for r in out["layers"] + out["mlp"] if not r["equal"]]
-    print(f"done in {time.time() - t0:.0f} s; outputs equal with and without PDL: "
+    print(f"done in {time.time() - t0:.0f} s; outputs of every variant equal: "
           f"{'all' if not bad else 'NOT ' + ', '.join(bad)}")
     return 1 if bad else 0
 

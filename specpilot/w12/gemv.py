@@ -46,6 +46,8 @@ except ImportError:  # CPU-only installs: nothing here can run (gemv_supported s
 
 MAX_M = 8                  # activation rows per call (one accumulator per row, unrolled)
 PDL_PREFETCH_STEPS = 2     # K-steps of planes asked of L2 before the PDL wait (kernels/pdl.py)
+PDL_TRIGGER = 1            # where a PDL launch lets the next kernel start: 0 never, 1 at the
+#                            start, 2 after the main loop
 ESC_CHUNK = 16             # escapes per epilogue step
 ACC_ELEMENTWISE = 0        # acc[BN, BK] += w * x per row, reduced over BK once after the loop
 ACC_REDUCE = 1             # acc[BN] += sum_k(w * x) per row, reduced in every K-step
@@ -169,7 +171,7 @@ if _k.HAS_TRITON:
                      EVEN_K: tl.constexpr, PTX: tl.constexpr, ACC: tl.constexpr,
                      BM: tl.constexpr, BMP: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                      NRB: tl.constexpr, ESC_CH: tl.constexpr, STAGES: tl.constexpr,
-                     PDL: tl.constexpr, PF_STEPS: tl.constexpr):
+                     PDL: tl.constexpr, PF_STEPS: tl.constexpr, TRIGGER: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T on CUDA cores; W from W12 planes (W12) or bf16 (w_ptr).
 
         Grid (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns the K-steps
@@ -195,7 +197,8 @@ if _k.HAS_TRITON:
         for the planes of its first PF_STEPS K-steps (weights only: no kernel writes them), so
         the weight stream starts while the previous kernel finishes.
         """
-        pdl.launch_dependents(PDL)
+        if TRIGGER == 1:
+            pdl.launch_dependents(PDL)
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
         pid_m = tl.program_id(2)
@@ -264,6 +267,8 @@ if _k.HAS_TRITON:
             if BM > 7:
                 acc7 = _row_step(acc7, w0, w1, x_row7, j, HALF, x_m0, x_m1, ACC, PTX)
 
+        if TRIGGER == 2:
+            pdl.launch_dependents(PDL)
         # the BM row results as columns of out [BN, BMP] (epilogue, once per program)
         out = tl.zeros((BN, BMP), dtype=tl.float32)
         out = _row_out(out, acc0, 0, ACC)
@@ -475,6 +480,7 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
         NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, STAGES=cfg.num_stages,
         PDL=use_pdl, PF_STEPS=PDL_PREFETCH_STEPS if use_pdl and _prefetchable(w, w12) else 0,
+        TRIGGER=PDL_TRIGGER if use_pdl else 0,
         num_warps=cfg.num_warps, num_stages=1, **({"launch_pdl": True} if use_pdl else {}))
     return p.y
 

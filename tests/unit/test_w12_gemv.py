@@ -297,7 +297,8 @@ def _compile_cases():
                       EVEN_K=even_k, PTX=True, ACC=c.acc, BM=c.block_m,
                       BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
                       NRB=-(-c.block_n // 64), ESC_CH=gemv.ESC_CHUNK, STAGES=c.num_stages,
-                      PDL=use_pdl, PF_STEPS=gemv.PDL_PREFETCH_STEPS if use_pdl else 0)
+                      PDL=use_pdl, PF_STEPS=gemv.PDL_PREFETCH_STEPS if use_pdl else 0,
+                      TRIGGER=1 if use_pdl else 0)
         sig.update({k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
