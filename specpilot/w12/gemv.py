@@ -22,10 +22,9 @@ Public API
   K) where the GEMM's tuner caches its configs: in memory and, with ``$SPECPILOT_W12_TUNE_FILE``,
   in that JSON file (under "gemv-" keys; loaded on first use, so a new process does not tune again).
 
-``kernel.w12_matmul`` runs it in fast mode at M <= ``kernel.GEMV_MAX_M``. On sm_90 it is
-launched with programmatic dependent launch (``kernels/pdl.py``; off with $SPECPILOT_PDL=0). Like
-the GEMM, the kernel also runs in the Triton interpreter on CPU tensors (plain Triton ops instead
-of the inline PTX).
+``kernel.w12_matmul`` runs it in fast mode at M <= ``kernel.GEMV_MAX_M``. Like the GEMM, the
+kernel also runs in the Triton interpreter on CPU tensors (plain Triton ops instead of the inline
+PTX).
 """
 from __future__ import annotations
 
@@ -33,7 +32,6 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..kernels import pdl
 from . import kernel as _k
 from .kernel import GROUP, ROW_BLOCK, W12Planes, _cdiv, prepare
 
@@ -45,9 +43,6 @@ except ImportError:  # CPU-only installs: nothing here can run (gemv_supported s
     tl = None
 
 MAX_M = 8                  # activation rows per call (one accumulator per row, unrolled)
-PDL_PREFETCH_STEPS = 2     # K-steps of planes asked of L2 before the PDL wait (kernels/pdl.py)
-PDL_TRIGGER = 1            # where a PDL launch lets the next kernel start: 0 never, 1 at the
-#                            start, 2 after the main loop
 ESC_CHUNK = 16             # escapes per epilogue step
 ACC_ELEMENTWISE = 0        # acc[BN, BK] += w * x per row, reduced over BK once after the loop
 ACC_REDUCE = 1             # acc[BN] += sum_k(w * x) per row, reduced in every K-step
@@ -75,14 +70,6 @@ if _k.HAS_TRITON:
         else:
             w = (t.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
         return w
-
-    @triton.jit
-    def _prefetch_l2(ptrs, nbytes):
-        """Ask L2 for ``nbytes`` (a multiple of 16) from each pointer (16-byte aligned), without
-        waiting: ``cp.async.bulk.prefetch.L2`` (sm_90), one per element of ``ptrs``."""
-        tl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0;",
-                                  "=r,l,r", [ptrs, tl.full(ptrs.shape, nbytes, tl.int32)],
-                                  dtype=tl.int32, is_pure=False, pack=1)
 
     @triton.jit
     def _load_w(w_tile, h_tile, j, HALF, w_m0, w_m1, W12: tl.constexpr):
@@ -171,7 +158,7 @@ if _k.HAS_TRITON:
                      EVEN_K: tl.constexpr, PTX: tl.constexpr, ACC: tl.constexpr,
                      BM: tl.constexpr, BMP: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                      NRB: tl.constexpr, ESC_CH: tl.constexpr, STAGES: tl.constexpr,
-                     PDL: tl.constexpr, PF_STEPS: tl.constexpr, TRIGGER: tl.constexpr):
+                     AHEAD: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T on CUDA cores; W from W12 planes (W12) or bf16 (w_ptr).
 
         Grid (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns the K-steps
@@ -190,15 +177,11 @@ if _k.HAS_TRITON:
         Rows past N and x rows past M are clamped to the last valid row, so with EVEN_K no load
         is masked; their results are never stored. STAGES 1: a plain loop (latency hidden by
         the other programs on the SM); STAGES >= 2: Triton's software pipeline (cp.async of the
-        plane and x tiles into shared memory, STAGES - 1 steps ahead).
-
-        PDL (launched with programmatic dependent launch, ``kernels/pdl.py``): the next kernel
-        may be scheduled at once; before waiting for the kernel before it, each program asks L2
-        for the planes of its first PF_STEPS K-steps (weights only: no kernel writes them), so
-        the weight stream starts while the previous kernel finishes.
+        plane and x tiles into shared memory, STAGES - 1 steps ahead). AHEAD: the weight tiles
+        of step s + 1 are loaded into registers before step s is computed, so each program keeps
+        two steps of weight loads in flight (for layers too narrow to fill the GPU with
+        programs: HBM needs more bytes in flight than one step of ~2.5 programs per SM).
         """
-        if TRIGGER == 1:
-            pdl.launch_dependents(PDL)
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
         pid_m = tl.program_id(2)
@@ -226,14 +209,6 @@ if _k.HAS_TRITON:
         else:
             h_tile = w_tile
             hbt = 0
-        if PF_STEPS > 0:
-            nbytes = tl.minimum(s1 - s0, PF_STEPS) * BK
-            if nbytes > 0:
-                rows = w_ptr + rn_c * stride_w + s0 * BK
-                _prefetch_l2(rows, nbytes)
-                _prefetch_l2(rows + HALF, nbytes)
-                _prefetch_l2(h_ptr + rn_c * stride_h + s0 * BK, nbytes)
-        pdl.wait(PDL)   # x and every store come after the previous kernel
         if ACC == 0:
             acc0 = tl.zeros((BN, BK), dtype=tl.float32)
         else:
@@ -245,10 +220,19 @@ if _k.HAS_TRITON:
         acc5 = acc0
         acc6 = acc0
         acc7 = acc0
+        if AHEAD:   # the first K-step's raw weight tiles, loaded before the loop
+            w_m0, w_m1, _, _ = _w_masks(s0 * BK, xk, n_ok, HALF, K, W12, EVEN_K)
+            a, b, c = _load_w(w_tile, h_tile, s0 * BK, HALF, w_m0, w_m1, W12)
         for s in tl.range(s0, s1, num_stages=STAGES):
             j = s * BK
             w_m0, w_m1, x_m0, x_m1 = _w_masks(j, xk, n_ok, HALF, K, W12, EVEN_K)
-            a, b, c = _load_w(w_tile, h_tile, j, HALF, w_m0, w_m1, W12)
+            if AHEAD:   # issue the next step's loads before this step's math (the last step
+                #         loads itself again, a cache hit)
+                jn = tl.minimum(s + 1, s1 - 1) * BK
+                n_m0, n_m1, _, _ = _w_masks(jn, xk, n_ok, HALF, K, W12, EVEN_K)
+                an, bn, cn = _load_w(w_tile, h_tile, jn, HALF, n_m0, n_m1, W12)
+            else:
+                a, b, c = _load_w(w_tile, h_tile, j, HALF, w_m0, w_m1, W12)
             w0, w1 = _w_fp32(a, b, c, hbt, W12, PTX)
             # one accumulator per activation row (constexpr-unrolled)
             acc0 = _row_step(acc0, w0, w1, x_row0, j, HALF, x_m0, x_m1, ACC, PTX)
@@ -266,9 +250,9 @@ if _k.HAS_TRITON:
                 acc6 = _row_step(acc6, w0, w1, x_row6, j, HALF, x_m0, x_m1, ACC, PTX)
             if BM > 7:
                 acc7 = _row_step(acc7, w0, w1, x_row7, j, HALF, x_m0, x_m1, ACC, PTX)
+            if AHEAD:
+                a, b, c = an, bn, cn
 
-        if TRIGGER == 2:
-            pdl.launch_dependents(PDL)
         # the BM row results as columns of out [BN, BMP] (epilogue, once per program)
         out = tl.zeros((BN, BMP), dtype=tl.float32)
         out = _row_out(out, acc0, 0, ACC)
@@ -332,7 +316,8 @@ class GemvConfig:
     block_n weight rows and block_k pair columns (2 * block_k weights) per program and K-step;
     split_k K-ranges (deterministic split-K reduction); block_m activation rows per program
     (1..8, unrolled; normally M); acc: ``ACC_ELEMENTWISE`` or ``ACC_REDUCE``; num_stages 1 = a
-    plain loop, >= 2 = Triton's software pipeline over that many stages.
+    plain loop, >= 2 = Triton's software pipeline over that many stages; ahead 1 = the plain loop
+    with the next K-step's weights loaded into registers a step early (two steps in flight).
 
     Every thread must hold >= 4 consecutive pair columns of a tile (the inline-PTX decode
     takes 4 pair columns per instance), i.e. ``block_n * block_k >= 4 * 32 * num_warps``.
@@ -344,6 +329,7 @@ class GemvConfig:
     num_stages: int = 1
     block_m: int = 1
     acc: int = ACC_ELEMENTWISE
+    ahead: int = 0
 
     def __post_init__(self):
         bad = []
@@ -359,6 +345,8 @@ class GemvConfig:
             bad.append("num_warps must be 1, 2, 4, 8 or 16")
         if self.acc not in (ACC_ELEMENTWISE, ACC_REDUCE):
             bad.append("acc must be ACC_ELEMENTWISE (0) or ACC_REDUCE (1)")
+        if self.ahead not in (0, 1) or (self.ahead and self.num_stages > 1):
+            bad.append("ahead must be 0 or 1, and 0 with num_stages > 1")
         if not bad and self.block_n * self.block_k < 4 * 32 * self.num_warps:
             bad.append("block_n * block_k must be >= 4 * 32 * num_warps (4 pair columns per "
                        "thread)")
@@ -367,9 +355,10 @@ class GemvConfig:
 
     @property
     def short(self) -> str:
-        """Compact label: bn/bk/split/warps/stages/bm/acc."""
+        """Compact label: bn/bk/split/warps/stages/bm/acc, then 'a' if ahead."""
         return (f"n{self.block_n}k{self.block_k}s{self.split_k}w{self.num_warps}"
-                f"p{self.num_stages}m{self.block_m}{'e' if self.acc == ACC_ELEMENTWISE else 'r'}")
+                f"p{self.num_stages}m{self.block_m}{'e' if self.acc == ACC_ELEMENTWISE else 'r'}"
+                f"{'a' if self.ahead else ''}")
 
 
 def gemv_supported(M: int) -> bool:
@@ -410,45 +399,44 @@ def gemv_default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemvConfig:
                       block_m=bm, acc=ACC_ELEMENTWISE)
 
 
-# (block_n, block_k, num_warps, num_stages, acc) tilings swept by gemv_candidates, most
+# (block_n, block_k, num_warps, num_stages, acc, ahead) tilings swept by gemv_candidates, most
 # promising first (a budget-limited sweep keeps the head of the list): 8-32 pair columns of
-# 1-2 weight rows per thread; stages >= 2 use Triton's cp.async pipeline.
+# 1-2 weight rows per thread; stages >= 2 use Triton's cp.async pipeline, ahead 1 the register
+# look-ahead of the plain loop.
+E, R = ACC_ELEMENTWISE, ACC_REDUCE
 _BASES_SMALL_M = [  # M <= 2
-    (32, 128, 4, 1, ACC_ELEMENTWISE), (16, 128, 4, 1, ACC_ELEMENTWISE),
-    (16, 256, 4, 1, ACC_ELEMENTWISE), (32, 128, 4, 3, ACC_ELEMENTWISE),
-    (8, 256, 2, 1, ACC_ELEMENTWISE), (32, 256, 8, 1, ACC_ELEMENTWISE),
-    (16, 128, 4, 2, ACC_ELEMENTWISE), (16, 256, 4, 4, ACC_ELEMENTWISE),
-    (32, 128, 4, 1, ACC_REDUCE), (32, 64, 2, 1, ACC_ELEMENTWISE),
+    (16, 256, 4, 1, E, 0), (16, 128, 4, 1, E, 1), (32, 128, 4, 1, E, 0), (16, 256, 4, 1, E, 1),
+    (16, 128, 4, 1, E, 0), (8, 256, 2, 1, E, 1), (32, 128, 4, 3, E, 0), (8, 256, 2, 1, E, 0),
+    (32, 256, 8, 1, E, 0), (16, 128, 4, 2, E, 0), (32, 128, 4, 1, R, 0), (32, 64, 2, 1, E, 0),
 ]
 _BASES_LARGE_M = [  # M >= 3
-    (8, 128, 4, 1, ACC_ELEMENTWISE), (16, 128, 4, 1, ACC_REDUCE),
-    (16, 64, 4, 1, ACC_ELEMENTWISE), (32, 128, 4, 1, ACC_REDUCE),
-    (16, 256, 8, 1, ACC_REDUCE), (8, 64, 2, 1, ACC_ELEMENTWISE),
-    (16, 128, 4, 2, ACC_REDUCE), (4, 256, 2, 3, ACC_REDUCE),
-    (8, 256, 2, 1, ACC_REDUCE), (32, 64, 2, 1, ACC_REDUCE),
+    (8, 128, 4, 1, E, 0), (16, 128, 4, 1, R, 0), (16, 64, 4, 1, E, 0), (32, 128, 4, 1, R, 0),
+    (16, 256, 8, 1, R, 0), (8, 64, 2, 1, E, 0), (16, 128, 4, 2, R, 0), (4, 256, 2, 3, R, 0),
+    (8, 256, 2, 1, R, 0), (32, 64, 2, 1, R, 0),
 ]
 
 
 def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") -> list:
-    """The tuning space for one shape: up to ~20 configs, most promising first.
+    """The tuning space for one shape: up to ~24 configs, most promising first.
 
-    Ten tilings (``_BASES_SMALL_M`` for M <= 2, ``_BASES_LARGE_M`` above; block_n 4..32,
-    block_k 64..256 pair columns, 2-8 warps, 1-4 stages, both accumulate modes), each at the
-    split-K that gives >= 2 programs per SM (kernel._pick_split: N = 5120 has 160 tiles of 32
-    rows -> split 2) and then all of them at twice that split. block_m = M. Pipelined tilings
-    whose shared memory exceeds SMEM_LIMIT are left out."""
+    Twelve tilings for M <= 2 (``_BASES_SMALL_M``, four of them with the register look-ahead),
+    ten above (``_BASES_LARGE_M``); block_n 4..32, block_k 64..256 pair columns, 2-8 warps, 1-4
+    stages, both accumulate modes; each at the split-K that gives >= 2 programs per SM
+    (kernel._pick_split: N = 5120 has 160 tiles of 32 rows -> split 2) and then all of them at
+    twice that split. block_m = M. Pipelined tilings whose shared memory exceeds SMEM_LIMIT are
+    left out."""
     bm = min(max(int(M), 1), MAX_M)
     bases = _BASES_SMALL_M if bm <= 2 else _BASES_LARGE_M
     out: dict = {}
     for mult in (1, 2):
-        for bn, bk, warps, stages, acc in bases:
+        for bn, bk, warps, stages, acc, ahead in bases:
             bk = _k._block_k(bk, K)
             if bn * bk < 4 * 32 * warps:
                 continue
             split = _k._pick_split(_cdiv(N, bn), _cdiv(_half(K), bk), n_sm)
             split = min(32, mult * split, _cdiv(_half(K), bk))
             cfg = GemvConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps,
-                             num_stages=stages, block_m=bm, acc=acc)
+                             num_stages=stages, block_m=bm, acc=acc, ahead=ahead)
             if _smem_bytes(cfg, kind == "w12") <= SMEM_LIMIT:
                 out[cfg] = None
     return list(out)
@@ -470,7 +458,6 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
     if p.N == 0:
         return p.y
     bm = cfg.block_m
-    use_pdl = pdl.enabled(x)
     _gemv_kernel[p.grid](
         x, p.y, p.ws, p.locks, *p.ops,
         M, p.N, K, p.half, _cdiv(p.half, GROUP), x.stride(0), p.stride_w, p.stride_h, p.split,
@@ -479,17 +466,9 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
         NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, STAGES=cfg.num_stages,
-        PDL=use_pdl, PF_STEPS=PDL_PREFETCH_STEPS if use_pdl and _prefetchable(w, w12) else 0,
-        TRIGGER=PDL_TRIGGER if use_pdl else 0,
-        num_warps=cfg.num_warps, num_stages=1, **({"launch_pdl": True} if use_pdl else {}))
+        AHEAD=bool(cfg.ahead),
+        num_warps=cfg.num_warps, num_stages=1)
     return p.y
-
-
-def _prefetchable(w, w12: bool) -> bool:
-    """Whether the PDL prefetch may address w's planes: W12 planes whose rows (and half-row
-    offset) start on 16-byte boundaries, as cp.async.bulk.prefetch requires."""
-    return w12 and all(t.data_ptr() % 16 == 0 and t.stride(0) % 16 == 0 for t in (w.L, w.H)) \
-        and w.Kp % 32 == 0
 
 
 def _rows(x: torch.Tensor, K: int) -> torch.Tensor:

@@ -37,9 +37,9 @@ if INTERP and (not G.INTERPRET or G._decode_tiles is not K._decode_tiles):
 
 
 
-def cfg(bn, bk, split=1, bm=1, acc=G.ACC_ELEMENTWISE, warps=1, stages=1):
+def cfg(bn, bk, split=1, bm=1, acc=G.ACC_ELEMENTWISE, warps=1, stages=1, ahead=0):
     return G.GemvConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps,
-                        num_stages=stages, block_m=bm, acc=acc)
+                        num_stages=stages, block_m=bm, acc=acc, ahead=ahead)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN/Inf
@@ -47,7 +47,9 @@ E, R = G.ACC_ELEMENTWISE, G.ACC_REDUCE
 
 # (N, K, M, per-row base, config or None = the wrapper's default); K = 200 pads to 224 (and
 # 96 with block_k 64 leaves a partial step): masked tails; N = 130: a partial tile, three escape
-# row blocks; block_n 128: two escape row blocks in one program; block_m < M: several row blocks
+# row blocks; block_n 128: two escape row blocks in one program; block_m < M: several row blocks;
+# ahead: the register look-ahead (one step per split range, a partial last step, split ranges
+# of unequal length)
 CASES = [
     (64, 96, 1, False, None),
     (130, 200, 3, True, cfg(32, 32, split=3, bm=3, acc=R)),
@@ -57,6 +59,9 @@ CASES = [
     (130, 32, 1, False, cfg(128, 32, acc=R)),
     (7, 200, 5, False, cfg(8, 64, split=2, bm=2)),
     (64, 96, 2, True, cfg(16, 64, bm=2, acc=R, stages=2)),
+    (130, 200, 1, True, cfg(32, 32, split=3, ahead=1)),
+    (64, 96, 2, False, cfg(16, 32, split=3, bm=2, ahead=1)),
+    (7, 200, 3, False, cfg(8, 64, bm=3, acc=R, ahead=1)),
 ]
 
 
@@ -116,6 +121,8 @@ def test_configs():
         G.GemvConfig(block_k=48)
     with pytest.raises(ValueError):
         G.GemvConfig(block_m=9)
+    with pytest.raises(ValueError):
+        G.GemvConfig(num_stages=2, ahead=1)   # the look-ahead is a form of the plain loop
     with pytest.raises(ValueError):
         G.GemvConfig(block_n=4, block_k=64, num_warps=4)   # 2 pair columns per thread
     with pytest.raises(ValueError):
@@ -280,13 +287,12 @@ def _compile_cases():
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
 
     out = {}
-    cases = [("w12", gemv.gemv_default_config(m, 5120, 17408), True, False, False)
-             for m in (1, 2, 4, 8)]
-    cases += [("w12", gemv.gemv_candidates(1, 5120, 17408)[3], True, True, False),   # pipelined
-              ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True, False),
-              # launched with PDL: the L2 bulk prefetch before the grid-dependency wait
-              ("w12", gemv.gemv_default_config(1, 5120, 17408), True, False, True)]
-    for kind, c, even_k, per_row, use_pdl in cases:
+    cases = [("w12", gemv.gemv_default_config(m, 5120, 17408), True, False) for m in (1, 2, 4, 8)]
+    cands = gemv.gemv_candidates(1, 5120, 17408)
+    cases += [("w12", next(c for c in cands if c.num_stages > 1), True, True),   # pipelined
+              ("w12", next(c for c in cands if c.ahead), True, False),        # look-ahead
+              ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True)]
+    for kind, c, even_k, per_row in cases:
         w12 = kind == "w12"
         ptr = "*u8" if w12 else "*bf16"
         sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
@@ -297,17 +303,13 @@ def _compile_cases():
                       EVEN_K=even_k, PTX=True, ACC=c.acc, BM=c.block_m,
                       BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
                       NRB=-(-c.block_n // 64), ESC_CH=gemv.ESC_CHUNK, STAGES=c.num_stages,
-                      PDL=use_pdl, PF_STEPS=gemv.PDL_PREFETCH_STEPS if use_pdl else 0,
-                      TRIGGER=1 if use_pdl else 0)
+                      AHEAD=bool(c.ahead))
         sig.update({k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
                            options=dict(num_warps=c.num_warps, num_stages=1))
-        if use_pdl:   # the grid-dependency control and the prefetch are in the code
-            assert all(op in k.asm["ptx"] for op in ("griddepcontrol.wait",
-                       "griddepcontrol.launch_dependents", "cp.async.bulk.prefetch.L2")), kind
-        out[f"{kind} {c.short}{' per-row' if per_row else ''}{' pdl' if use_pdl else ''}"] = (
-            spills(k.asm["ptx"]), k.metadata.shared)
+        out[f"{kind} {c.short}{' per-row' if per_row else ''}"] = (spills(k.asm["ptx"]),
+                                                                   k.metadata.shared)
     # the tensor-core GEMM (kernel._gemm_kernel; it shares _store_out / _esc_entries with the
     # GEMV): compiled for sm_90 in its W12 fast, reproducible and bf16 forms, carried or not
     from specpilot.w12 import kernel
@@ -370,40 +372,6 @@ def test_gpu_gemv_large_and_graph():
     graph.replay()
     torch.cuda.synchronize()
     assert same_bits(y_graph, y_eager)  # deterministic split-K
-
-
-@pytest.mark.gpu
-def test_gpu_pdl_chain_equals_plain_launches(monkeypatch):
-    """GEMVs launched with PDL (kernels/pdl.py) in a dependent chain: norm -> GEMV -> SiLU-mul ->
-    GEMV -> GEMV, each reading the previous output, eager and captured in a CUDA graph, equal
-    bit for bit the same chain with PDL off (a kernel reading its input before the wait, or
-    storing early, would race)."""
-    from specpilot.kernels import norm, pdl
-    if not pdl.enabled(torch.empty(1, device="cuda")):
-        pytest.skip("PDL needs sm_90 or later")
-    D = 2048
-    ws = [K.prepare(encode(make_weight(n, k, 30 + i, n_edges=20)), "cuda")
-          for i, (n, k) in enumerate(((2 * D, D), (D, D), (D, D)))]
-    gain = torch.rand(D, device="cuda").bfloat16() + 0.5
-
-    def chain(x, r):
-        normed, _ = norm.rms_norm(x, gain, 1e-6, residual=r)
-        gu = G.w12_gemv(normed, ws[0])
-        y = G.w12_gemv(norm.silu_mul(gu[:, :D], gu[:, D:]), ws[1])
-        return G.w12_gemv(y, ws[2])
-
-    x, r = acts(1, D, 7).cuda(), acts(1, D, 8).cuda()
-    monkeypatch.setenv("SPECPILOT_PDL", "0")
-    ref = chain(x, r)
-    monkeypatch.delenv("SPECPILOT_PDL")
-    assert same_bits(chain(x, r), ref)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = [chain(x, r) for _ in range(8)]
-    for _ in range(3):
-        graph.replay()
-        torch.cuda.synchronize()
-        assert all(same_bits(o, ref) for o in outs)
 
 
 @pytest.mark.gpu
