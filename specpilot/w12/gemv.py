@@ -402,7 +402,9 @@ def gemv_default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemvConfig:
 # (block_n, block_k, num_warps, num_stages, acc, ahead) tilings swept by gemv_candidates, most
 # promising first (a budget-limited sweep keeps the head of the list): 8-32 pair columns of
 # 1-2 weight rows per thread; stages >= 2 use Triton's cp.async pipeline, ahead 1 the register
-# look-ahead of the plain loop.
+# look-ahead of the plain loop (bf16 only: it won 9 of 11 layer shapes of the bf16 GEMV at M = 1
+# and none of the W12 GEMV's, where the decode's registers make it 25-45% slower; H200 sweep of
+# session 25, docs/benchmarks/w12.md).
 E, R = ACC_ELEMENTWISE, ACC_REDUCE
 _BASES_SMALL_M = [  # M <= 2
     (16, 256, 4, 1, E, 0), (16, 128, 4, 1, E, 1), (32, 128, 4, 1, E, 0), (16, 256, 4, 1, E, 1),
@@ -419,8 +421,8 @@ _BASES_LARGE_M = [  # M >= 3
 def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") -> list:
     """The tuning space for one shape: up to ~24 configs, most promising first.
 
-    Twelve tilings for M <= 2 (``_BASES_SMALL_M``, four of them with the register look-ahead),
-    ten above (``_BASES_LARGE_M``); block_n 4..32, block_k 64..256 pair columns, 2-8 warps, 1-4
+    Twelve tilings for M <= 2 (``_BASES_SMALL_M``, four of them with the register look-ahead,
+    which only the bf16 kind sweeps), ten above (``_BASES_LARGE_M``); block_n 4..32, block_k 64..256 pair columns, 2-8 warps, 1-4
     stages, both accumulate modes; each at the split-K that gives >= 2 programs per SM
     (kernel._pick_split: N = 5120 has 160 tiles of 32 rows -> split 2) and then all of them at
     twice that split. block_m = M. Pipelined tilings whose shared memory exceeds SMEM_LIMIT are
@@ -431,7 +433,7 @@ def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") 
     for mult in (1, 2):
         for bn, bk, warps, stages, acc, ahead in bases:
             bk = _k._block_k(bk, K)
-            if bn * bk < 4 * 32 * warps:
+            if bn * bk < 4 * 32 * warps or (ahead and kind == "w12"):
                 continue
             split = _k._pick_split(_cdiv(N, bn), _cdiv(_half(K), bk), n_sm)
             split = min(32, mult * split, _cdiv(_half(K), bk))

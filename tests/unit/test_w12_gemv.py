@@ -115,6 +115,8 @@ def test_configs():
             assert 4 <= len(cands) <= 24 and len(set(cands)) == len(cands)
             assert all(c.block_m == M and c.block_n <= 32 for c in cands)
             assert {c.acc for c in cands} == {E, R}
+            assert not any(c.ahead for c in cands)   # the look-ahead: bf16 candidates only
+            assert any(c.ahead for c in G.gemv_candidates(M, N, K_, kind="bf16")) == (M <= 2)
             if N == 5120:   # narrow layers: >= 2 programs per SM (132 SMs) at the first split
                 assert all(-(-N // c.block_n) * c.split_k >= 2 * 132 for c in cands[:4])
     with pytest.raises(ValueError):
@@ -290,7 +292,8 @@ def _compile_cases():
     cases = [("w12", gemv.gemv_default_config(m, 5120, 17408), True, False) for m in (1, 2, 4, 8)]
     cands = gemv.gemv_candidates(1, 5120, 17408)
     cases += [("w12", next(c for c in cands if c.num_stages > 1), True, True),   # pipelined
-              ("w12", next(c for c in cands if c.ahead), True, False),        # look-ahead
+              ("bf16", next(c for c in gemv.gemv_candidates(1, 5120, 17408, kind="bf16")
+                            if c.ahead), True, False),                        # look-ahead
               ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True)]
     for kind, c, even_k, per_row in cases:
         w12 = kind == "w12"
@@ -363,6 +366,8 @@ def test_gpu_gemv_large_and_graph():
         check_close(G.bf16_gemv(a, xc), a.cpu(), x)
         for c in G.gemv_candidates(M, N, K_)[:3] + G.gemv_candidates(M, N, K_)[-2:]:
             check_close(G.w12_gemv(a, p, config=c), a.cpu(), x)
+        for c in [c for c in G.gemv_candidates(M, N, K_, kind="bf16") if c.ahead][:2]:
+            check_close(G.bf16_gemv(a, xc, config=c), a.cpu(), x)
     a = acts(4, K_, 4).cuda()
     c = dataclasses.replace(G.gemv_default_config(4, N, K_), split_k=4)
     y_eager = G.w12_gemv(a, p, config=c)
