@@ -18,6 +18,7 @@ from specpilot.engine.attention_backend import TorchNativeBackend
 from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
 from specpilot.engine.sampler import SamplingBatch, _h2d, sample
 from specpilot.engine.state_pool import RecurrentBatch, RecurrentStatePool, TensorRecurrentBatch
+from specpilot.layers.linear import gemv_wanted, use_gemv
 from specpilot.models.loader import build_model, load_hf_config
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,8 @@ class ModelRunner:
         self.weight_format = weight_format
         if weight_format == "w12":
             self.w12_report = to_w12(self.model, "target")
+        elif gemv_wanted(self.device, self.dtype):
+            log.info("bf16 GEMV at one row: %d linear layers", use_gemv(self.model))
         num_layers, kv_heads, head_dim = self.model.kv_cache_spec()
         per_token = KVCache.bytes_per_token(num_layers, kv_heads, head_dim, self.dtype)
         num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)

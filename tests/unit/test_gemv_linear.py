@@ -1,0 +1,91 @@
+"""layers/linear.py: bf16 linear layers whose one-row CUDA forward is our GEMV (bf16_gemv).
+
+On CPU the GEMV runs in the Triton interpreter (tests/conftest.py sets TRITON_INTERPRET=1), so
+the dispatch is checked with ``_gemv_device`` standing in for a CUDA input; the @gpu test runs
+it on CUDA, eagerly and inside a captured graph."""
+import pytest
+import torch
+from torch import nn
+
+from specpilot.layers import linear as L
+from tests.unit.w12_data import acts, check_close, make_weight, same_bits
+
+pytest.importorskip("triton")
+from specpilot.w12 import gemv as G  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+
+
+def _model():
+    m = nn.Sequential(nn.Linear(64, 96, bias=True), nn.Linear(96, 64, bias=False),
+                      nn.Linear(64, 32, dtype=torch.float32))
+    m[0].to(torch.bfloat16)
+    m[1].to(torch.bfloat16)
+    head = nn.Linear(64, 200, bias=False, dtype=torch.bfloat16)
+    m.add_module("head", head)
+    emb = nn.Embedding(200, 64, dtype=torch.bfloat16)
+    head.weight = emb.weight   # tied
+    m.add_module("emb", emb)
+    return m
+
+
+def test_use_gemv_swaps_plain_bf16_linears_only():
+    m = _model()
+    params = {n: p for n, p in m.named_parameters(remove_duplicate=False)}
+    assert L.use_gemv(m) == 3
+    assert [type(x) for x in (m[0], m[1], m[2], m.head)] == [L.GemvLinear, L.GemvLinear,
+                                                             nn.Linear, L.GemvLinear]
+    assert all(p is params[n] for n, p in m.named_parameters(remove_duplicate=False))
+    assert m.head.weight is m.emb.weight
+    assert L.use_gemv(m) == 0   # already swapped
+
+
+def test_gemv_linear_dispatch(monkeypatch):
+    m = _model()
+    L.use_gemv(m)
+    lin = m[0]
+    lin.weight.data = make_weight(96, 64, 3, n_edges=0)
+    x1, x2 = acts(1, 64, 1), acts(2, 64, 2)
+    # CPU input: F.linear at every M
+    assert same_bits(lin(x1), nn.functional.linear(x1, lin.weight, lin.bias))
+    calls = []
+    real = G.bf16_gemv
+    monkeypatch.setattr(G, "bf16_gemv", lambda x, w, config=None: calls.append(x.shape) or
+                        real(x, w, config))
+    monkeypatch.setattr(L, "_gemv_device", lambda x: True)
+    y = lin(x1.view(1, 1, 64))          # one row, any leading shape: the GEMV
+    assert calls == [(1, 64)] and y.shape == (1, 1, 96)
+    assert same_bits(y.view(1, 96), real(x1, lin.weight) + lin.bias)
+    check_close(real(x1, lin.weight), x1, lin.weight.detach())
+    assert same_bits(lin(x2), nn.functional.linear(x2, lin.weight, lin.bias))   # two rows
+    monkeypatch.setattr(L, "FUSE_GEMV", False)
+    assert same_bits(lin(x1), nn.functional.linear(x1, lin.weight, lin.bias))
+    assert calls == [(1, 64)]
+
+
+def test_gemv_wanted(monkeypatch):
+    assert not L.gemv_wanted(torch.device("cpu"), torch.bfloat16)
+    if CUDA:
+        assert not L.gemv_wanted(torch.device("cuda"), torch.float32)
+        monkeypatch.setenv("SPECPILOT_BF16_GEMV", "0")
+        assert not L.gemv_wanted(torch.device("cuda"), torch.bfloat16)
+
+
+@pytest.mark.gpu
+def test_gpu_gemv_linear_eager_and_graph():
+    lin = nn.Linear(2048, 1536, bias=True, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        lin.weight.copy_(make_weight(1536, 2048, 5, n_edges=0).cuda())
+    L.use_gemv(lin)
+    assert type(lin) is L.GemvLinear
+    x = acts(1, 2048, 9).cuda()
+    y = lin(x)   # tunes the shape (eager), as the engine's warm-up does
+    assert same_bits(y, G.bf16_gemv(x, lin.weight) + lin.bias)
+    check_close(G.bf16_gemv(x, lin.weight), x.cpu(), lin.weight.detach().cpu())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        yg = lin(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert same_bits(yg, y)
