@@ -11,8 +11,9 @@ linear layers (session 25, docs/benchmarks/w12.md). At two rows it measured slow
 parameters, nothing copied); the model runner does it for bf16 models on CUDA GPUs of compute
 capability >= 9 (the GPUs it was measured on) unless ``$SPECPILOT_BF16_GEMV`` is "0".
 ``FUSE_GEMV = False`` sends every call back to ``F.linear`` (the A side of an A/B in the GPU
-scripts). The GEMV's config is tuned at the first eager call of each shape (the engine's warm-up
-before CUDA-graph capture; ``kernel.autotune_enabled``), else its default is used.
+scripts). Only calls captured into a CUDA graph run the GEMV (see ``GemvLinear``); its config is
+tuned at the first eager call of each shape (the engine's warm-up before capture;
+``kernel.autotune_enabled``), else its default is used.
 """
 from __future__ import annotations
 
@@ -30,18 +31,33 @@ def _gemv_device(x: torch.Tensor) -> bool:
     return x.is_cuda
 
 
+def _in_graph() -> bool:
+    """Whether this call is being captured into a CUDA graph (tests stand in here too)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 class GemvLinear(nn.Linear):
-    """``nn.Linear`` whose bf16 forward at one activation row on CUDA is ``bf16_gemv``."""
+    """``nn.Linear`` whose bf16 forward at one activation row on CUDA is ``bf16_gemv`` inside
+    CUDA graphs. Eager calls keep ``F.linear``: a Triton launch from Python costs far more host
+    time than cuBLAS's (eager ``ar`` decode measured 1.7-2.2x slower with the GEMV in every
+    eager call, session 25), and in a graph that cost is paid once at capture. The first eager call
+    of a shape tunes the GEMV's config (the engine's warm-up before capture), so the captured
+    graph runs the tuned one."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (FUSE_GEMV and x.numel() == self.in_features and x.dtype == torch.bfloat16
                 and self.weight.dtype == torch.bfloat16 and _gemv_device(x)):
-            from specpilot.w12.gemv import bf16_gemv
+            from specpilot.w12 import gemv
 
-            y = bf16_gemv(x.reshape(1, self.in_features), self.weight)
-            if self.bias is not None:
-                y = y + self.bias
-            return y.reshape(*x.shape[:-1], self.out_features)
+            x2 = x.reshape(1, self.in_features)
+            if _in_graph():
+                y = gemv.bf16_gemv(x2, self.weight)
+                if self.bias is not None:
+                    y = y + self.bias
+                return y.reshape(*x.shape[:-1], self.out_features)
+            if not getattr(self, "_gemv_tuned", False):
+                gemv.bf16_gemv_config(x2, self.weight)   # tuned now, cached for the capture
+                self._gemv_tuned = True
         return F.linear(x, self.weight, self.bias)
 
 

@@ -15,7 +15,8 @@ Public API
   x bf16 ``[M, K]`` with ``1 <= M <= MAX_M`` and a W12 weight (``W12Planes``, or a
   ``W12Tensor`` prepared on the fly).
 * ``bf16_gemv(x, w, config=None)``: the same kernel template with a bf16 ``[N, K]`` weight (the
-  baseline to compare against).
+  baseline to compare against, and the one-row linear layers of bf16 models inside CUDA graphs:
+  ``layers/linear.py``); ``bf16_gemv_config(x, w)``: the config it runs with.
 * ``GemvConfig``, ``gemv_default_config(M, N, K)``, ``gemv_candidates(M, N, K)`` (the space a
   tuner or the GPU bench sweeps), ``gemv_supported(M)``.
 * ``gemv_autotune(x, w)``: times the candidates on the GPU and caches the fastest per (GPU, M, N,
@@ -538,6 +539,11 @@ def w12_gemv(x: torch.Tensor, planes, config: GemvConfig | None = None) -> torch
     if x.shape[0] == 0:
         return x.new_empty((0, planes.N))
     return _launch(x, planes, _config_for(x, planes, planes.N, planes.K, config, True), True)
+
+
+def bf16_gemv_config(x: torch.Tensor, w: torch.Tensor) -> GemvConfig:
+    """The config ``bf16_gemv(x, w)`` runs with (tuning it now where ``w12_gemv`` would)."""
+    return _config_for(_rows(x, w.shape[1]), w, w.shape[0], w.shape[1], None, False)
 
 
 def bf16_gemv(x: torch.Tensor, w: torch.Tensor, config: GemvConfig | None = None) -> torch.Tensor:

@@ -49,18 +49,30 @@ def test_gemv_linear_dispatch(monkeypatch):
     x1, x2 = acts(1, 64, 1), acts(2, 64, 2)
     # CPU input: F.linear at every M
     assert same_bits(lin(x1), nn.functional.linear(x1, lin.weight, lin.bias))
-    calls = []
-    real = G.bf16_gemv
+    if CUDA:   # the GEMV path on its own device
+        lin, x1, x2 = lin.cuda(), x1.cuda(), x2.cuda()
+    else:      # the interpreter runs it on CPU tensors
+        monkeypatch.setattr(L, "_gemv_device", lambda x: True)
+    calls, tunes = [], []
+    real, real_cfg = G.bf16_gemv, G.bf16_gemv_config
     monkeypatch.setattr(G, "bf16_gemv", lambda x, w, config=None: calls.append(x.shape) or
                         real(x, w, config))
-    monkeypatch.setattr(L, "_gemv_device", lambda x: True)
-    y = lin(x1.view(1, 1, 64))          # one row, any leading shape: the GEMV
+    monkeypatch.setattr(G, "bf16_gemv_config", lambda x, w: tunes.append(x.shape) or
+                        real_cfg(x, w))
+    linear = nn.functional.linear(x1, lin.weight, lin.bias)
+    # eager: F.linear; the first call of the module tunes the GEMV's config for the capture
+    for _ in range(2):
+        assert same_bits(lin(x1), linear)
+    assert calls == [] and tunes == [(1, 64)]
+    # captured into a CUDA graph: the GEMV, one row with any leading shape
+    monkeypatch.setattr(L, "_in_graph", lambda: True)
+    y = lin(x1.view(1, 1, 64))
     assert calls == [(1, 64)] and y.shape == (1, 1, 96)
     assert same_bits(y.view(1, 96), real(x1, lin.weight) + lin.bias)
-    check_close(real(x1, lin.weight), x1, lin.weight.detach())
+    check_close(real(x1, lin.weight), x1.cpu(), lin.weight.detach().cpu())
     assert same_bits(lin(x2), nn.functional.linear(x2, lin.weight, lin.bias))   # two rows
     monkeypatch.setattr(L, "FUSE_GEMV", False)
-    assert same_bits(lin(x1), nn.functional.linear(x1, lin.weight, lin.bias))
+    assert same_bits(lin(x1), linear)
     assert calls == [(1, 64)]
 
 
@@ -80,12 +92,12 @@ def test_gpu_gemv_linear_eager_and_graph():
     L.use_gemv(lin)
     assert type(lin) is L.GemvLinear
     x = acts(1, 2048, 9).cuda()
-    y = lin(x)   # tunes the shape (eager), as the engine's warm-up does
-    assert same_bits(y, G.bf16_gemv(x, lin.weight) + lin.bias)
-    check_close(G.bf16_gemv(x, lin.weight), x.cpu(), lin.weight.detach().cpu())
+    y = lin(x)   # eager: F.linear, and the GEMV's config tuned (the engine's warm-up)
+    assert same_bits(y, nn.functional.linear(x, lin.weight, lin.bias))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         yg = lin(x)
     graph.replay()
     torch.cuda.synchronize()
-    assert same_bits(yg, y)
+    assert same_bits(yg, G.bf16_gemv(x, lin.weight) + lin.bias)   # the tuned GEMV
+    check_close(G.bf16_gemv(x, lin.weight), x.cpu(), lin.weight.detach().cpu())
