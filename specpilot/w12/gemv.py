@@ -404,7 +404,7 @@ def gemv_default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemvConfig:
 # promising first (a budget-limited sweep keeps the head of the list): 8-32 pair columns of
 # 1-2 weight rows per thread; stages >= 2 use Triton's cp.async pipeline, ahead 1 the register
 # look-ahead of the plain loop (bf16 only: it won 9 of 11 layer shapes of the bf16 GEMV at M = 1
-# and none of the W12 GEMV's, where the decode's registers make it 25-45% slower; H200 sweep of
+# and none of the W12 GEMV's, where the decode's registers make it 30-57% slower; H200 sweep of
 # session 25, docs/benchmarks/w12.md).
 E, R = ACC_ELEMENTWISE, ACC_REDUCE
 _BASES_SMALL_M = [  # M <= 2
