@@ -180,8 +180,8 @@ if _k.HAS_TRITON:
         the other programs on the SM); STAGES >= 2: Triton's software pipeline (cp.async of the
         plane and x tiles into shared memory, STAGES - 1 steps ahead). AHEAD: the weight tiles
         of step s + 1 are loaded into registers before step s is computed, so each program keeps
-        two steps of weight loads in flight (for layers too narrow to fill the GPU with
-        programs: HBM needs more bytes in flight than one step of ~2.5 programs per SM).
+        two steps of weight loads in flight (faster for the bf16 form; the W12 form's decode
+        registers then cost it occupancy, see gemv_candidates).
         """
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
@@ -406,16 +406,16 @@ def gemv_default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemvConfig:
 # look-ahead of the plain loop (bf16 only: it won 9 of 11 layer shapes of the bf16 GEMV at M = 1
 # and none of the W12 GEMV's, where the decode's registers make it 30-57% slower; H200 sweep of
 # session 25, docs/benchmarks/w12.md).
-E, R = ACC_ELEMENTWISE, ACC_REDUCE
+_E, _R = ACC_ELEMENTWISE, ACC_REDUCE
 _BASES_SMALL_M = [  # M <= 2
-    (16, 256, 4, 1, E, 0), (16, 128, 4, 1, E, 1), (32, 128, 4, 1, E, 0), (16, 256, 4, 1, E, 1),
-    (16, 128, 4, 1, E, 0), (8, 256, 2, 1, E, 1), (32, 128, 4, 3, E, 0), (8, 256, 2, 1, E, 0),
-    (32, 256, 8, 1, E, 0), (16, 128, 4, 2, E, 0), (32, 128, 4, 1, R, 0), (32, 64, 2, 1, E, 0),
+    (16, 256, 4, 1, _E, 0), (16, 128, 4, 1, _E, 1), (32, 128, 4, 1, _E, 0), (16, 256, 4, 1, _E, 1),
+    (16, 128, 4, 1, _E, 0), (8, 256, 2, 1, _E, 1), (32, 128, 4, 3, _E, 0), (8, 256, 2, 1, _E, 0),
+    (32, 256, 8, 1, _E, 0), (16, 128, 4, 2, _E, 0), (32, 128, 4, 1, _R, 0), (32, 64, 2, 1, _E, 0),
 ]
 _BASES_LARGE_M = [  # M >= 3
-    (8, 128, 4, 1, E, 0), (16, 128, 4, 1, R, 0), (16, 64, 4, 1, E, 0), (32, 128, 4, 1, R, 0),
-    (16, 256, 8, 1, R, 0), (8, 64, 2, 1, E, 0), (16, 128, 4, 2, R, 0), (4, 256, 2, 3, R, 0),
-    (8, 256, 2, 1, R, 0), (32, 64, 2, 1, R, 0),
+    (8, 128, 4, 1, _E, 0), (16, 128, 4, 1, _R, 0), (16, 64, 4, 1, _E, 0), (32, 128, 4, 1, _R, 0),
+    (16, 256, 8, 1, _R, 0), (8, 64, 2, 1, _E, 0), (16, 128, 4, 2, _R, 0), (4, 256, 2, 3, _R, 0),
+    (8, 256, 2, 1, _R, 0), (32, 64, 2, 1, _R, 0),
 ]
 
 
@@ -423,11 +423,11 @@ def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") 
     """The tuning space for one shape: up to ~24 configs, most promising first.
 
     Twelve tilings for M <= 2 (``_BASES_SMALL_M``, four of them with the register look-ahead,
-    which only the bf16 kind sweeps), ten above (``_BASES_LARGE_M``); block_n 4..32, block_k 64..256 pair columns, 2-8 warps, 1-4
-    stages, both accumulate modes; each at the split-K that gives >= 2 programs per SM
-    (kernel._pick_split: N = 5120 has 160 tiles of 32 rows -> split 2) and then all of them at
-    twice that split. block_m = M. Pipelined tilings whose shared memory exceeds SMEM_LIMIT are
-    left out."""
+    which only the bf16 kind sweeps), ten above (``_BASES_LARGE_M``); block_n 4..32, block_k
+    64..256 pair columns, 2-8 warps, 1-4 stages, both accumulate modes; each at the split-K that
+    gives >= 2 programs per SM (kernel._pick_split: N = 5120 has 160 tiles of 32 rows -> split
+    2) and then all of them at twice that split. block_m = M. Pipelined tilings whose shared
+    memory exceeds SMEM_LIMIT are left out."""
     bm = min(max(int(M), 1), MAX_M)
     bases = _BASES_SMALL_M if bm <= 2 else _BASES_LARGE_M
     out: dict = {}

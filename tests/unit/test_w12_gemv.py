@@ -399,7 +399,8 @@ def test_gpu_w12_matmul_takes_the_tuned_gemv_at_small_m(monkeypatch):
     a = acts(1, K_, 1).cuda()
     y = K.w12_matmul(a, p, reproducible=True)   # the tensor-core GEMM, tuned on this call
     cfg = K.get_config("w12", a, p, tune=False)
-    assert len(K._TUNED) == K.GEMV_MAX_M + 1 and cfg == K._TUNED[K._tune_key("w12", 1, N, K_, a.device)]
+    assert len(K._TUNED) == K.GEMV_MAX_M + 1
+    assert cfg == K._TUNED[K._tune_key("w12", 1, N, K_, a.device)]
     assert same_bits(y, K._launch(a, p, cfg, True, 2))
 
 
