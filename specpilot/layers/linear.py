@@ -3,9 +3,9 @@
 At one activation row (decode of one request) a linear layer is a GEMV bound by reading its
 weight once. The bf16 form of the W12 GEMV (``specpilot/w12/gemv.py``: ``bf16_gemv``, tuned per
 shape on first use, the register look-ahead among its candidates) ran every linear-layer shape
-of Qwen3.8-27B and Muse-Glimmer-30B faster than cuBLAS on the H200, 7% over a decode step's
+of Qwen3.8-27B and Muse-Glimmer-30B faster than cuBLAS on the H200, 6-7% over a decode step's
 linear layers (session 25, docs/benchmarks/w12.md). At two rows it measured slower than cuBLAS
-(session 24), so only M = 1 takes it.
+(session 24, before the look-ahead), so only M = 1 takes it.
 
 ``use_gemv(model)`` turns every plain bf16 ``nn.Linear`` of a model into a ``GemvLinear`` (same
 parameters, nothing copied); the model runner does it for bf16 models on CUDA GPUs of compute

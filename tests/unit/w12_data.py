@@ -1,5 +1,6 @@
 """Test data and checks shared by the W12 kernel tests (test_w12_kernel.py, test_w12_gemv.py):
-edge-value weights, activations, the tolerance check against float64, bitwise equality."""
+edge-value weights, activations, the tolerance check against float64, bitwise equality, a CUDA
+graph's output (GPU tests)."""
 import torch
 
 
@@ -54,3 +55,13 @@ def check_close(y, x, w):
 
 def same_bits(a, b):
     return torch.equal(a.contiguous().view(torch.int16).cpu(), b.contiguous().view(torch.int16).cpu())
+
+
+def replayed(fn):
+    """The output of ``fn()`` captured into a CUDA graph, after one replay."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    return y
