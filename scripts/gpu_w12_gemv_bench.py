@@ -27,6 +27,10 @@ plus injected escapes: subnormals, outliers, -0), replicated to N rows on the GP
      whose sweep got no time uses ``gemv_default_config`` and is marked '*'. The winner is
      printed (GemvConfig.short: n<block_n>k<block_k>s<split>w<warps>p<stages>m<block_m><e|r>,
      e = elementwise accumulators, r = per-step reduction).
+   - escape epilogue A/B (--esc-ab, on by default): the winning W12 tiling (block_n <= 64,
+     plain loop) again with its escape index read after the loop (esc_pre 0) and before it
+     (esc_pre 32 / 64 / 128), and on the same planes with an empty escape list (the time the
+     kernel would take if escapes cost nothing: a floor, its output is not checked).
    Reported: us per call, W12-GEMV GB/s (plane and escape bytes read), W12-GEMV / cuBLAS
    (time ratio, > 1 = the GEMV is faster), and per model the sums over one token's linear layers
    (each layer weighted by how often it runs per token), with a "best W12" column taking the
@@ -199,6 +203,29 @@ HEADER = (f"{'model':16s} {'layer':24s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':
           f"W12-GEMV config (tried)")
 
 
+ESC_AB = (0, 32, 64, 128)   # esc_pre values of the escape epilogue A/B
+
+
+def esc_ab(acts, ring, ref, c12, N: int, Kd: int, M: int) -> dict:
+    """{label: us} for the winning W12 config c12 with each esc_pre of ESC_AB (outputs checked)
+    and on planes without escapes ("none"); {} if c12 cannot take esc_pre."""
+    if c12.block_n > K.ROW_BLOCK or c12.num_stages > 1:
+        return {}
+    out = {}
+    for pre in ESC_AB:
+        c = G.GemvConfig(**(vars(c12) | {"esc_pre": pre}))
+        same, err, _ = compare(G.w12_gemv(acts[0], ring[0], config=c), ref)
+        if not same or err > 5e-3:
+            report(f"w12_gemv {N}x{Kd} M={M} {c.short}", False, f"rel err {err:.2e}")
+            continue
+        out[f"pre{pre}"] = timed(lambda i, c=c: G.w12_gemv(acts[i], ring[i], config=c), len(ring))
+    bare = [K.W12Planes(N=q.N, K=q.K, L=q.L, H=q.H, hb=q.hb, koff=torch.zeros_like(q.koff),
+                        kent=q.kent[:0], kval=q.kval[:0]) for q in ring]
+    c0 = G.GemvConfig(**(vars(c12) | {"esc_pre": 0}))
+    out["none"] = timed(lambda i: G.w12_gemv(acts[i], bare[i], config=c0), len(ring))
+    return out
+
+
 def time_shape(models_rows, N, Kd, p, xbig, m_values, args, budget: Budget) -> None:
     """Time one weight shape at every M; one printed row per (model, layer) using it."""
     ring12 = K.weight_ring(p, args.ring_mb << 20)
@@ -213,6 +240,7 @@ def time_shape(models_rows, N, Kd, p, xbig, m_values, args, budget: Budget) -> N
         t_tc = timed(lambda i: K.w12_matmul(acts[i], ring12[i], config=ctc), n_ring)
         t12, c12, ok12, tried12 = sweep("w12", acts, ring12, ref, M, N, Kd, args, budget)
         t16, c16, ok16, tried16 = sweep("bf16", acts, ring16, ref, M, N, Kd, args, budget)
+        ab = esc_ab(acts, ring12, ref, c12, N, Kd, M) if args.esc_ab else {}
         for model, name, count in models_rows:
             row = {"model": model, "layer": name, "N": N, "K": Kd, "M": M, "count": count,
                    "cublas_us": t_cub, "w12_tc_us": t_tc, "bf16_gemv_us": t16, "w12_gemv_us": t12,
@@ -220,12 +248,30 @@ def time_shape(models_rows, N, Kd, p, xbig, m_values, args, budget: Budget) -> N
                    "w12_bytes": w12_bytes, "ring": n_ring,
                    "w12_tc_config": vars(ctc) | {"tuned": tc_ok},
                    "w12_gemv_config": vars(c12) | {"tuned": ok12}, "w12_gemv_tried": tried12,
-                   "bf16_gemv_config": vars(c16) | {"tuned": ok16}, "bf16_gemv_tried": tried16}
+                   "bf16_gemv_config": vars(c16) | {"tuned": ok16}, "bf16_gemv_tried": tried16,
+                   "esc_ab": ab}
             RESULTS["timing"].append(row)
             print(f"{model:16s} {name[:24]:24s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} "
                   f"{t_tc:7.1f}{' ' if tc_ok else '*'} {t16:9.1f}{' ' if ok16 else '*'} "
                   f"{t12:8.1f}{' ' if ok12 else '*'} {row['w12_gemv_GBps']:5.0f} "
                   f"{t_cub / t12:8.2f}  {c12.short} ({len(tried12)})", flush=True)
+
+
+def esc_table() -> None:
+    """The escape epilogue A/B, one line per shape and M (us; share = (pre0 - none) / pre0)."""
+    rows = {(r["N"], r["K"], r["M"]): r for r in RESULTS["timing"] if r.get("esc_ab")}
+    if not rows:
+        return
+    print(f"\nescape epilogue A/B (us): {'N x K':>14s} {'M':>2s} {'config':22s} "
+          + " ".join(f"{'pre' + str(p):>7s}" for p in ESC_AB) + f" {'none':>7s} {'share':>6s}")
+    for (N, Kd, M), r in rows.items():
+        ab = r["esc_ab"]
+        cols = " ".join(f"{ab[f'pre{p}']:7.1f}" if f"pre{p}" in ab else f"{'-':>7s}"
+                        for p in ESC_AB)
+        share = (ab["pre0"] - ab["none"]) / ab["pre0"] if "pre0" in ab else float("nan")
+        c = G.GemvConfig(**{k: v for k, v in r["w12_gemv_config"].items() if k != "tuned"})
+        print(f"{'':26s}{f'{N}x{Kd}':>14s} {M:2d} {c.short:22s} {cols} {ab['none']:7.1f} "
+              f"{share:6.1%}", flush=True)
 
 
 def model_totals(models, m_values) -> None:
@@ -260,6 +306,8 @@ def main() -> int:
     ap.add_argument("--block-rows", type=int, default=1024, help="rows encoded on the CPU per K")
     ap.add_argument("--time-limit", type=float, default=225.0,
                     help="seconds after the start at which shapes not yet timed are skipped")
+    ap.add_argument("--esc-ab", action=argparse.BooleanOptionalAction, default=True,
+                    help="time the winning W12 tiling with each esc_pre and without escapes")
     ap.add_argument("--tc-tune-file", default=None,
                     help="W12-TC configs tuned earlier (gpu_w12_bench.py --save-tuning): loaded "
                          "first, so the tensor-core GEMM is timed tuned without spending budget")
@@ -304,6 +352,7 @@ def main() -> int:
         p, xbig = weights[(N, Kd)]
         time_shape(users, N, Kd, p, xbig, m_values, args, budget)
         torch.cuda.empty_cache()   # the rings of this shape
+    esc_table()
     model_totals(models, m_values)
     RESULTS["budget_left_s"] = {f"{k}|m{m}": v for (k, m), v in budget.left.items()}
     return WB.finish(args.out, t0)

@@ -44,7 +44,9 @@ except ImportError:  # CPU-only installs: nothing here can run (gemv_supported s
     tl = None
 
 MAX_M = 8                  # activation rows per call (one accumulator per row, unrolled)
-ESC_CHUNK = 16             # escapes per epilogue step
+ESC_CHUNK = 16             # escapes per epilogue step (esc_pre 0)
+ESC_PRE_VALUES = (0, 16, 32, 64, 128)   # GemvConfig.esc_pre: escapes loaded before the main loop
+ESC_PRE_CAND = 64          # the esc_pre that gemv_candidates pairs with each W12 tiling
 ACC_ELEMENTWISE = 0        # acc[BN, BK] += w * x per row, reduced over BK once after the loop
 ACC_REDUCE = 1             # acc[BN] += sum_k(w * x) per row, reduced in every K-step
 
@@ -54,7 +56,7 @@ WIDEN_PTX = "shl.b32 $0, $2, 16; and.b32 $1, $2, 0xFFFF0000;"
 
 
 if _k.HAS_TRITON:
-    from .kernel import _decode_tiles, _esc_entries, _hb_tile, _store_out
+    from .kernel import _decode_tiles, _esc_fields, _esc_load, _hb_tile, _store_out
 
     _ROW_BLOCK = tl.constexpr(ROW_BLOCK)
     _GROUP = tl.constexpr(GROUP)
@@ -141,6 +143,20 @@ if _k.HAS_TRITON:
         return acc
 
     @triton.jit
+    def _esc_add(out, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, BN: tl.constexpr):
+        """out [BN, BMP] += x[m, col] * value for the raw escape entries (``kernel._esc_load``)
+        of 64-row block blk whose rows lie in this program's [n0, n0 + BN): fp32 products of the
+        exact bf16 value (exact in fp32), selected into their rows with where, so that a
+        non-finite value reaches its own row only."""
+        v, r, ok, col = _esc_fields(ent, val, em, blk, n0, BN)
+        v = (v.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+        xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
+                     mask=ok[:, None] & m_ok[None, :], other=0.0).to(tl.float32)  # [ESC, BMP]
+        prod = xg * v[:, None]
+        hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]            # [BN, ESC]
+        return out + tl.sum(tl.where(hit[:, :, None], prod[None, :, :], 0.0), axis=1)
+
+    @triton.jit
     def _row_out(out, acc, m: tl.constexpr, ACC: tl.constexpr):
         """Write row m's result (acc reduced over BK if needed) into column m of out [BN, BMP]."""
         if ACC == 0:
@@ -158,8 +174,8 @@ if _k.HAS_TRITON:
                      W12: tl.constexpr, HB_PER_ROW: tl.constexpr, USE_SPLIT: tl.constexpr,
                      EVEN_K: tl.constexpr, PTX: tl.constexpr, ACC: tl.constexpr,
                      BM: tl.constexpr, BMP: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                     NRB: tl.constexpr, ESC_CH: tl.constexpr, STAGES: tl.constexpr,
-                     AHEAD: tl.constexpr):
+                     NRB: tl.constexpr, ESC_CH: tl.constexpr, ESC_PRE: tl.constexpr,
+                     STAGES: tl.constexpr, AHEAD: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T on CUDA cores; W from W12 planes (W12) or bf16 (w_ptr).
 
         Grid (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns the K-steps
@@ -182,6 +198,15 @@ if _k.HAS_TRITON:
         of step s + 1 are loaded into registers before step s is computed, so each program keeps
         two steps of weight loads in flight (faster for the bf16 form; the W12 form's decode
         registers then cost it occupancy, see gemv_candidates).
+
+        Escapes (W12): the program's entries of the escape index (all of its 64-row block in its
+        K range, ~100-400 for N(0, 0.02^2) weights at K = 5k-20k) are added after the main loop,
+        ESC_CH at a time; each chunk is an index load and then a dependent gather of x, so the
+        epilogue is a chain of dependent memory round trips that nothing overlaps when all
+        programs fit in one wave. ESC_PRE > 0 (BN <= 64: one row block): the index range and
+        the first ESC_PRE entries are loaded before the main loop (their latency hidden behind
+        it) and the rest go ESC_PRE at a time; the x gathers then hit L1 (this program has just
+        streamed x).
         """
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
@@ -207,6 +232,14 @@ if _k.HAS_TRITON:
         if W12:
             h_tile = h_ptr + rn_c[:, None] * stride_h + rk[None, :]
             hbt = _hb_tile(hb_ptr, rn_c, rn_c >= 0, BK, HB_PER_ROW)
+            # this program's K range in 32-pair column groups of the escape index
+            g0 = tl.minimum(s0 * BK // _GROUP, G)
+            g1 = tl.minimum(s1 * BK // _GROUP, G)
+            if ESC_PRE > 0:   # the index range and the first entries, in flight during the loop
+                blk_p = n0 // _ROW_BLOCK
+                lo_p = tl.load(koff_ptr + blk_p * G + g0)
+                hi_p = tl.load(koff_ptr + blk_p * G + g1)
+                ent_p, val_p, em_p = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
         else:
             h_tile = w_tile
             hbt = 0
@@ -275,28 +308,22 @@ if _k.HAS_TRITON:
         rm = m0 + cm
         m_ok = (cm < BM) & (rm < M)
 
-        if W12:
-            # escapes decoded to signed zero above; add x[m, col] * value for this program's
-            # escapes (the index range of ESC_MODE 1 in kernel._gemm_kernel) as fp32 products
-            # of the exact bf16 value (exact in fp32), selected into their rows with where so
-            # that a non-finite value reaches its own row only.
-            g0 = tl.minimum(s0 * BK // _GROUP, G)
-            g1 = tl.minimum(s1 * BK // _GROUP, G)
-            for rb in tl.static_range(NRB):
-                blk = n0 // _ROW_BLOCK + rb
-                if blk * _ROW_BLOCK < N:
-                    lo = tl.load(koff_ptr + blk * G + g0)
-                    hi = tl.load(koff_ptr + blk * G + g1)
-                    for e0 in range(lo, hi, ESC_CH):
-                        val, r, ok, col = _esc_entries(kent_ptr, kval_ptr, e0, hi, blk, n0, BN,
-                                                       ESC_CH)
-                        val = (val.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-                        xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
-                                     mask=ok[:, None] & m_ok[None, :], other=0.0
-                                     ).to(tl.float32)                           # [ESC_CH, BMP]
-                        prod = xg * val[:, None]
-                        hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]  # [BN, ESC_CH]
-                        out += tl.sum(tl.where(hit[:, :, None], prod[None, :, :], 0.0), axis=1)
+        if W12:   # escapes decoded to signed zero above: their exact products (_esc_add)
+            if ESC_PRE > 0:
+                out = _esc_add(out, ent_p, val_p, em_p, blk_p, n0, x_ptr, rm, m_ok, stride_xm, BN)
+                for e0 in range(lo_p + ESC_PRE, hi_p, ESC_PRE):
+                    ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi_p, ESC_PRE)
+                    out = _esc_add(out, ent, val, em, blk_p, n0, x_ptr, rm, m_ok, stride_xm, BN)
+            else:
+                for rb in tl.static_range(NRB):
+                    blk = n0 // _ROW_BLOCK + rb
+                    if blk * _ROW_BLOCK < N:
+                        lo = tl.load(koff_ptr + blk * G + g0)
+                        hi = tl.load(koff_ptr + blk * G + g1)
+                        for e0 in range(lo, hi, ESC_CH):
+                            ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
+                            out = _esc_add(out, ent, val, em, blk, n0, x_ptr, rm, m_ok,
+                                           stride_xm, BN)
 
         _store_out(y_ptr, ws_ptr, lock_ptr, out, rm.to(tl.int64)[None, :] * N + rn[:, None],
                    m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)
@@ -318,7 +345,10 @@ class GemvConfig:
     split_k K-ranges (deterministic split-K reduction); block_m activation rows per program
     (1..8, unrolled; normally M); acc: ``ACC_ELEMENTWISE`` or ``ACC_REDUCE``; num_stages 1 = a
     plain loop, >= 2 = Triton's software pipeline over that many stages; ahead 1 = the plain loop
-    with the next K-step's weights loaded into registers a step early (two steps in flight).
+    with the next K-step's weights loaded into registers a step early (two steps in flight);
+    esc_pre (W12 only, block_n <= 64) > 0: the escape index range and the first esc_pre entries
+    loaded before the main loop, the rest esc_pre at a time (see _gemv_kernel); 0: all of them
+    after the loop, ``ESC_CHUNK`` at a time.
 
     Every thread must hold >= 4 consecutive pair columns of a tile (the inline-PTX decode
     takes 4 pair columns per instance), i.e. ``block_n * block_k >= 4 * 32 * num_warps``.
@@ -331,6 +361,7 @@ class GemvConfig:
     block_m: int = 1
     acc: int = ACC_ELEMENTWISE
     ahead: int = 0
+    esc_pre: int = 0
 
     def __post_init__(self):
         bad = []
@@ -348,6 +379,9 @@ class GemvConfig:
             bad.append("acc must be ACC_ELEMENTWISE (0) or ACC_REDUCE (1)")
         if self.ahead not in (0, 1) or (self.ahead and self.num_stages > 1):
             bad.append("ahead must be 0 or 1, and 0 with num_stages > 1")
+        if self.esc_pre not in ESC_PRE_VALUES or (self.esc_pre and self.block_n > ROW_BLOCK):
+            bad.append(f"esc_pre must be one of {ESC_PRE_VALUES}, and 0 with block_n > "
+                       f"{ROW_BLOCK}")
         if not bad and self.block_n * self.block_k < 4 * 32 * self.num_warps:
             bad.append("block_n * block_k must be >= 4 * 32 * num_warps (4 pair columns per "
                        "thread)")
@@ -356,10 +390,11 @@ class GemvConfig:
 
     @property
     def short(self) -> str:
-        """Compact label: bn/bk/split/warps/stages/bm/acc, then 'a' if ahead."""
+        """Compact label: bn/bk/split/warps/stages/bm/acc, then 'a' if ahead, 'x<esc_pre>' if
+        esc_pre."""
         return (f"n{self.block_n}k{self.block_k}s{self.split_k}w{self.num_warps}"
                 f"p{self.num_stages}m{self.block_m}{'e' if self.acc == ACC_ELEMENTWISE else 'r'}"
-                f"{'a' if self.ahead else ''}")
+                f"{'a' if self.ahead else ''}{f'x{self.esc_pre}' if self.esc_pre else ''}")
 
 
 def gemv_supported(M: int) -> bool:
@@ -420,14 +455,15 @@ _BASES_LARGE_M = [  # M >= 3
 
 
 def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") -> list:
-    """The tuning space for one shape: up to ~24 configs, most promising first.
+    """The tuning space for one shape: up to 36 configs, most promising first.
 
     Twelve tilings for M <= 2 (``_BASES_SMALL_M``, four of them with the register look-ahead,
     which only the bf16 kind sweeps), ten above (``_BASES_LARGE_M``); block_n 4..32, block_k
     64..256 pair columns, 2-8 warps, 1-4 stages, both accumulate modes; each at the split-K that
     gives >= 2 programs per SM (kernel._pick_split: N = 5120 has 160 tiles of 32 rows -> split
     2) and then all of them at twice that split. block_m = M. Pipelined tilings whose shared
-    memory exceeds SMEM_LIMIT are left out."""
+    memory exceeds SMEM_LIMIT are left out. The W12 kind has each plain-loop tiling twice:
+    escapes after the main loop (esc_pre 0) and read before it (``ESC_PRE_CAND``)."""
     bm = min(max(int(M), 1), MAX_M)
     bases = _BASES_SMALL_M if bm <= 2 else _BASES_LARGE_M
     out: dict = {}
@@ -438,10 +474,12 @@ def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") 
                 continue
             split = _k._pick_split(_cdiv(N, bn), _cdiv(_half(K), bk), n_sm)
             split = min(32, mult * split, _cdiv(_half(K), bk))
-            cfg = GemvConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps,
-                             num_stages=stages, block_m=bm, acc=acc, ahead=ahead)
-            if _smem_bytes(cfg, kind == "w12") <= SMEM_LIMIT:
-                out[cfg] = None
+            early = kind == "w12" and bn <= ROW_BLOCK and stages == 1
+            for pre in (0, ESC_PRE_CAND) if early else (0,):
+                cfg = GemvConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps,
+                                 num_stages=stages, block_m=bm, acc=acc, ahead=ahead, esc_pre=pre)
+                if _smem_bytes(cfg, kind == "w12") <= SMEM_LIMIT:
+                    out[cfg] = None
     return list(out)
 
 
@@ -468,7 +506,8 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         W12=w12, HB_PER_ROW=w12 and w.per_row, USE_SPLIT=p.split > 1,
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
-        NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, STAGES=cfg.num_stages,
+        NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, ESC_PRE=cfg.esc_pre if w12 else 0,
+        STAGES=cfg.num_stages,
         AHEAD=bool(cfg.ahead),
         num_warps=cfg.num_warps, num_stages=1)
     return p.y

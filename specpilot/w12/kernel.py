@@ -315,16 +315,27 @@ if HAS_TRITON:
         return t0.to(tl.bfloat16, bitcast=True), t1.to(tl.bfloat16, bitcast=True)
 
     @triton.jit
-    def _esc_entries(kent_ptr, kval_ptr, e0, hi, blk, n0, BN: tl.constexpr, ESC_CH: tl.constexpr):
-        """Escape entries e0 .. e0 + ESC_CH - 1 (those < hi) of 64-row block blk -> (their bf16
-        bits as uint16, row r relative to n0, ok: a real entry whose row lies in [n0, n0 + BN),
-        column)."""
+    def _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH: tl.constexpr):
+        """The raw escape entries e0 .. e0 + ESC_CH - 1 (those < hi): (kent, kval, mask)."""
         idx = e0 + tl.arange(0, ESC_CH)
         em = idx < hi
         ent = tl.load(kent_ptr + idx, mask=em, other=0)
-        val = tl.load(kval_ptr + idx, mask=em, other=0).to(tl.uint16, bitcast=True)
+        return ent, tl.load(kval_ptr + idx, mask=em, other=0), em
+
+    @triton.jit
+    def _esc_fields(ent, val, em, blk, n0, BN: tl.constexpr):
+        """Raw entries of 64-row block blk (``_esc_load``) -> (their bf16 bits as uint16, row r
+        relative to n0, ok: a real entry whose row lies in [n0, n0 + BN), column)."""
         r = blk * _ROW_BLOCK + (ent >> 24) - n0
-        return val, r, em & (r >= 0) & (r < BN), (ent & 0xFFFFFF).to(tl.int64)
+        return (val.to(tl.uint16, bitcast=True), r, em & (r >= 0) & (r < BN),
+                (ent & 0xFFFFFF).to(tl.int64))
+
+    @triton.jit
+    def _esc_entries(kent_ptr, kval_ptr, e0, hi, blk, n0, BN: tl.constexpr, ESC_CH: tl.constexpr):
+        """Escape entries e0 .. e0 + ESC_CH - 1 (those < hi) of 64-row block blk, loaded and
+        unpacked (``_esc_fields``)."""
+        ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
+        return _esc_fields(ent, val, em, blk, n0, BN)
 
     @triton.jit
     def _store_out(y_ptr, ws_ptr, lock_ptr, out, y_off, out_ok, M, N, SPLIT_K, pid_k, pid_m,
@@ -648,11 +659,14 @@ def weight_bytes(w) -> int:
 
 def weight_ring(w, target_bytes: int = TUNE_RING_BYTES) -> list:
     """``w`` plus copies, enough that one pass over them streams >= ``target_bytes`` (at least 2,
-    at most ``TUNE_MAX_COPIES``), so a timing loop cannot find the weights in L2."""
+    at most ``TUNE_MAX_COPIES``), so a timing loop cannot find the weights in L2. A W12 copy
+    has its own escape index and bases too: in a decode step they come from HBM like the
+    planes, and a kernel that waits on them must not be timed with them in L2."""
     n = min(TUNE_MAX_COPIES, max(2, _cdiv(target_bytes, max(1, weight_bytes(w)))))
     if isinstance(w, W12Planes):
-        return [w] + [W12Planes(N=w.N, K=w.K, L=w.L.clone(), H=w.H.clone(), hb=w.hb, koff=w.koff,
-                                kent=w.kent, kval=w.kval) for _ in range(n - 1)]
+        return [w] + [W12Planes(N=w.N, K=w.K, L=w.L.clone(), H=w.H.clone(), hb=w.hb.clone(),
+                                koff=w.koff.clone(), kent=w.kent.clone(), kval=w.kval.clone())
+                      for _ in range(n - 1)]
     return [w] + [w.clone() for _ in range(n - 1)]
 
 

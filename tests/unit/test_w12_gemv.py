@@ -37,9 +37,9 @@ if INTERP and (not G.INTERPRET or G._decode_tiles is not K._decode_tiles):
 
 
 
-def cfg(bn, bk, split=1, bm=1, acc=G.ACC_ELEMENTWISE, warps=1, stages=1, ahead=0):
+def cfg(bn, bk, split=1, bm=1, acc=G.ACC_ELEMENTWISE, warps=1, stages=1, ahead=0, esc_pre=0):
     return G.GemvConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps,
-                        num_stages=stages, block_m=bm, acc=acc, ahead=ahead)
+                        num_stages=stages, block_m=bm, acc=acc, ahead=ahead, esc_pre=esc_pre)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN/Inf
@@ -49,7 +49,8 @@ E, R = G.ACC_ELEMENTWISE, G.ACC_REDUCE
 # 96 with block_k 64 leaves a partial step): masked tails; N = 130: a partial tile, three escape
 # row blocks; block_n 128: two escape row blocks in one program; block_m < M: several row blocks;
 # ahead: the register look-ahead (one step per split range, a partial last step, split ranges
-# of unequal length)
+# of unequal length); esc_pre: the escape index read before the main loop (16: more entries
+# than that per program, so the chunks after the loop run too)
 CASES = [
     (64, 96, 1, False, None),
     (130, 200, 3, True, cfg(32, 32, split=3, bm=3, acc=R)),
@@ -62,6 +63,9 @@ CASES = [
     (130, 200, 1, True, cfg(32, 32, split=3, ahead=1)),
     (64, 96, 2, False, cfg(16, 32, split=3, bm=2, ahead=1)),
     (7, 200, 3, False, cfg(8, 64, bm=3, acc=R, ahead=1)),
+    (130, 200, 1, True, cfg(32, 32, split=3, esc_pre=16)),
+    (64, 96, 3, False, cfg(16, 64, bm=3, acc=R, esc_pre=64)),
+    (7, 200, 2, False, cfg(8, 64, split=2, bm=2, esc_pre=128)),
 ]
 
 
@@ -105,6 +109,24 @@ def test_split_k_deterministic_and_counters_reset():
     assert all(int(buf.abs().sum()) == 0 for buf in K._LOCKS.values())
 
 
+@pytest.mark.parametrize("esc_pre", [16, 64])
+@pytest.mark.parametrize("bm,split", [(1, 1), (2, 2), (3, 1)])
+def test_escapes_read_before_the_loop(esc_pre, bm, split):
+    """esc_pre > 0 on a weight with hundreds of escapes per 64-row block (every K-range of every
+    program has more than esc_pre entries, so the chunks after the main loop run as well):
+    within fp32 summation order of torch and of esc_pre 0, and the same non-finite pattern."""
+    x = make_weight(128, 320, 31 + bm, n_edges=1200)
+    w = encode(x)
+    p, a = K.prepare(w, DEV), acts(bm, 320, 7 + bm).to(DEV)
+    per_block = torch.diff(p.koff.cpu()).view(2, -1).sum(1)   # entries per 64-row block
+    assert int(per_block.min()) > 2 * esc_pre * split
+    c = cfg(32, 64, split=split, bm=bm, esc_pre=esc_pre)
+    y = G.w12_gemv(a, p, config=c)
+    check_close(y, a.cpu(), x)
+    y0 = G.w12_gemv(a, p, config=dataclasses.replace(c, esc_pre=0))
+    assert torch.equal(torch.isfinite(y0.float()), torch.isfinite(y.float()))
+
+
 def test_configs():
     assert [G.gemv_supported(m) for m in (0, 1, 8, 9)] == [False, True, True, False]
     for M in (1, 2, 3, 4, 8):
@@ -112,8 +134,14 @@ def test_configs():
             d = G.gemv_default_config(M, N, K_)
             assert d.block_m == M
             cands = G.gemv_candidates(M, N, K_)
-            assert 4 <= len(cands) <= 24 and len(set(cands)) == len(cands)
+            assert 4 <= len(cands) <= 36 and len(set(cands)) == len(cands)
             assert all(c.block_m == M and c.block_n <= 32 for c in cands)
+            # each W12 tiling with and without the escape index read before the loop
+            assert ({dataclasses.replace(c, esc_pre=0) for c in cands if c.esc_pre}
+                    == {c for c in cands if not c.esc_pre and c.num_stages == 1})
+            assert {c.esc_pre for c in cands} == {0, G.ESC_PRE_CAND}
+            assert all(c.num_stages == 1 for c in cands if c.esc_pre)
+            assert not any(c.esc_pre for c in G.gemv_candidates(M, N, K_, kind="bf16"))
             assert {c.acc for c in cands} == {E, R}
             assert not any(c.ahead for c in cands)   # the look-ahead: bf16 candidates only
             assert any(c.ahead for c in G.gemv_candidates(M, N, K_, kind="bf16")) == (M <= 2)
@@ -129,6 +157,11 @@ def test_configs():
         G.GemvConfig(block_n=4, block_k=64, num_warps=4)   # 2 pair columns per thread
     with pytest.raises(ValueError):
         G.GemvConfig(acc=2)
+    with pytest.raises(ValueError):
+        G.GemvConfig(esc_pre=48)
+    with pytest.raises(ValueError):
+        G.GemvConfig(block_n=128, esc_pre=64)   # one escape row block per program only
+    assert G.GemvConfig(esc_pre=64).short.endswith("ex64")
 
 
 def test_rejects_bad_inputs():
@@ -294,7 +327,8 @@ def _compile_cases():
     cases += [("w12", next(c for c in cands if c.num_stages > 1), True, True),   # pipelined
               ("bf16", next(c for c in gemv.gemv_candidates(1, 5120, 17408, kind="bf16")
                             if c.ahead), True, False),                        # look-ahead
-              ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True)]
+              ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True),
+              ("w12", next(c for c in cands if c.esc_pre), True, False)]     # escapes early
     for kind, c, even_k, per_row in cases:
         w12 = kind == "w12"
         ptr = "*u8" if w12 else "*bf16"
@@ -305,8 +339,8 @@ def _compile_cases():
         consts = dict(W12=w12, HB_PER_ROW=per_row and w12, USE_SPLIT=c.split_k > 1,
                       EVEN_K=even_k, PTX=True, ACC=c.acc, BM=c.block_m,
                       BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
-                      NRB=-(-c.block_n // 64), ESC_CH=gemv.ESC_CHUNK, STAGES=c.num_stages,
-                      AHEAD=bool(c.ahead))
+                      NRB=-(-c.block_n // 64), ESC_CH=gemv.ESC_CHUNK,
+                      ESC_PRE=c.esc_pre if w12 else 0, STAGES=c.num_stages, AHEAD=bool(c.ahead))
         sig.update({k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
@@ -343,7 +377,7 @@ def test_gemv_compiles_for_sm90():
     from tests.unit.sm90 import run_in_subprocess
 
     result = run_in_subprocess(__file__)
-    assert len(result) == 7 + 4  # 7 GEMV cases, 4 tensor-core GEMM ones (compiled, not checked)
+    assert len(result) == 8 + 4  # 8 GEMV cases, 4 tensor-core GEMM ones (compiled, not checked)
     spilled = {k: v for k, (v, _) in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
     assert all(smem <= G.SMEM_LIMIT + 4096 for k, (_, smem) in result.items()

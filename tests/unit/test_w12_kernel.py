@@ -255,6 +255,20 @@ def test_bf16_matmul_matches_torch():
     check_close(K.bf16_matmul(a.to(DEV), x.to(DEV)), a, x)
 
 
+def test_weight_ring_copies_planes_and_escape_index():
+    """The tuner's ring: every copy of a W12 weight has its own planes, bases and escape index
+    (none of them L2-resident while a copy is timed), equal to the original's."""
+    p = K.prepare(encode(make_weight(64, 128, 3, per_row=True, n_edges=20)), DEV)
+    ring = K.weight_ring(p, target_bytes=4 * K.weight_bytes(p))
+    assert len(ring) == 4 and ring[0] is p
+    fields = ("L", "H", "hb", "koff", "kent", "kval")
+    for q in ring[1:]:
+        for f in fields:
+            assert torch.equal(getattr(q, f), getattr(p, f))
+    ptrs = {getattr(r, f).data_ptr() for r in ring for f in fields if getattr(r, f).numel()}
+    assert len(ptrs) == len(ring) * sum(getattr(p, f).numel() > 0 for f in fields)
+
+
 def test_rejects_bad_inputs():
     p = K.prepare(encode(make_weight(64, 64, 1)), DEV)
     with pytest.raises(ValueError):
