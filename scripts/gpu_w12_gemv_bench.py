@@ -28,9 +28,10 @@ plus injected escapes: subnormals, outliers, -0), replicated to N rows on the GP
      printed (GemvConfig.short: n<block_n>k<block_k>s<split>w<warps>p<stages>m<block_m><e|r>,
      e = elementwise accumulators, r = per-step reduction).
    - escape epilogue A/B (--esc-ab, on by default): the winning W12 tiling (block_n <= 64,
-     plain loop) again with its escape index read after the loop (esc_pre 0) and before it
-     (esc_pre 32 / 64 / 128), and on the same planes with an empty escape list (the time the
-     kernel would take if escapes cost nothing: a floor, its output is not checked).
+     plain loop) again with its escape index read after the loop (esc_pre 0), before it
+     (esc_pre 32 / 64 / 128) and in its first K-step (esc_pre 64, esc_late), and on the same
+     planes with an empty escape list (the time the kernel would take if escapes cost nothing:
+     a floor, its output is not checked).
    Reported: us per call, W12-GEMV GB/s (plane and escape bytes read), W12-GEMV / cuBLAS
    (time ratio, > 1 = the GEMV is faster), and per model the sums over one token's linear layers
    (each layer weighted by how often it runs per token), with a "best W12" column taking the
@@ -203,25 +204,26 @@ HEADER = (f"{'model':16s} {'layer':24s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':
           f"W12-GEMV config (tried)")
 
 
-ESC_AB = (0, 32, 64, 128)   # esc_pre values of the escape epilogue A/B
+ESC_AB = {"pre0": (0, 0), "pre32": (32, 0), "pre64": (64, 0), "pre128": (128, 0),
+          "pre64l": (64, 1)}   # (esc_pre, esc_late) of the escape epilogue A/B
 
 
 def esc_ab(acts, ring, ref, c12, N: int, Kd: int, M: int) -> dict:
-    """{label: us} for the winning W12 config c12 with each esc_pre of ESC_AB (outputs checked)
+    """{label: us} for the winning W12 config c12 with each variant of ESC_AB (outputs checked)
     and on planes without escapes ("none"); {} if c12 cannot take esc_pre."""
     if c12.block_n > K.ROW_BLOCK or c12.num_stages > 1:
         return {}
     out = {}
-    for pre in ESC_AB:
-        c = G.GemvConfig(**(vars(c12) | {"esc_pre": pre}))
+    for label, (pre, late) in ESC_AB.items():
+        c = G.GemvConfig(**(vars(c12) | {"esc_pre": pre, "esc_late": late}))
         same, err, _ = compare(G.w12_gemv(acts[0], ring[0], config=c), ref)
         if not same or err > 5e-3:
             report(f"w12_gemv {N}x{Kd} M={M} {c.short}", False, f"rel err {err:.2e}")
             continue
-        out[f"pre{pre}"] = timed(lambda i, c=c: G.w12_gemv(acts[i], ring[i], config=c), len(ring))
+        out[label] = timed(lambda i, c=c: G.w12_gemv(acts[i], ring[i], config=c), len(ring))
     bare = [K.W12Planes(N=q.N, K=q.K, L=q.L, H=q.H, hb=q.hb, koff=torch.zeros_like(q.koff),
                         kent=q.kent[:0], kval=q.kval[:0]) for q in ring]
-    c0 = G.GemvConfig(**(vars(c12) | {"esc_pre": 0}))
+    c0 = G.GemvConfig(**(vars(c12) | {"esc_pre": 0, "esc_late": 0}))
     out["none"] = timed(lambda i: G.w12_gemv(acts[i], bare[i], config=c0), len(ring))
     return out
 
@@ -263,11 +265,10 @@ def esc_table() -> None:
     if not rows:
         return
     print(f"\nescape epilogue A/B (us): {'N x K':>14s} {'M':>2s} {'config':22s} "
-          + " ".join(f"{'pre' + str(p):>7s}" for p in ESC_AB) + f" {'none':>7s} {'share':>6s}")
+          + " ".join(f"{label:>7s}" for label in ESC_AB) + f" {'none':>7s} {'share':>6s}")
     for (N, Kd, M), r in rows.items():
         ab = r["esc_ab"]
-        cols = " ".join(f"{ab[f'pre{p}']:7.1f}" if f"pre{p}" in ab else f"{'-':>7s}"
-                        for p in ESC_AB)
+        cols = " ".join(f"{ab[label]:7.1f}" if label in ab else f"{'-':>7s}" for label in ESC_AB)
         share = (ab["pre0"] - ab["none"]) / ab["pre0"] if "pre0" in ab else float("nan")
         c = G.GemvConfig(**{k: v for k, v in r["w12_gemv_config"].items() if k != "tuned"})
         print(f"{'':26s}{f'{N}x{Kd}':>14s} {M:2d} {c.short:22s} {cols} {ab['none']:7.1f} "

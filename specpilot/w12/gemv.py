@@ -143,6 +143,15 @@ if _k.HAS_TRITON:
         return acc
 
     @triton.jit
+    def _esc_load_if(kent_ptr, kval_ptr, lo, hi, s, s0, ent, val, ESC_CH: tl.constexpr):
+        """(kent, kval) entries lo .. lo + ESC_CH - 1 (those < hi) in K-step s == s0, else ent,
+        val as they are (a predicated-off load)."""
+        idx = lo + tl.arange(0, ESC_CH)
+        em = (idx < hi) & (tl.zeros_like(idx) + s == s0)
+        return (tl.load(kent_ptr + idx, mask=em, other=ent),
+                tl.load(kval_ptr + idx, mask=em, other=val))
+
+    @triton.jit
     def _esc_add(out, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, BN: tl.constexpr):
         """out [BN, BMP] += x[m, col] * value for the raw escape entries (``kernel._esc_load``)
         of 64-row block blk whose rows lie in this program's [n0, n0 + BN): fp32 products of the
@@ -175,7 +184,7 @@ if _k.HAS_TRITON:
                      EVEN_K: tl.constexpr, PTX: tl.constexpr, ACC: tl.constexpr,
                      BM: tl.constexpr, BMP: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                      NRB: tl.constexpr, ESC_CH: tl.constexpr, ESC_PRE: tl.constexpr,
-                     STAGES: tl.constexpr, AHEAD: tl.constexpr):
+                     ESC_LATE: tl.constexpr, STAGES: tl.constexpr, AHEAD: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T on CUDA cores; W from W12 planes (W12) or bf16 (w_ptr).
 
         Grid (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns the K-steps
@@ -206,7 +215,10 @@ if _k.HAS_TRITON:
         programs fit in one wave. ESC_PRE > 0 (BN <= 64: one row block): the index range and
         the first ESC_PRE entries are loaded before the main loop (their latency hidden behind
         it) and the rest go ESC_PRE at a time; the x gathers then hit L1 (this program has just
-        streamed x).
+        streamed x). Loading the entries needs the range (a dependent load), so the warps wait
+        one round trip before their first weight loads; ESC_LATE instead issues the entry loads
+        inside the first K-step, after its weight loads (predicated off in the other steps, the
+        previous value kept), so that no wait is exposed.
         """
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
@@ -239,7 +251,11 @@ if _k.HAS_TRITON:
                 blk_p = n0 // _ROW_BLOCK
                 lo_p = tl.load(koff_ptr + blk_p * G + g0)
                 hi_p = tl.load(koff_ptr + blk_p * G + g1)
-                ent_p, val_p, em_p = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
+                if ESC_LATE:   # loaded in the first K-step
+                    ent_p = tl.zeros((ESC_PRE,), dtype=tl.int32)
+                    val_p = tl.zeros((ESC_PRE,), dtype=tl.int16)
+                else:
+                    ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
         else:
             h_tile = w_tile
             hbt = 0
@@ -267,6 +283,9 @@ if _k.HAS_TRITON:
                 an, bn, cn = _load_w(w_tile, h_tile, jn, HALF, n_m0, n_m1, W12)
             else:
                 a, b, c = _load_w(w_tile, h_tile, j, HALF, w_m0, w_m1, W12)
+            if ESC_LATE:   # the escape entries, issued after the first step's weight loads
+                ent_p, val_p = _esc_load_if(kent_ptr, kval_ptr, lo_p, hi_p, s, s0, ent_p, val_p,
+                                            ESC_PRE)
             w0, w1 = _w_fp32(a, b, c, hbt, W12, PTX)
             # one accumulator per activation row (constexpr-unrolled)
             acc0 = _row_step(acc0, w0, w1, x_row0, j, HALF, x_m0, x_m1, ACC, PTX)
@@ -309,7 +328,8 @@ if _k.HAS_TRITON:
         m_ok = (cm < BM) & (rm < M)
 
         if W12:   # escapes decoded to signed zero above: their exact products (_esc_add)
-            if ESC_PRE > 0:
+            if ESC_PRE > 0:   # (the loop ran: no split range is empty, see kernel._plan)
+                em_p = lo_p + tl.arange(0, ESC_PRE) < hi_p
                 out = _esc_add(out, ent_p, val_p, em_p, blk_p, n0, x_ptr, rm, m_ok, stride_xm, BN)
                 for e0 in range(lo_p + ESC_PRE, hi_p, ESC_PRE):
                     ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi_p, ESC_PRE)
@@ -348,7 +368,8 @@ class GemvConfig:
     with the next K-step's weights loaded into registers a step early (two steps in flight);
     esc_pre (W12 only, block_n <= 64) > 0: the escape index range and the first esc_pre entries
     loaded before the main loop, the rest esc_pre at a time (see _gemv_kernel); 0: all of them
-    after the loop, ``ESC_CHUNK`` at a time.
+    after the loop, ``ESC_CHUNK`` at a time; esc_late 1 (with esc_pre): those entries loaded
+    inside the first K-step instead, after its weight loads.
 
     Every thread must hold >= 4 consecutive pair columns of a tile (the inline-PTX decode
     takes 4 pair columns per instance), i.e. ``block_n * block_k >= 4 * 32 * num_warps``.
@@ -362,6 +383,7 @@ class GemvConfig:
     acc: int = ACC_ELEMENTWISE
     ahead: int = 0
     esc_pre: int = 0
+    esc_late: int = 0
 
     def __post_init__(self):
         bad = []
@@ -382,6 +404,8 @@ class GemvConfig:
         if self.esc_pre not in ESC_PRE_VALUES or (self.esc_pre and self.block_n > ROW_BLOCK):
             bad.append(f"esc_pre must be one of {ESC_PRE_VALUES}, and 0 with block_n > "
                        f"{ROW_BLOCK}")
+        if self.esc_late not in (0, 1) or (self.esc_late and not self.esc_pre):
+            bad.append("esc_late must be 0 or 1, and 0 without esc_pre")
         if not bad and self.block_n * self.block_k < 4 * 32 * self.num_warps:
             bad.append("block_n * block_k must be >= 4 * 32 * num_warps (4 pair columns per "
                        "thread)")
@@ -391,10 +415,11 @@ class GemvConfig:
     @property
     def short(self) -> str:
         """Compact label: bn/bk/split/warps/stages/bm/acc, then 'a' if ahead, 'x<esc_pre>' if
-        esc_pre."""
+        esc_pre, 'l' if esc_late."""
         return (f"n{self.block_n}k{self.block_k}s{self.split_k}w{self.num_warps}"
                 f"p{self.num_stages}m{self.block_m}{'e' if self.acc == ACC_ELEMENTWISE else 'r'}"
-                f"{'a' if self.ahead else ''}{f'x{self.esc_pre}' if self.esc_pre else ''}")
+                f"{'a' if self.ahead else ''}{f'x{self.esc_pre}' if self.esc_pre else ''}"
+                f"{'l' if self.esc_late else ''}")
 
 
 def gemv_supported(M: int) -> bool:
@@ -507,6 +532,7 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
         NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, ESC_PRE=cfg.esc_pre if w12 else 0,
+        ESC_LATE=bool(w12 and cfg.esc_late),
         STAGES=cfg.num_stages,
         AHEAD=bool(cfg.ahead),
         num_warps=cfg.num_warps, num_stages=1)

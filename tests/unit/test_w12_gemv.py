@@ -37,9 +37,11 @@ if INTERP and (not G.INTERPRET or G._decode_tiles is not K._decode_tiles):
 
 
 
-def cfg(bn, bk, split=1, bm=1, acc=G.ACC_ELEMENTWISE, warps=1, stages=1, ahead=0, esc_pre=0):
+def cfg(bn, bk, split=1, bm=1, acc=G.ACC_ELEMENTWISE, warps=1, stages=1, ahead=0, esc_pre=0,
+        esc_late=0):
     return G.GemvConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps,
-                        num_stages=stages, block_m=bm, acc=acc, ahead=ahead, esc_pre=esc_pre)
+                        num_stages=stages, block_m=bm, acc=acc, ahead=ahead, esc_pre=esc_pre,
+                        esc_late=esc_late)
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN/Inf
@@ -50,7 +52,7 @@ E, R = G.ACC_ELEMENTWISE, G.ACC_REDUCE
 # row blocks; block_n 128: two escape row blocks in one program; block_m < M: several row blocks;
 # ahead: the register look-ahead (one step per split range, a partial last step, split ranges
 # of unequal length); esc_pre: the escape index read before the main loop (16: more entries
-# than that per program, so the chunks after the loop run too)
+# than that per program, so the chunks after the loop run too), esc_late: in its first step
 CASES = [
     (64, 96, 1, False, None),
     (130, 200, 3, True, cfg(32, 32, split=3, bm=3, acc=R)),
@@ -66,6 +68,8 @@ CASES = [
     (130, 200, 1, True, cfg(32, 32, split=3, esc_pre=16)),
     (64, 96, 3, False, cfg(16, 64, bm=3, acc=R, esc_pre=64)),
     (7, 200, 2, False, cfg(8, 64, split=2, bm=2, esc_pre=128)),
+    (130, 200, 2, True, cfg(32, 32, split=3, bm=2, esc_pre=16, esc_late=1)),
+    (64, 96, 1, False, cfg(16, 64, acc=R, esc_pre=64, esc_late=1)),
 ]
 
 
@@ -109,9 +113,9 @@ def test_split_k_deterministic_and_counters_reset():
     assert all(int(buf.abs().sum()) == 0 for buf in K._LOCKS.values())
 
 
-@pytest.mark.parametrize("esc_pre", [16, 64])
+@pytest.mark.parametrize("esc_pre,late", [(16, 0), (64, 0), (16, 1)])
 @pytest.mark.parametrize("bm,split", [(1, 1), (2, 2), (3, 1)])
-def test_escapes_read_before_the_loop(esc_pre, bm, split):
+def test_escapes_read_before_the_loop(esc_pre, late, bm, split):
     """esc_pre > 0 on a weight with hundreds of escapes per 64-row block (every K-range of every
     program has more than esc_pre entries, so the chunks after the main loop run as well):
     within fp32 summation order of torch and of esc_pre 0, and the same non-finite pattern."""
@@ -120,10 +124,10 @@ def test_escapes_read_before_the_loop(esc_pre, bm, split):
     p, a = K.prepare(w, DEV), acts(bm, 320, 7 + bm).to(DEV)
     per_block = torch.diff(p.koff.cpu()).view(2, -1).sum(1)   # entries per 64-row block
     assert int(per_block.min()) > 2 * esc_pre * split
-    c = cfg(32, 64, split=split, bm=bm, esc_pre=esc_pre)
+    c = cfg(32, 64, split=split, bm=bm, esc_pre=esc_pre, esc_late=late)
     y = G.w12_gemv(a, p, config=c)
     check_close(y, a.cpu(), x)
-    y0 = G.w12_gemv(a, p, config=dataclasses.replace(c, esc_pre=0))
+    y0 = G.w12_gemv(a, p, config=dataclasses.replace(c, esc_pre=0, esc_late=0))
     assert torch.equal(torch.isfinite(y0.float()), torch.isfinite(y.float()))
 
 
@@ -162,6 +166,9 @@ def test_configs():
     with pytest.raises(ValueError):
         G.GemvConfig(block_n=128, esc_pre=64)   # one escape row block per program only
     assert G.GemvConfig(esc_pre=64).short.endswith("ex64")
+    assert G.GemvConfig(esc_pre=64, esc_late=1).short.endswith("ex64l")
+    with pytest.raises(ValueError):
+        G.GemvConfig(esc_late=1)   # nothing to load late without esc_pre
 
 
 def test_rejects_bad_inputs():
@@ -328,7 +335,9 @@ def _compile_cases():
               ("bf16", next(c for c in gemv.gemv_candidates(1, 5120, 17408, kind="bf16")
                             if c.ahead), True, False),                        # look-ahead
               ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True),
-              ("w12", next(c for c in cands if c.esc_pre), True, False)]     # escapes early
+              ("w12", next(c for c in cands if c.esc_pre), True, False),     # escapes early
+              ("w12", dataclasses.replace(next(c for c in cands if c.esc_pre), esc_late=1), True,
+               False)]
     for kind, c, even_k, per_row in cases:
         w12 = kind == "w12"
         ptr = "*u8" if w12 else "*bf16"
@@ -340,7 +349,8 @@ def _compile_cases():
                       EVEN_K=even_k, PTX=True, ACC=c.acc, BM=c.block_m,
                       BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
                       NRB=-(-c.block_n // 64), ESC_CH=gemv.ESC_CHUNK,
-                      ESC_PRE=c.esc_pre if w12 else 0, STAGES=c.num_stages, AHEAD=bool(c.ahead))
+                      ESC_PRE=c.esc_pre if w12 else 0, ESC_LATE=bool(w12 and c.esc_late),
+                      STAGES=c.num_stages, AHEAD=bool(c.ahead))
         sig.update({k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
@@ -377,7 +387,7 @@ def test_gemv_compiles_for_sm90():
     from tests.unit.sm90 import run_in_subprocess
 
     result = run_in_subprocess(__file__)
-    assert len(result) == 8 + 4  # 8 GEMV cases, 4 tensor-core GEMM ones (compiled, not checked)
+    assert len(result) == 9 + 4  # 9 GEMV cases, 4 tensor-core GEMM ones (compiled, not checked)
     spilled = {k: v for k, (v, _) in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
     assert all(smem <= G.SMEM_LIMIT + 4096 for k, (_, smem) in result.items()
