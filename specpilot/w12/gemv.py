@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import kernel as _k
-from .kernel import GROUP, ROW_BLOCK, W12Planes, _cdiv, prepare
+from .kernel import ESC_PRE_CAND, ESC_PRE_VALUES, GROUP, ROW_BLOCK, W12Planes, _cdiv, prepare
 
 try:
     import triton
@@ -45,8 +45,6 @@ except ImportError:  # CPU-only installs: nothing here can run (gemv_supported s
 
 MAX_M = 8                  # activation rows per call (one accumulator per row, unrolled)
 ESC_CHUNK = 16             # escapes per epilogue step (esc_pre 0)
-ESC_PRE_VALUES = (0, 16, 32, 64, 128)   # GemvConfig.esc_pre: escapes loaded before the main loop
-ESC_PRE_CAND = 64          # the esc_pre that gemv_candidates pairs with each W12 tiling
 ACC_ELEMENTWISE = 0        # acc[BN, BK] += w * x per row, reduced over BK once after the loop
 ACC_REDUCE = 1             # acc[BN] += sum_k(w * x) per row, reduced in every K-step
 

@@ -82,6 +82,8 @@ HAS_TRITON = triton is not None
 ROW_BLOCK = TILE_N         # escape-index row block (64 rows, as the format's tiles)
 GROUP = 32                 # escape-index column group, in pair columns; BLOCK_K is a multiple
 ESC_CHUNK = 16             # escapes per epilogue dot (tl.dot needs K >= 16)
+ESC_PRE_VALUES = (0, 16, 32, 64, 128)   # GemmConfig.esc_pre (and gemv.GemvConfig.esc_pre)
+ESC_PRE_CAND = 64          # the esc_pre that the tuning spaces pair with W12 tilings
 MAX_COL = 1 << 24          # kent packs the column in 24 bits
 DECODE_THEN_MATMUL_M = 256  # fast mode above this M: decode kernel + torch.matmul
 GEMV_MAX_M = 2  # fast mode up to this M: the CUDA-core GEMV (gemv.py; faster than this GEMM)
@@ -331,11 +333,18 @@ if HAS_TRITON:
                 (ent & 0xFFFFFF).to(tl.int64))
 
     @triton.jit
-    def _esc_entries(kent_ptr, kval_ptr, e0, hi, blk, n0, BN: tl.constexpr, ESC_CH: tl.constexpr):
-        """Escape entries e0 .. e0 + ESC_CH - 1 (those < hi) of 64-row block blk, loaded and
-        unpacked (``_esc_fields``)."""
-        ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
-        return _esc_fields(ent, val, em, blk, n0, BN)
+    def _esc_dot(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
+                 BN: tl.constexpr, ESC: tl.constexpr):
+        """acc [BN, BM] += V @ X for raw escape entries (``_esc_load``) of 64-row block blk:
+        V [BN, ESC] the exact values at their rows (zeros elsewhere), X [ESC, BM] the activations
+        at their columns; one MMA (bf16 x bf16 products are exact in fp32)."""
+        v, r, ok, col = _esc_fields(ent, val, em, blk, n0, BN)
+        xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
+                     mask=ok[:, None] & m_ok[None, :], other=0.0)                  # [ESC, BM]
+        hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]
+        vt = tl.where(hit, v.to(tl.bfloat16, bitcast=True)[None, :],
+                      tl.zeros((BN, ESC), tl.bfloat16))
+        return _mma(vt, xg, acc, DOT_F32)
 
     @triton.jit
     def _store_out(y_ptr, ws_ptr, lock_ptr, out, y_off, out_ok, M, N, SPLIT_K, pid_k, pid_m,
@@ -367,10 +376,14 @@ if HAS_TRITON:
                      W12: tl.constexpr, HB_PER_ROW: tl.constexpr, ESC_MODE: tl.constexpr,
                      USE_SPLIT: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
                      PTX: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                     NRB: tl.constexpr, CARRY: tl.constexpr, ESC_CH: tl.constexpr):
+                     NRB: tl.constexpr, CARRY: tl.constexpr, ESC_CH: tl.constexpr,
+                     ESC_PRE: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T; W from W12 planes (W12) or a bf16 matrix (w_ptr).
 
         ESC_MODE (W12 only): 1 = escapes added in the epilogue, 2 = patched into the tiles.
+        ESC_PRE > 0 (ESC_MODE 1, BN <= 64): the epilogue's index range and first ESC_PRE entries
+        are loaded before the main loop, as in gemv._gemv_kernel (each epilogue chunk is an
+        index load and a dependent x gather, a chain of round trips after the loop otherwise).
         Grid: (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns K steps
         [s * STEPS_PER_SPLIT, (s + 1) * STEPS_PER_SPLIT) of BK pair columns.
         """
@@ -390,6 +403,13 @@ if HAS_TRITON:
         if W12:
             h_tile = h_ptr + rn.to(tl.int64)[:, None] * stride_h + rk[None, :]
             hbt = _hb_tile(hb_ptr, rn, n_ok, BK, HB_PER_ROW)
+            g0 = tl.minimum(s0 * BK // _GROUP, G)   # K range in 32-pair escape index groups
+            g1 = tl.minimum(s1 * BK // _GROUP, G)
+            if ESC_MODE == 1 and ESC_PRE > 0:   # in flight during the main loop
+                blk_p = n0 // _ROW_BLOCK
+                lo_p = tl.load(koff_ptr + blk_p * G + g0)
+                hi_p = tl.load(koff_ptr + blk_p * G + g1)
+                ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
         if W12 and CARRY:
             # the decoded tiles are carried into the next iteration: a loop-carried dot operand
@@ -434,22 +454,24 @@ if HAS_TRITON:
 
         if W12 and ESC_MODE == 1:
             # epilogue: out[m, n] += x[m, col] * value for this program's escapes
-            g0 = tl.minimum(s0 * BK // _GROUP, G)
-            g1 = tl.minimum(s1 * BK // _GROUP, G)
-            for rb in tl.static_range(NRB):
-                blk = n0 // _ROW_BLOCK + rb
-                if blk * _ROW_BLOCK < N:
-                    lo = tl.load(koff_ptr + blk * G + g0)
-                    hi = tl.load(koff_ptr + blk * G + g1)
-                    for e0 in range(lo, hi, ESC_CH):
-                        val, r, ok, col = _esc_entries(kent_ptr, kval_ptr, e0, hi, blk, n0, BN,
-                                                       ESC_CH)
-                        val = val.to(tl.bfloat16, bitcast=True)
-                        xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
-                                     mask=ok[:, None] & m_ok[None, :], other=0.0)        # [16, BM]
-                        hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]
-                        vt = tl.where(hit, val[None, :], tl.zeros((BN, ESC_CH), tl.bfloat16))
-                        acc = _mma(vt, xg, acc, DOT_F32)
+            if ESC_PRE > 0:   # (no split range is empty: the loop ran, see _plan)
+                em_p = lo_p + tl.arange(0, ESC_PRE) < hi_p
+                acc = _esc_dot(acc, ent_p, val_p, em_p, blk_p, n0, x_ptr, rm, m_ok, stride_xm,
+                               DOT_F32, BN, ESC_PRE)
+                for e0 in range(lo_p + ESC_PRE, hi_p, ESC_PRE):
+                    ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi_p, ESC_PRE)
+                    acc = _esc_dot(acc, ent, val, em, blk_p, n0, x_ptr, rm, m_ok, stride_xm,
+                                   DOT_F32, BN, ESC_PRE)
+            else:
+                for rb in tl.static_range(NRB):
+                    blk = n0 // _ROW_BLOCK + rb
+                    if blk * _ROW_BLOCK < N:
+                        lo = tl.load(koff_ptr + blk * G + g0)
+                        hi = tl.load(koff_ptr + blk * G + g1)
+                        for e0 in range(lo, hi, ESC_CH):
+                            ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
+                            acc = _esc_dot(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok,
+                                           stride_xm, DOT_F32, BN, ESC_CH)
 
         _store_out(y_ptr, ws_ptr, lock_ptr, acc, rm.to(tl.int64)[None, :] * N + rn[:, None],
                    m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)
@@ -496,12 +518,16 @@ class GemmConfig:
     num_warps: int = 4
     num_stages: int = 3
     carry: bool = True  # W12: decoded tiles carried to the next step (see _gemm_kernel)
+    esc_pre: int = 0    # W12 fast mode, block_n <= 64: escape entries loaded before the loop
 
     def __post_init__(self):
         sizes = (self.block_m, self.block_n, self.block_k)
         if any(b & (b - 1) for b in sizes) or min(sizes) < 16 or self.block_k < GROUP:
             raise ValueError(f"invalid GemmConfig {self}: block sizes must be powers of two, "
                              f"block_m and block_n >= 16, block_k >= {GROUP}")
+        if self.esc_pre not in ESC_PRE_VALUES or (self.esc_pre and self.block_n > ROW_BLOCK):
+            raise ValueError(f"invalid GemmConfig {self}: esc_pre must be one of "
+                             f"{ESC_PRE_VALUES}, and 0 with block_n > {ROW_BLOCK}")
 
 
 # interpreter / CPU: small tiles, split-K on so the tests cover the ticketed reduction
@@ -559,7 +585,9 @@ def candidate_configs(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12"
     GPU bench must tune ~150 problems in a few minutes). bf16: 3 tilings x 2 split-K values. W12:
     the tilings that won an H200 sweep of 132 configs (docs/benchmarks/w12.md): BLOCK_N 64 with
     BLOCK_K 128, 4 warps, either the decoded tiles carried over 2 stages or decoded in place over
-    3, at 1x / 2x / 4x the split-K that fills the GPU, plus BLOCK_K 64 and the large-M tiling."""
+    3, at 1x / 2x / 4x the split-K that fills the GPU, plus BLOCK_K 64 and the large-M tiling;
+    the BLOCK_N 64 ones both with the escape entries read after the main loop and before it
+    (esc_pre ``ESC_PRE_CAND``)."""
     bm = _block_m(M)
     if kind == "w12":
         bases = [(64, 128, 4, 2, True), (64, 128, 4, 3, False), (64, 64, 4, 3, True),
@@ -576,8 +604,8 @@ def candidate_configs(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12"
             continue
         s = _pick_split(_cdiv(N, bn) * _cdiv(M, bm), _cdiv(_cdiv(K, 32) * 16, bk), n_sm)
         for mult in mults:
-            cfg = GemmConfig(bm, bn, bk, min(mult * s, 32), warps, stages, carry)
-            out[cfg] = None
+            for pre in (0, ESC_PRE_CAND) if kind == "w12" and bn <= ROW_BLOCK else (0,):
+                out[GemmConfig(bm, bn, bk, min(mult * s, 32), warps, stages, carry, pre)] = None
     return list(out)
 
 
@@ -854,7 +882,8 @@ def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> to
         W12=w12, HB_PER_ROW=w12 and w.per_row, ESC_MODE=esc_mode, USE_SPLIT=p.split > 1,
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), DOT_F32=INTERPRET, PTX=_ptx_decode(),
         BM=cfg.block_m, BN=cfg.block_n, BK=cfg.block_k, NRB=_cdiv(cfg.block_n, ROW_BLOCK),
-        CARRY=w12 and cfg.carry, ESC_CH=ESC_CHUNK, num_warps=cfg.num_warps,
+        CARRY=w12 and cfg.carry, ESC_CH=ESC_CHUNK,
+        ESC_PRE=cfg.esc_pre if w12 and esc_mode == 1 else 0, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)
     return p.y
 

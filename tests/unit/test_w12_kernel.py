@@ -8,6 +8,7 @@ same tests run the compiled kernels on CUDA tensors; the @pytest.mark.gpu tests 
 autotuning and CUDA-graph capture. The interpreter cannot run the inline PTX decode, so
 ``test_decode_ptx_program`` runs the PTX text through a small emulator instead.
 """
+import dataclasses
 import importlib
 import os
 import re
@@ -238,6 +239,41 @@ def test_fast_mode_equals_reproducible_without_side_escapes():
     y = K.w12_matmul(a, p, config=K.INTERPRETER_CONFIG)
     assert same_bits(y, K.w12_matmul(a, p, reproducible=True, config=K.INTERPRETER_CONFIG))
     assert same_bits(y, K.bf16_matmul(a, x.to(DEV), config=K.INTERPRETER_CONFIG))
+
+
+@pytest.mark.parametrize("cfg", [
+    K.GemmConfig(16, 64, 32, split_k=1, num_stages=2, esc_pre=16),
+    K.GemmConfig(16, 32, 64, split_k=2, num_stages=2, esc_pre=64),
+    K.GemmConfig(16, 64, 32, split_k=3, num_stages=3, carry=False, esc_pre=128)],
+    ids=lambda c: f"n{c.block_n}s{c.split_k}c{int(c.carry)}x{c.esc_pre}")
+def test_fast_mode_escapes_read_before_the_loop(cfg):
+    """esc_pre: the escape index range and the first entries loaded before the main loop, the
+    rest after it; a weight with hundreds of escapes per 64-row block, so that both parts run.
+    Reproducible mode ignores esc_pre (its escapes are patched into the tiles)."""
+    N, K_ = 136, 320
+    x = make_weight(N, K_, 12, n_edges=1500)
+    p = K.prepare(encode(x), DEV)
+    per_block = torch.diff(p.koff.cpu()).view(3, -1).sum(1)   # the last block: 8 rows
+    assert int(per_block[:2].min()) > cfg.esc_pre * cfg.split_k
+    for M in (1, 17):
+        a = acts(M, K_, M).to(DEV)
+        check_close(K.w12_matmul(a, p, config=cfg), a.cpu(), x)
+        assert same_bits(K.w12_matmul(a, p, reproducible=True, config=cfg),
+                         K.bf16_matmul(a, x.to(DEV), config=cfg))
+
+
+def test_gemm_configs():
+    for M, N, K_ in ((1, 5120, 17408), (16, 34816, 5120), (64, 248320, 5120)):
+        cands = K.candidate_configs(M, N, K_)
+        assert len(set(cands)) == len(cands)
+        assert {c for c in cands if c.esc_pre} == {
+            dataclasses.replace(c, esc_pre=K.ESC_PRE_CAND) for c in cands
+            if not c.esc_pre and c.block_n <= K.ROW_BLOCK}
+        assert not any(c.esc_pre for c in K.candidate_configs(M, N, K_, kind="bf16"))
+    with pytest.raises(ValueError):
+        K.GemmConfig(16, 128, 64, esc_pre=64)   # one escape row block per program only
+    with pytest.raises(ValueError):
+        K.GemmConfig(16, 64, 64, esc_pre=24)
 
 
 def test_split_k_counters_return_to_zero():
