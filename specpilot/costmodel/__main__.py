@@ -6,6 +6,10 @@
     python -m specpilot.costmodel --target qwen38-27b --drafter qwen38-27b-dflash2 \
         --batch 1,4,8,16,32 --accept 4.8 --measure     (one report per batch, one engine)
 
+    python -m specpilot.costmodel --target qwen38-27b --weight-format w12 --measure
+        (ar with the target's linear layers in W12: floors at 1.5 B per weight, and with
+        --measure the engine converts its random weights at load, as --weight-format w12 does)
+
 --target / --drafter: a folder under specpilot/model_configs or any folder with a config.json.
 --setting: a settings folder; its hub repos map to specpilot/model_configs (KNOWN_REPOS), its
 stock flags give the block and its concurrency the default batch. --engine ar drops the drafter.
@@ -101,6 +105,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     ap.add_argument("--flops", type=float, default=None,
                     help=f"matrix FLOP/s (nominal {H200_BF16_FLOPS:g})")
     ap.add_argument("--dtype-bytes", type=int, default=2)
+    ap.add_argument("--weight-format", choices=("auto", "w12"), default="auto",
+                    help="w12: the target's linear layers as lossless 12-bit weights, as the "
+                         "server's --weight-format w12 (floors at 1.5 B per weight; with "
+                         "--measure the engine converts its random bf16 weights at load)")
     ap.add_argument("--measure", action="store_true", help="time the components on the GPU")
     ap.add_argument("--no-kernel-profile", dest="kernel_profile", action="store_false",
                     help="in-graph times from the corrected timing spans, not the kernel "
@@ -141,8 +149,9 @@ def run(a: argparse.Namespace) -> list[dict]:
     shape = TargetShape.from_config(json.loads((tdir / "config.json").read_text()))
     dc = DraftConfig.from_path(str(ddir), shape.num_layers, shape.vocab) if ddir else None
     engine, reports = None, []
+    wf = "w12" if a.weight_format == "w12" else "bf16"
     for batch in batches:
-        planned = Step.for_engine(dc, batch, a.context, block, a.accept, a.dtype_bytes)
+        planned = Step.for_engine(dc, batch, a.context, block, a.accept, a.dtype_bytes, wf)
         profile, rates_source = None, "nominal H200"
         rates = Rates()
         if a.measure:
@@ -160,7 +169,7 @@ def run(a: argparse.Namespace) -> list[dict]:
             accepted, source = profile.spec.accepted, "measured, random drafter"
         elif accepted is None:
             source = "not given: every draft accepted, an upper bound"
-        step = Step.for_engine(dc, batch, a.context, block, accepted, a.dtype_bytes)
+        step = Step.for_engine(dc, batch, a.context, block, accepted, a.dtype_bytes, wf)
         reports.append(build_report(shape, dc, step, rates, profile, (tdir.name, ddir and ddir.name),
                                     source, rates_source))
     return reports
@@ -179,7 +188,8 @@ def build_measured(a: argparse.Namespace, tdir: Path, ddir: Optional[Path], max_
     new_tokens = (a.steps + a.warmup + 4) * int(step.rows)
     rates = prof.measure_rates("cuda")
     eng = prof.build_engine(str(tdir), ddir and str(ddir), max_batch, a.context,
-                            int(step.rows) if ddir else None, a.accept, new_tokens)
+                            int(step.rows) if ddir else None, a.accept, new_tokens,
+                            weight_format=a.weight_format)
     return eng, rates
 
 

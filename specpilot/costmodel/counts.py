@@ -9,7 +9,9 @@ the labels profile.py times, so measured and analytic figures meet by name.
 
 Counting rules (dt = bytes per weight / activation element, T = rows of the pass):
   GEMM [T, K] x [K, N]: bytes = N K dt (weights, read once per step) + T K dt (input) +
-      T N dt (output; fp32 for logits); FLOPs = 2 T N K.
+      T N dt (output; fp32 for logits); FLOPs = 2 T N K. With --weight-format w12 the target's
+      linear weights (and its untied lm_head, which the drafter's head shares) are read at
+      W12_BYTES per element (docs/w12.md: 12-bit planes; the escape index adds ~0.2%).
   attention, per layer: per request the cached K and V of the context keys (min(L, window) on
       sliding layers; Hkv D dt each) are read once (GQA packed), the new rows' K/V are written to
       the cache and read, q read, o written; FLOPs = 4 T keys Hq D, keys = L + rows (capped at
@@ -37,6 +39,7 @@ FAMILIES = {  # `architectures` entry -> the model family whose layer structure 
     "Qwen3_5ForCausalLM": "qwen3_5", "Qwen3_5ForConditionalGeneration": "qwen3_5",
     "MuseGlimmerForCausalLM": "muse_glimmer", "MuseGlimmerForConditionalGeneration": "muse_glimmer",
 }
+W12_BYTES = 1.5  # bytes per weight element of a W12 linear layer (its two planes)
 DELTA_RULE_FLOPS = 7  # per row, per Hv Dk Dv element: see the module docstring
 
 
@@ -150,18 +153,28 @@ class Step:
     accepted: float = 1.0
     draft_rows: Optional[int] = None
     dtype_bytes: int = 2
+    weight_format: str = "bf16"  # "w12": the target's linear weights at W12_BYTES per element
+
+    def __post_init__(self):
+        if self.weight_format not in ("bf16", "w12"):
+            raise ValueError(f"weight_format must be bf16 or w12, got {self.weight_format!r}")
 
     @classmethod
     def for_engine(cls, drafter, batch: int, context: int, block: Optional[int] = None,
-                   accepted: Optional[float] = None, dtype_bytes: int = 2) -> "Step":
+                   accepted: Optional[float] = None, dtype_bytes: int = 2,
+                   weight_format: str = "bf16") -> "Step":
         """ar when drafter (a DraftConfig) is None; else B = block or the drafter's own verify
         rows, Bd = B (DFlash) or B - 1 (DSpark), tau = accepted or B (every draft accepted)."""
         if drafter is None:
-            return cls(batch, context, 1, 1.0, None, dtype_bytes)
+            return cls(batch, context, 1, 1.0, None, dtype_bytes, weight_format)
         b = block or drafter.num_draft_tokens
         bd = b - 1 if drafter.shifted_labels else b
         return cls(batch, context, b, float(accepted if accepted is not None else b), bd,
-                   dtype_bytes)
+                   dtype_bytes, weight_format)
+
+    def linear_bytes(self) -> float:
+        """Bytes per element of the target's linear weights."""
+        return W12_BYTES if self.weight_format == "w12" else self.dtype_bytes
 
     @property
     def tokens(self) -> float:
@@ -170,13 +183,15 @@ class Step:
 
 
 def gemm(name: str, m: float, k: int, ns: list[int], dt: int, count: int = 1,
-         out_bytes: Optional[int] = None) -> Cost:
+         out_bytes: Optional[int] = None, wb: Optional[float] = None) -> Cost:
     """`count` layers, each with one [m, k] x [k, n] linear per n in ns: each reads its weight
-    once and its input, and writes its output (out_bytes per element, default dt)."""
+    once (wb bytes per element, default dt) and its input, and writes its output (out_bytes per
+    element, default dt)."""
     ob = dt if out_bytes is None else out_bytes
+    wb = dt if wb is None else wb
     total = Cost(name)
     for n in ns:
-        total += Cost(name, n * k * dt + m * k * dt + m * n * ob, 2 * m * n * k, n * k * dt)
+        total += Cost(name, n * k * wb + m * k * dt + m * n * ob, 2 * m * n * k, n * k * wb)
     return total.scaled(count)
 
 
@@ -206,7 +221,7 @@ def _gdn_row_flops(g: GdnShape) -> int:
 def target_costs(t: TargetShape, s: Step, capture: int = 0) -> list[Cost]:
     """Components of the target pass of step s (rows s.rows per request; verify iff the step
     has a drafter), in forward order. capture: number of target layers whose features are kept."""
-    dt, r = s.dtype_bytes, s.batch
+    dt, r, wb = s.dtype_bytes, s.batch, s.linear_bytes()
     m = r * s.rows
     n_full, n_sliding = t.layer_kinds.count("full"), t.layer_kinds.count("sliding")
     n_attn, n_gdn = n_full + n_sliding, t.layer_kinds.count("linear")
@@ -215,14 +230,14 @@ def target_costs(t: TargetShape, s: Step, capture: int = 0) -> list[Cost]:
     if n_attn:
         q_out = 2 * qd if t.family == "qwen3_5" else qd  # qwen3_5: query + output gate
         gate = [qd] if t.family == "muse_glimmer" else []  # Muse: gate_proj beside q, k, v
-        out += [gemm("attn.qkv", m, t.hidden, [q_out, kvd, kvd] + gate, dt, n_attn),
-                gemm("attn.o", m, qd, [t.hidden], dt, n_attn)]
+        out += [gemm("attn.qkv", m, t.hidden, [q_out, kvd, kvd] + gate, dt, n_attn, wb=wb),
+                gemm("attn.o", m, qd, [t.hidden], dt, n_attn, wb=wb)]
         for kind, count, window in (("full", n_full, None), ("sliding", n_sliding, t.window)):
             if count:
                 out.append(attention(f"attention[{kind}]", r, s.rows, s.context, window, t.heads,
                                      t.kv_heads, t.head_dim, dt, count))
-        out += [gemm("attn.mlp.gate_up", m, t.hidden, [t.intermediate] * 2, dt, n_attn),
-                gemm("attn.mlp.down", m, t.intermediate, [t.hidden], dt, n_attn)]
+        out += [gemm("attn.mlp.gate_up", m, t.hidden, [t.intermediate] * 2, dt, n_attn, wb=wb),
+                gemm("attn.mlp.down", m, t.intermediate, [t.hidden], dt, n_attn, wb=wb)]
     if n_gdn:
         g = t.gdn
         vd = g.v_heads * g.dv
@@ -232,15 +247,16 @@ def target_costs(t: TargetShape, s: Step, capture: int = 0) -> list[Cost]:
         stash = m * row if verify else 0
         acts = m * (g.conv_dim + 2 * vd) * dt  # conv input and z read, output written
         out += [gemm("gdn.in_proj", m, t.hidden, [g.conv_dim, vd, g.v_heads, g.v_heads], dt,
-                     n_gdn),
+                     n_gdn, wb=wb),
                 Cost("gdn.recurrent", r * per_req + stash + acts, m * _gdn_row_flops(g))
                 .scaled(n_gdn),
-                gemm("gdn.out_proj", m, vd, [t.hidden], dt, n_gdn),
-                gemm("gdn.mlp.gate_up", m, t.hidden, [t.intermediate] * 2, dt, n_gdn),
-                gemm("gdn.mlp.down", m, t.intermediate, [t.hidden], dt, n_gdn)]
+                gemm("gdn.out_proj", m, vd, [t.hidden], dt, n_gdn, wb=wb),
+                gemm("gdn.mlp.gate_up", m, t.hidden, [t.intermediate] * 2, dt, n_gdn, wb=wb),
+                gemm("gdn.mlp.down", m, t.intermediate, [t.hidden], dt, n_gdn, wb=wb)]
     passes = 2 + t.num_layers * (2 * t.norms_per_layer + 2 * 3) + 2  # embed, norms, adds, final
     out.append(Cost("other", m * t.hidden * dt * (passes + 2 * capture)))
-    out.append(gemm("lm_head", m, t.hidden, [t.vocab], dt, out_bytes=4))
+    head_wb = dt if t.tied else wb  # a tied head is the embedding table: stays bf16
+    out.append(gemm("lm_head", m, t.hidden, [t.vocab], dt, out_bytes=4, wb=head_wb))
     out.append(Cost("sample/accept", m * t.vocab * 4))
     if n_gdn and s.draft_rows is not None:
         state, window, row = _gdn_state(t.gdn)
@@ -275,7 +291,8 @@ def drafter_costs(d, t: TargetShape, s: Step) -> list[Cost]:
     block += Cost("draft.block", m * h * dt * (n * (2 * 2 + 2 * 3 + conv_passes) + 2))
     proposals = bd if d.shifted_labels else bd - 1
     p = r * proposals
-    head = gemm("draft.head", p, h, [t.vocab], dt, out_bytes=4)
+    head = gemm("draft.head", p, h, [t.vocab], dt, out_bytes=4,
+                wb=dt if t.tied else s.linear_bytes())   # the target's lm_head
     head += Cost("draft.head", p * t.vocab * 4)  # argmax / top-k / sampling over the logits
     if d.selector_rank:  # DFlash2: hidden projection, codebook rows of predecessor + candidates
         head += gemm("draft.head", p, h, [d.selector_rank], dt)

@@ -987,8 +987,10 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
 
 def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, context: int,
                  block: Optional[int], accepted: Optional[float], new_tokens: int,
-                 device: str = "cuda", dtype: str = "bfloat16", attention_backend: str = "auto"):
-    """OfflineEngine with random weights of the real shapes (--load-format dummy), room for
+                 device: str = "cuda", dtype: str = "bfloat16", attention_backend: str = "auto",
+                 weight_format: str = "auto"):
+    """OfflineEngine with random weights of the real shapes (--load-format dummy; weight_format
+    w12: the target's linear layers converted to W12 at load), room for
     `batch` requests of context + new_tokens, ar CUDA graphs captured where the runner supports
     them. accepted: SIMULATED acceptance (SGLANG_SIMULATE_ACC_LEN, read when the stock worker is
     built), since random drafters accept nothing."""
@@ -1002,7 +1004,7 @@ def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, contex
                       attention_backend=attention_backend, cuda_graph_max_bs=batch,
                       speculative_draft_model_path=drafter_dir,
                       speculative_num_draft_tokens=block if drafter_dir else None,
-                      speculative_draft_load_format="dummy")
+                      speculative_draft_load_format="dummy", weight_format=weight_format)
     key, old = "SGLANG_SIMULATE_ACC_LEN", os.environ.get("SGLANG_SIMULATE_ACC_LEN")
     if accepted is not None:
         os.environ[key] = str(accepted)

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Optional
 
-from specpilot.costmodel.counts import Rates, Step, TargetShape, oracle_step, step_costs, total
+from specpilot.costmodel.counts import (W12_BYTES, Rates, Step, TargetShape, oracle_step, step_costs,
+                                        total)
 from specpilot.costmodel.profile import IN_GRAPH, UNATTRIBUTED, Profile, StepProfile
 
 HOST_GAP = "host gap"
@@ -93,7 +94,8 @@ def build_report(target: TargetShape, drafter, step: Step, rates: Rates,
     measured steps (GPU) or None; names: (target, drafter) as given on the command line."""
     costs = step_costs(target, drafter, step)
     oracle = step_costs(target, drafter, oracle_step(step))
-    ar = step_costs(target, None, Step(step.batch, step.context, dtype_bytes=step.dtype_bytes))
+    ar = step_costs(target, None, Step(step.batch, step.context, dtype_bytes=step.dtype_bytes,
+                                       weight_format=step.weight_format))
     main = None if profile is None else (profile.spec if drafter is not None else profile.ar)
     tokens = step.tokens
     rows = _components(costs, oracle, rates, tokens, None if main is None else main.measured_ms)
@@ -148,7 +150,9 @@ def render(rep: dict) -> str:
              f"step: R={s['batch']} requests, context L={s['context']}, verify rows B={s['rows']:g}"
              + (f", draft block Bd={s['draft_rows']}" if s["draft_rows"] else "")
              + f", tau={s['accepted']:.2f} tokens/request/step ({s['accepted_source']}), "
-             f"{s['dtype_bytes']} B/element",
+             f"{s['dtype_bytes']} B/element"
+             + (f", target linear weights W12 ({W12_BYTES:g} B/element)"
+                if s.get("weight_format") == "w12" else ""),
              f"rates: HBM {rep['rates']['bw'] / 1e12:.2f} TB/s, matrix "
              f"{rep['rates']['flops'] / 1e12:.0f} TFLOP/s ({rep['rates']['source']})"]
     main = None if measured is None else (measured["spec"] or measured["ar"])

@@ -96,6 +96,45 @@ def test_drafter_block_weights_match_drafter_layers():
     assert costs["draft.head"].weight_bytes >= shape.vocab * shape.hidden * 2  # the shared head
 
 
+def test_w12_linear_weight_bytes():
+    """--weight-format w12: the target's linear weights (and its untied lm_head) at 1.5 B per
+    element; everything else, a tied head and the drafter's own layers unchanged."""
+    shape = TargetShape.from_config(_config("qwen38-27b"))
+    dc = DraftConfig.from_path(os.path.join(MODEL_CONFIGS, "qwen38-27b-dflash2"), 64, shape.vocab)
+    for d in (None, dc):
+        bf, w12 = ({c.name: c for c in step_costs(shape, d, Step.for_engine(
+            d, 1, 256, accepted=4.8, weight_format=f))} for f in ("bf16", "w12"))
+        linear = {"attn.qkv", "attn.o", "attn.mlp.gate_up", "attn.mlp.down", "gdn.in_proj",
+                  "gdn.out_proj", "gdn.mlp.gate_up", "gdn.mlp.down", "lm_head"}
+        for name, c in bf.items():
+            if name in linear:
+                assert w12[name].weight_bytes == pytest.approx(0.75 * c.weight_bytes)
+                assert c.bytes - w12[name].bytes == pytest.approx(0.25 * c.weight_bytes)
+            elif name == "draft.head":   # the target's lm_head over the proposal slots
+                assert c.weight_bytes - w12[name].weight_bytes == pytest.approx(
+                    0.25 * shape.vocab * shape.hidden * 2)
+            else:
+                assert (w12[name].bytes, w12[name].weight_bytes) == (c.bytes, c.weight_bytes)
+    tied = TargetShape.from_config(LLAMA | {"tie_word_embeddings": True})
+    heads = [{c.name: c for c in step_costs(tied, None, Step(1, 8, weight_format=f))}["lm_head"]
+             for f in ("bf16", "w12")]
+    assert heads[0].weight_bytes == heads[1].weight_bytes   # the embedding table: bf16
+    with pytest.raises(ValueError, match="weight_format"):
+        Step(1, 8, weight_format="fp8")
+
+
+def test_cli_weight_format_w12(tmp_path, capsys):
+    outs = {f: tmp_path / f"{f}.json" for f in ("auto", "w12")}
+    for f, out in outs.items():
+        assert main(["--target", "qwen38-27b", "--weight-format", f, "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("target linear weights W12 (1.5 B/element)") == 1
+    bf, w12 = (json.loads(outs[f].read_text())["totals"] for f in ("auto", "w12"))
+    assert 0.75 < w12["ar_floor_ms"] / bf["ar_floor_ms"] < 0.78   # embedding rows, KV, state
+    with pytest.raises(SystemExit):
+        main(["--target", "qwen38-27b", "--weight-format", "fp8"])
+
+
 def _gap_order_ok(rep: dict) -> bool:
     from specpilot.costmodel.report import MIN_GAP
 
@@ -323,6 +362,20 @@ def test_profile_plumbing_on_cpu(tmp_path):
     assert rep["gap_key"] == "excess_ms_per_token" and _gap_order_ok(rep)
     assert "host gap" in {r["name"] for r in rep["components"]}
     assert "measured stock: wall" in render(rep)
+
+
+def test_profile_w12_engine_on_cpu(tmp_path):
+    """--measure --weight-format w12 builds the engine with its linear layers converted to W12
+    (the CPU runs their reference path) and times the same components the counts name."""
+    dirs = _tiny_config_dirs(tmp_path)
+    eng = prof.build_engine(dirs["t"], None, 2, 12, None, None, 40, device="cpu",
+                            dtype="bfloat16", attention_backend="torch", weight_format="w12")
+    assert eng.runner.w12_report["converted"] == 17 and eng.runner.w12_report["kept"] == 0
+    p = prof.profile_engine(eng, 2, 12, steps=2, warmup=1,
+                            rates=prof.measure_rates("cpu", 1 << 16, 32, reps=1))
+    shape, step = TargetShape.from_config(TINY_HYBRID), Step(2, 12, weight_format="w12")
+    assert set(p.ar.components_ms) == {c.name for c in step_costs(shape, None, step)}
+    assert "target linear weights W12" in render(build_report(shape, None, step, p.rates, p))
 
 
 @pytest.mark.interpreter
