@@ -54,9 +54,9 @@ WIDEN_PTX = "shl.b32 $0, $2, 16; and.b32 $1, $2, 0xFFFF0000;"
 
 
 if _k.HAS_TRITON:
-    from .kernel import _decode_tiles, _esc_fields, _esc_load, _hb_tile, _store_out
+    from .kernel import (_decode_tiles, _esc_epilogue, _esc_load, _esc_range, _hb_tile,
+                         _store_out)
 
-    _ROW_BLOCK = tl.constexpr(ROW_BLOCK)
     _GROUP = tl.constexpr(GROUP)
     _WIDEN_PTX = tl.constexpr(WIDEN_PTX)
 
@@ -150,20 +150,6 @@ if _k.HAS_TRITON:
                 tl.load(kval_ptr + idx, mask=em, other=val))
 
     @triton.jit
-    def _esc_add(out, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, BN: tl.constexpr):
-        """out [BN, BMP] += x[m, col] * value for the raw escape entries (``kernel._esc_load``)
-        of 64-row block blk whose rows lie in this program's [n0, n0 + BN): fp32 products of the
-        exact bf16 value (exact in fp32), selected into their rows with where, so that a
-        non-finite value reaches its own row only."""
-        v, r, ok, col = _esc_fields(ent, val, em, blk, n0, BN)
-        v = (v.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-        xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
-                     mask=ok[:, None] & m_ok[None, :], other=0.0).to(tl.float32)  # [ESC, BMP]
-        prod = xg * v[:, None]
-        hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]            # [BN, ESC]
-        return out + tl.sum(tl.where(hit[:, :, None], prod[None, :, :], 0.0), axis=1)
-
-    @triton.jit
     def _row_out(out, acc, m: tl.constexpr, ACC: tl.constexpr):
         """Write row m's result (acc reduced over BK if needed) into column m of out [BN, BMP]."""
         if ACC == 0:
@@ -246,14 +232,14 @@ if _k.HAS_TRITON:
             g0 = tl.minimum(s0 * BK // _GROUP, G)
             g1 = tl.minimum(s1 * BK // _GROUP, G)
             if ESC_PRE > 0:   # the index range and the first entries, in flight during the loop
-                blk_p = n0 // _ROW_BLOCK
-                lo_p = tl.load(koff_ptr + blk_p * G + g0)
-                hi_p = tl.load(koff_ptr + blk_p * G + g1)
+                lo_p, hi_p = _esc_range(koff_ptr, n0, G, g0, g1)
                 if ESC_LATE:   # loaded in the first K-step
                     ent_p = tl.zeros((ESC_PRE,), dtype=tl.int32)
                     val_p = tl.zeros((ESC_PRE,), dtype=tl.int16)
                 else:
                     ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
+            else:   # (unused)
+                lo_p, hi_p, ent_p, val_p = 0, 0, 0, 0
         else:
             h_tile = w_tile
             hbt = 0
@@ -325,23 +311,10 @@ if _k.HAS_TRITON:
         rm = m0 + cm
         m_ok = (cm < BM) & (rm < M)
 
-        if W12:   # escapes decoded to signed zero above: their exact products (_esc_add)
-            if ESC_PRE > 0:   # (the loop ran: no split range is empty, see kernel._plan)
-                em_p = lo_p + tl.arange(0, ESC_PRE) < hi_p
-                out = _esc_add(out, ent_p, val_p, em_p, blk_p, n0, x_ptr, rm, m_ok, stride_xm, BN)
-                for e0 in range(lo_p + ESC_PRE, hi_p, ESC_PRE):
-                    ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi_p, ESC_PRE)
-                    out = _esc_add(out, ent, val, em, blk_p, n0, x_ptr, rm, m_ok, stride_xm, BN)
-            else:
-                for rb in tl.static_range(NRB):
-                    blk = n0 // _ROW_BLOCK + rb
-                    if blk * _ROW_BLOCK < N:
-                        lo = tl.load(koff_ptr + blk * G + g0)
-                        hi = tl.load(koff_ptr + blk * G + g1)
-                        for e0 in range(lo, hi, ESC_CH):
-                            ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
-                            out = _esc_add(out, ent, val, em, blk, n0, x_ptr, rm, m_ok,
-                                           stride_xm, BN)
+        if W12:   # escapes decoded to signed zero above: their exact products, CUDA-core FMA
+            out = _esc_epilogue(out, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr,
+                                kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, False, True, BN,
+                                NRB, ESC_CH, ESC_PRE)
 
         _store_out(y_ptr, ws_ptr, lock_ptr, out, rm.to(tl.int64)[None, :] * N + rn[:, None],
                    m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)

@@ -333,18 +333,62 @@ if HAS_TRITON:
                 (ent & 0xFFFFFF).to(tl.int64))
 
     @triton.jit
-    def _esc_dot(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
-                 BN: tl.constexpr, ESC: tl.constexpr):
-        """acc [BN, BM] += V @ X for raw escape entries (``_esc_load``) of 64-row block blk:
-        V [BN, ESC] the exact values at their rows (zeros elsewhere), X [ESC, BM] the activations
-        at their columns; one MMA (bf16 x bf16 products are exact in fp32)."""
+    def _esc_range(koff_ptr, n0, G, g0, g1):
+        """(lo, hi): the escape index range of the 64-row block holding row n0, groups g0..g1."""
+        blk = n0 // _ROW_BLOCK
+        return tl.load(koff_ptr + blk * G + g0), tl.load(koff_ptr + blk * G + g1)
+
+    @triton.jit
+    def _esc_add(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
+                 FMA: tl.constexpr, BN: tl.constexpr, ESC: tl.constexpr):
+        """acc [BN, BM] += x[m, col] * value for raw escape entries (``_esc_load``) of 64-row
+        block blk whose rows lie in [n0, n0 + BN). FMA (the GEMV): fp32 products of the exact
+        value (exact in fp32) selected into their rows with where, so that a non-finite value
+        reaches its own row only; else (the GEMM) one MMA of V [BN, ESC] (the values at their
+        rows, zeros elsewhere) and X [ESC, BM] (the activations at their columns)."""
         v, r, ok, col = _esc_fields(ent, val, em, blk, n0, BN)
         xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
                      mask=ok[:, None] & m_ok[None, :], other=0.0)                  # [ESC, BM]
-        hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]
-        vt = tl.where(hit, v.to(tl.bfloat16, bitcast=True)[None, :],
-                      tl.zeros((BN, ESC), tl.bfloat16))
-        return _mma(vt, xg, acc, DOT_F32)
+        hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]            # [BN, ESC]
+        if FMA:
+            prod = xg.to(tl.float32) * (v.to(tl.uint32) << 16).to(tl.float32, bitcast=True)[:, None]
+            acc += tl.sum(tl.where(hit[:, :, None], prod[None, :, :], 0.0), axis=1)
+        else:
+            vt = tl.where(hit, v.to(tl.bfloat16, bitcast=True)[None, :],
+                          tl.zeros((BN, ESC), tl.bfloat16))
+            acc = _mma(vt, xg, acc, DOT_F32)
+        return acc
+
+    @triton.jit
+    def _esc_epilogue(acc, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr, kent_ptr,
+                      kval_ptr, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
+                      FMA: tl.constexpr, BN: tl.constexpr, NRB: tl.constexpr,
+                      ESC_CH: tl.constexpr, ESC_PRE: tl.constexpr):
+        """Fast mode's escapes of one program (K range = groups g0..g1), added to acc with
+        ``_esc_add``. ESC_PRE > 0 (one row block): entries lo_p .. lo_p + ESC_PRE - 1 of its range
+        [lo_p, hi_p) were loaded before the main loop (ent_p, val_p), the rest go ESC_PRE at a
+        time; else each row block's range ESC_CH at a time. No split range is empty (``_plan``),
+        so the main loop ran and the prefetched entries are there."""
+        if ESC_PRE > 0:
+            blk = n0 // _ROW_BLOCK
+            em_p = lo_p + tl.arange(0, ESC_PRE) < hi_p
+            acc = _esc_add(acc, ent_p, val_p, em_p, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32,
+                           FMA, BN, ESC_PRE)
+            for e0 in range(lo_p + ESC_PRE, hi_p, ESC_PRE):
+                ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi_p, ESC_PRE)
+                acc = _esc_add(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32,
+                               FMA, BN, ESC_PRE)
+        else:
+            for rb in tl.static_range(NRB):
+                blk = n0 // _ROW_BLOCK + rb
+                if blk * _ROW_BLOCK < N:
+                    lo = tl.load(koff_ptr + blk * G + g0)
+                    hi = tl.load(koff_ptr + blk * G + g1)
+                    for e0 in range(lo, hi, ESC_CH):
+                        ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
+                        acc = _esc_add(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm,
+                                       DOT_F32, FMA, BN, ESC_CH)
+        return acc
 
     @triton.jit
     def _store_out(y_ptr, ws_ptr, lock_ptr, out, y_off, out_ok, M, N, SPLIT_K, pid_k, pid_m,
@@ -406,10 +450,10 @@ if HAS_TRITON:
             g0 = tl.minimum(s0 * BK // _GROUP, G)   # K range in 32-pair escape index groups
             g1 = tl.minimum(s1 * BK // _GROUP, G)
             if ESC_MODE == 1 and ESC_PRE > 0:   # in flight during the main loop
-                blk_p = n0 // _ROW_BLOCK
-                lo_p = tl.load(koff_ptr + blk_p * G + g0)
-                hi_p = tl.load(koff_ptr + blk_p * G + g1)
+                lo_p, hi_p = _esc_range(koff_ptr, n0, G, g0, g1)
                 ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
+            else:   # (unused)
+                lo_p, hi_p, ent_p, val_p = 0, 0, 0, 0
         acc = tl.zeros((BN, BM), dtype=tl.float32)
         if W12 and CARRY:
             # the decoded tiles are carried into the next iteration: a loop-carried dot operand
@@ -452,26 +496,10 @@ if HAS_TRITON:
                 acc = _mma(w0, x0, acc, DOT_F32)
                 acc = _mma(w1, x1, acc, DOT_F32)
 
-        if W12 and ESC_MODE == 1:
-            # epilogue: out[m, n] += x[m, col] * value for this program's escapes
-            if ESC_PRE > 0:   # (no split range is empty: the loop ran, see _plan)
-                em_p = lo_p + tl.arange(0, ESC_PRE) < hi_p
-                acc = _esc_dot(acc, ent_p, val_p, em_p, blk_p, n0, x_ptr, rm, m_ok, stride_xm,
-                               DOT_F32, BN, ESC_PRE)
-                for e0 in range(lo_p + ESC_PRE, hi_p, ESC_PRE):
-                    ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi_p, ESC_PRE)
-                    acc = _esc_dot(acc, ent, val, em, blk_p, n0, x_ptr, rm, m_ok, stride_xm,
-                                   DOT_F32, BN, ESC_PRE)
-            else:
-                for rb in tl.static_range(NRB):
-                    blk = n0 // _ROW_BLOCK + rb
-                    if blk * _ROW_BLOCK < N:
-                        lo = tl.load(koff_ptr + blk * G + g0)
-                        hi = tl.load(koff_ptr + blk * G + g1)
-                        for e0 in range(lo, hi, ESC_CH):
-                            ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
-                            acc = _esc_dot(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok,
-                                           stride_xm, DOT_F32, BN, ESC_CH)
+        if W12 and ESC_MODE == 1:   # epilogue: out[m, n] += x[m, col] * value per escape
+            acc = _esc_epilogue(acc, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr,
+                                kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, DOT_F32, False, BN,
+                                NRB, ESC_CH, ESC_PRE)
 
         _store_out(y_ptr, ws_ptr, lock_ptr, acc, rm.to(tl.int64)[None, :] * N + rn[:, None],
                    m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)
