@@ -503,9 +503,7 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
         NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, ESC_PRE=cfg.esc_pre if w12 else 0,
-        ESC_LATE=bool(w12 and cfg.esc_late),
-        STAGES=cfg.num_stages,
-        AHEAD=bool(cfg.ahead),
+        ESC_LATE=bool(w12 and cfg.esc_late), STAGES=cfg.num_stages, AHEAD=bool(cfg.ahead),
         num_warps=cfg.num_warps, num_stages=1)
     return p.y
 
