@@ -41,6 +41,7 @@ from specpilot.core import SamplingParams  # noqa: E402
 from specpilot.offline import OfflineEngine  # noqa: E402
 from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 from specpilot.settings import ASSETS_DIR  # noqa: E402
+from specpilot.w12 import kernel as W12K  # noqa: E402
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "evals")
@@ -138,7 +139,16 @@ def time_format(a, fmt: str):
                                      a.prompt_len, a.new, vocab)
         rows[bs] = dict(ms=ms, tps=tps)
         print(f"  bs {bs}: {ms:.2f} ms/step, {tps:.1f} tok/s", flush=True)
+    info["tuned"] = tuned_configs()
+    print(f"  tuned configs: {info['tuned']}", flush=True)
     return info, rows
+
+
+def tuned_configs() -> dict:
+    """The GEMM / GEMV configs tuned in this process so far (W12 layers and the bf16 GEMV of
+    bf16 models): {tune key: GemvConfig.short or the GemmConfig's fields}."""
+    return {k: getattr(c, "short", None) or str(tuple(vars(c).values()))
+            for k, c in W12K._TUNED.items()}
 
 
 def real_shape(a) -> dict:
