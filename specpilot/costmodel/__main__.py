@@ -7,7 +7,7 @@
         --batch 1,4,8,16,32 --accept 4.8 --measure     (one report per batch, one engine)
 
     python -m specpilot.costmodel --target qwen38-27b --weight-format w12 --measure
-        (ar with the target's linear layers in W12: floors at 1.5 B per weight, and with
+        (ar with every linear layer in W12: floors at 1.5 B per weight, and with
         --measure the engine converts its random weights at load, as --weight-format w12 does)
 
 --target / --drafter: a folder under specpilot/model_configs or any folder with a config.json.
@@ -106,9 +106,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                     help=f"matrix FLOP/s (nominal {H200_BF16_FLOPS:g})")
     ap.add_argument("--dtype-bytes", type=int, default=2)
     ap.add_argument("--weight-format", choices=("auto", "w12"), default="auto",
-                    help="w12: the target's linear layers as lossless 12-bit weights, as the "
-                         "server's --weight-format w12 (floors at 1.5 B per weight; with "
-                         "--measure the engine converts its random bf16 weights at load)")
+                    help="w12: every linear layer (target and drafter) as lossless 12-bit "
+                         "weights, as the server's --weight-format w12 (floors at 1.5 B per "
+                         "weight; with --measure the engine converts its random bf16 weights at "
+                         "load)")
     ap.add_argument("--measure", action="store_true", help="time the components on the GPU")
     ap.add_argument("--no-kernel-profile", dest="kernel_profile", action="store_false",
                     help="in-graph times from the corrected timing spans, not the kernel "

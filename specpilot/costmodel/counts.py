@@ -9,9 +9,10 @@ the labels profile.py times, so measured and analytic figures meet by name.
 
 Counting rules (dt = bytes per weight / activation element, T = rows of the pass):
   GEMM [T, K] x [K, N]: bytes = N K dt (weights, read once per step) + T K dt (input) +
-      T N dt (output; fp32 for logits); FLOPs = 2 T N K. With --weight-format w12 the target's
-      linear weights (and its untied lm_head, which the drafter's head shares) are read at
-      W12_BYTES per element (docs/w12.md: 12-bit planes; the escape index adds ~0.2%).
+      T N dt (output; fp32 for logits); FLOPs = 2 T N K. With --weight-format w12 every linear
+      weight, target and drafter, is read at W12_BYTES per element, as the engine converts them
+      (docs/w12.md: 12-bit planes; the escape index adds ~0.2%); a tied lm_head (the embedding
+      table) stays bf16.
   attention, per layer: per request the cached K and V of the context keys (min(L, window) on
       sliding layers; Hkv D dt each) are read once (GQA packed), the new rows' K/V are written to
       the cache and read, q read, o written; FLOPs = 4 T keys Hq D, keys = L + rows (capped at
@@ -153,7 +154,7 @@ class Step:
     accepted: float = 1.0
     draft_rows: Optional[int] = None
     dtype_bytes: int = 2
-    weight_format: str = "bf16"  # "w12": the target's linear weights at W12_BYTES per element
+    weight_format: str = "bf16"  # "w12": every linear weight (target, drafter) at W12_BYTES
 
     def __post_init__(self):
         if self.weight_format not in ("bf16", "w12"):
@@ -173,7 +174,7 @@ class Step:
                    dtype_bytes, weight_format)
 
     def linear_bytes(self) -> float:
-        """Bytes per element of the target's linear weights."""
+        """Bytes per element of a linear layer's weight (target and drafter)."""
         return W12_BYTES if self.weight_format == "w12" else self.dtype_bytes
 
     @property
@@ -269,21 +270,21 @@ def target_costs(t: TargetShape, s: Step, capture: int = 0) -> list[Cost]:
 def drafter_costs(d, t: TargetShape, s: Step) -> list[Cost]:
     """The drafter's parts of step s: block pass, head (the target's lm_head over the proposal
     slots), context store of the committed rows. d: a spec.draft_config.DraftConfig."""
-    c, dt, r = d.hf, s.dtype_bytes, s.batch
+    c, dt, r, wb = d.hf, s.dtype_bytes, s.batch, s.linear_bytes()
     h, n = c.hidden_size, c.num_hidden_layers
     hd = getattr(c, "head_dim", None) or h // c.num_attention_heads
     qd, kvd = c.num_attention_heads * hd, c.num_key_value_heads * hd
     bd = s.draft_rows
     m = r * bd
     block = Cost("draft.block", m * h * dt * 2)  # embedding rows of the block
-    block += gemm("draft.block", m, h, [qd, kvd, kvd], dt, n)
-    block += gemm("draft.block", m, qd, [h], dt, n)
-    block += gemm("draft.block", m, h, [c.intermediate_size] * 2, dt, n)
-    block += gemm("draft.block", m, c.intermediate_size, [h], dt, n)
+    block += gemm("draft.block", m, h, [qd, kvd, kvd], dt, n, wb=wb)
+    block += gemm("draft.block", m, qd, [h], dt, n, wb=wb)
+    block += gemm("draft.block", m, h, [c.intermediate_size] * 2, dt, n, wb=wb)
+    block += gemm("draft.block", m, c.intermediate_size, [h], dt, n, wb=wb)
     conv_passes = 0
     if d.conv_kernel_size:  # DFlash2: kernel projections of both dynamic convs, and 4 applies
         groups = h // d.conv_group_size
-        block += gemm("draft.block", m, h, [2 * d.conv_kernel_size * groups] * 2, dt, n)
+        block += gemm("draft.block", m, h, [2 * d.conv_kernel_size * groups] * 2, dt, n, wb=wb)
         conv_passes = 4 * (d.conv_kernel_size + 1)
     for window in d.layer_window:
         block += attention("draft.block", r, bd, s.context, window, c.num_attention_heads,
@@ -292,17 +293,17 @@ def drafter_costs(d, t: TargetShape, s: Step) -> list[Cost]:
     proposals = bd if d.shifted_labels else bd - 1
     p = r * proposals
     head = gemm("draft.head", p, h, [t.vocab], dt, out_bytes=4,
-                wb=dt if t.tied else s.linear_bytes())   # the target's lm_head
+                wb=dt if t.tied else wb)   # the target's lm_head
     head += Cost("draft.head", p * t.vocab * 4)  # argmax / top-k / sampling over the logits
     if d.selector_rank:  # DFlash2: hidden projection, codebook rows of predecessor + candidates
-        head += gemm("draft.head", p, h, [d.selector_rank], dt)
+        head += gemm("draft.head", p, h, [d.selector_rank], dt, wb=wb)
         head += Cost("draft.head", p * (1 + d.selector_top_k) * d.selector_rank * dt)
     if d.algorithm == "DSPARK":  # Markov head: W1 row gather, W2 [rank -> V] GEMM
         head += Cost("draft.head", p * d.markov_rank * dt)
-        head += gemm("draft.head", p, d.markov_rank, [t.vocab], dt, out_bytes=4)
+        head += gemm("draft.head", p, d.markov_rank, [t.vocab], dt, out_bytes=4, wb=wb)
     committed = r * s.accepted
-    store = gemm("draft.store", committed, len(d.target_layer_ids) * t.hidden, [h], dt)
-    store += gemm("draft.store", committed, h, [kvd, kvd], dt, n)
+    store = gemm("draft.store", committed, len(d.target_layer_ids) * t.hidden, [h], dt, wb=wb)
+    store += gemm("draft.store", committed, h, [kvd, kvd], dt, n, wb=wb)
     store += Cost("draft.store", committed * 2 * kvd * dt * n)  # context K/V written
     return [block, head, store]
 

@@ -151,7 +151,7 @@ def render(rep: dict) -> str:
              + (f", draft block Bd={s['draft_rows']}" if s["draft_rows"] else "")
              + f", tau={s['accepted']:.2f} tokens/request/step ({s['accepted_source']}), "
              f"{s['dtype_bytes']} B/element"
-             + (f", target linear weights W12 ({W12_BYTES:g} B/element)"
+             + (f", linear weights W12 ({W12_BYTES:g} B/element)"
                 if s.get("weight_format") == "w12" else ""),
              f"rates: HBM {rep['rates']['bw'] / 1e12:.2f} TB/s, matrix "
              f"{rep['rates']['flops'] / 1e12:.0f} TFLOP/s ({rep['rates']['source']})"]

@@ -97,22 +97,23 @@ def test_drafter_block_weights_match_drafter_layers():
 
 
 def test_w12_linear_weight_bytes():
-    """--weight-format w12: the target's linear weights (and its untied lm_head) at 1.5 B per
-    element; everything else, a tied head and the drafter's own layers unchanged."""
+    """--weight-format w12: every linear weight, target and drafter (the untied lm_head, which
+    the drafter's head shares, included), at 1.5 B per element; the rest of each component, and
+    a tied head, unchanged."""
     shape = TargetShape.from_config(_config("qwen38-27b"))
     dc = DraftConfig.from_path(os.path.join(MODEL_CONFIGS, "qwen38-27b-dflash2"), 64, shape.vocab)
     for d in (None, dc):
         bf, w12 = ({c.name: c for c in step_costs(shape, d, Step.for_engine(
             d, 1, 256, accepted=4.8, weight_format=f))} for f in ("bf16", "w12"))
         linear = {"attn.qkv", "attn.o", "attn.mlp.gate_up", "attn.mlp.down", "gdn.in_proj",
-                  "gdn.out_proj", "gdn.mlp.gate_up", "gdn.mlp.down", "lm_head"}
+                  "gdn.out_proj", "gdn.mlp.gate_up", "gdn.mlp.down", "lm_head", "draft.block",
+                  "draft.head", "draft.store"}
+        assert linear <= set(bf) or d is None
         for name, c in bf.items():
             if name in linear:
+                assert c.weight_bytes > 0
                 assert w12[name].weight_bytes == pytest.approx(0.75 * c.weight_bytes)
                 assert c.bytes - w12[name].bytes == pytest.approx(0.25 * c.weight_bytes)
-            elif name == "draft.head":   # the target's lm_head over the proposal slots
-                assert c.weight_bytes - w12[name].weight_bytes == pytest.approx(
-                    0.25 * shape.vocab * shape.hidden * 2)
             else:
                 assert (w12[name].bytes, w12[name].weight_bytes) == (c.bytes, c.weight_bytes)
     tied = TargetShape.from_config(LLAMA | {"tie_word_embeddings": True})
@@ -128,7 +129,7 @@ def test_cli_weight_format_w12(tmp_path, capsys):
     for f, out in outs.items():
         assert main(["--target", "qwen38-27b", "--weight-format", f, "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert text.count("target linear weights W12 (1.5 B/element)") == 1
+    assert text.count("linear weights W12 (1.5 B/element)") == 1
     bf, w12 = (json.loads(outs[f].read_text())["totals"] for f in ("auto", "w12"))
     assert 0.75 < w12["ar_floor_ms"] / bf["ar_floor_ms"] < 0.78   # embedding rows, KV, state
     with pytest.raises(SystemExit):
@@ -375,7 +376,7 @@ def test_profile_w12_engine_on_cpu(tmp_path):
                             rates=prof.measure_rates("cpu", 1 << 16, 32, reps=1))
     shape, step = TargetShape.from_config(TINY_HYBRID), Step(2, 12, weight_format="w12")
     assert set(p.ar.components_ms) == {c.name for c in step_costs(shape, None, step)}
-    assert "target linear weights W12" in render(build_report(shape, None, step, p.rates, p))
+    assert "linear weights W12" in render(build_report(shape, None, step, p.rates, p))
 
 
 @pytest.mark.interpreter
