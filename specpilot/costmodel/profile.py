@@ -30,8 +30,10 @@ random prompt tokens are prefilled, a few warm-up steps run, then N steps are ti
   5. kernels (CUDA graphs captured, `kernels=True`): the in-graph times from torch.profiler
      instead of from spans, so nothing is added to the graph. Each bucket graph is replayed a
      few times under the profiler (its kernels and their GPU times, per replay), then its
-     captured forward runs once eagerly, as at capture (`_prepare(bs, [], [])`, `_forward(bs)`),
-     under the profiler with every label as a `record_function` range. Each kernel of that run
+     captured forward runs once eagerly, as at capture (`_prepare(bs, [], [])`, `_forward(bs)`;
+     inside `layers.linear.graph_twin()`, so that a bf16 model's one-row linear layers launch
+     the GEMV they run in the graph, not the cuBLAS kernels of their eager path), under the
+     profiler with every label as a `record_function` range. Each kernel of that run
      gets the innermost label around the host call that launched it (launch_labels); the
      replay's kernels are matched to them in order (attribute_kernels: difflib over the kernel
      names, since a replay runs the kernels captured from that very code; where one stretch
@@ -77,6 +79,7 @@ import torch
 from torch import nn
 
 from specpilot.costmodel.counts import Rates
+from specpilot.layers import linear
 
 Label = Union[str, Callable[[tuple, dict], str]]
 log = logging.getLogger(__name__)
@@ -383,7 +386,8 @@ def kernel_pass(worker, graphs: list, batch: int, replays: int = 5
         with torch.inference_mode():
             g._prepare(bs, [], [])  # as before the capture; its own copies stay out of the trace
         torch.cuda.synchronize()
-        with torch.inference_mode(), instrument(labels, worker), profile(activities=acts) as prof:
+        with (torch.inference_mode(), instrument(labels, worker), linear.graph_twin(),
+              profile(activities=acts) as prof):   # graph_twin: the captured kernels, eagerly
             labels.active = True
             g._forward(bs)
             labels.active = False
@@ -990,7 +994,7 @@ def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, contex
                  device: str = "cuda", dtype: str = "bfloat16", attention_backend: str = "auto",
                  weight_format: str = "auto"):
     """OfflineEngine with random weights of the real shapes (--load-format dummy; weight_format
-    w12: the target's linear layers converted to W12 at load), room for
+    w12: every linear layer, target and drafter, converted to W12 at load), room for
     `batch` requests of context + new_tokens, ar CUDA graphs captured where the runner supports
     them. accepted: SIMULATED acceptance (SGLANG_SIMULATE_ACC_LEN, read when the stock worker is
     built), since random drafters accept nothing."""

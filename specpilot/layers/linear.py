@@ -13,10 +13,13 @@ capability >= 9 (the GPUs it was measured on) unless ``$SPECPILOT_BF16_GEMV`` is
 ``FUSE_GEMV = False`` sends every call back to ``F.linear`` (the A side of an A/B in the GPU
 scripts). Only calls captured into a CUDA graph run the GEMV (see ``GemvLinear``); its config is
 tuned at the first eager call of each shape (the engine's warm-up before capture;
-``kernel.autotune_enabled``), else its default is used.
+``kernel.autotune_enabled``), else its default is used. Inside ``graph_twin()`` eager calls take
+the graph's path too (the cost model's kernel profile runs a graph's code eagerly and needs the
+same kernels).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -24,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 FUSE_GEMV = True   # False: F.linear at every M (benchmarks' A/B)
+_TWIN = False      # True inside graph_twin()
 
 
 def _gemv_device(x: torch.Tensor) -> bool:
@@ -32,8 +36,22 @@ def _gemv_device(x: torch.Tensor) -> bool:
 
 
 def _in_graph() -> bool:
-    """Whether this call is being captured into a CUDA graph (tests stand in here too)."""
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    """Whether this call is being captured into a CUDA graph, or stands in for one
+    (``graph_twin``); tests stand in here too."""
+    return _TWIN or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
+@contextlib.contextmanager
+def graph_twin():
+    """Eager calls inside the block run what a CUDA-graph capture would (the GEMV at one row),
+    so that an eager run of a graph's code launches the graph's kernels (costmodel/profile.py,
+    the kernel profile's labelled eager run)."""
+    global _TWIN
+    old, _TWIN = _TWIN, True
+    try:
+        yield
+    finally:
+        _TWIN = old
 
 
 class GemvLinear(nn.Linear):

@@ -64,6 +64,13 @@ def test_gemv_linear_dispatch(monkeypatch):
     for _ in range(2):
         assert same_bits(lin(x1), linear)
     assert calls == [] and tunes == [(1, 64)]
+    # graph_twin: eager calls take the graph's path (the cost model's kernel profile), restored
+    with L.graph_twin():
+        with L.graph_twin():
+            assert same_bits(lin(x1), real(x1, lin.weight) + lin.bias)
+        assert same_bits(lin(x1), real(x1, lin.weight) + lin.bias)
+    assert same_bits(lin(x1), linear) and calls == [(1, 64)] * 2
+    calls.clear()
     # captured into a CUDA graph: the GEMV, one row with any leading shape
     monkeypatch.setattr(L, "_in_graph", lambda: True)
     y = lin(x1.view(1, 1, 64))
