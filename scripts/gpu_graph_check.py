@@ -13,7 +13,7 @@
 
     python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--batch 1,4,8,16,32]
         [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--draft-graph]
-        [--graph-split] [--unfused [NAMES]] [--out result.json]
+        [--graph-split] [--unfused [NAMES]] [--blas cublas|cublaslt] [--out result.json]
 
 --graph-split instead times, per batch, a step's wall clock against the GPU time inside its graph
 replays (CUDA events around each replay): what is left is eager work and host stalls. With
@@ -26,7 +26,9 @@ time `stock` with the overlap scheduler (the default: greedy steps queued one ah
 its ratio to the overlapped `ar` step, and its tokens/s over the overlapped `ar`'s.
 
 Hybrid targets (--target qwen38-27b) run their Gated DeltaNet layers through kernels/gdn.py,
-graphed like the rest.
+graphed like the rest. --blas picks torch's BLAS library for the GEMMs that stay on it (verify
+and drafter rows, and every GEMM with --unfused bf16_gemv): cuBLAS (torch's default) or
+cuBLASLt, whose heuristics may pick other small-M kernels (an A/B, nothing else changes).
 """
 
 from __future__ import annotations
@@ -313,6 +315,9 @@ def main() -> int:
     ap.add_argument("--unfused", nargs="?", const="all", default=None,
                     help="the A side of an A/B: the named fusions off, comma-separated (no value: "
                          f"all): {', '.join(FUSIONS)}")
+    ap.add_argument("--blas", choices=("cublas", "cublaslt"), default=None,
+                    help="torch.backends.cuda.preferred_blas_library for the whole run "
+                         "(default: torch's own choice)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(x) for x in a.batch.split(",")]
@@ -326,7 +331,10 @@ def main() -> int:
             setattr(importlib.import_module(module), attr, False)
         print("unfused: " + ", ".join(f"{FUSIONS[n][0]}.{FUSIONS[n][1]}" for n in names) + " off",
               flush=True)
-    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    if a.blas:
+        torch.backends.cuda.preferred_blas_library(a.blas)
+    print(torch.cuda.get_device_name(), torch.__version__,
+          f"blas {torch.backends.cuda.preferred_blas_library()}", flush=True)
     if a.graph_split:
         res = graph_split(a)
         if a.out:
