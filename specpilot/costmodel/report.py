@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Optional
 
-from specpilot.costmodel.counts import (W12_BYTES, Rates, Step, TargetShape, oracle_step, step_costs,
-                                        total)
+from specpilot.costmodel.counts import (W12_BYTES, Rates, Step, TargetShape, oracle_step,
+                                        step_costs, total)
 from specpilot.costmodel.profile import IN_GRAPH, UNATTRIBUTED, Profile, StepProfile
 
 HOST_GAP = "host gap"
