@@ -8,9 +8,9 @@ set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=/root/logs26b; mkdir -p $L; save() { tar czf $OUT/run26c2.tgz -C $L .; }
-timeout 330 python3 scripts/gpu_w12_gemv_bench.py --m 1 --max-cands 32 --budget 220 --time-limit 280 \
+timeout 295 python3 scripts/gpu_w12_gemv_bench.py --m 1 --max-cands 32 --budget 200 --time-limit 240 \
   --out $L/gemv_m1.json > $L/gemv_m1.log 2>&1; el "gemv sweep rc=$?"
 grep -vE "UserWarning|_warn_once|^\s*$" $L/gemv_m1.log | grep -E "FAIL|qwen|muse|per token" | tail -16 \
   | cut -c1-200; sed -n '/^escape epilogue/,/^$/p' $L/gemv_m1.log | cut -c1-200; save
-timeout 220 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --batch 1,4 --out $L/e2e.json > $L/e2e.log 2>&1
+timeout 265 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --batch 1,4 --out $L/e2e.json > $L/e2e.log 2>&1
 el "e2e rc=$?"; grep -vE "UserWarning|_warn_once|^\s*$" $L/e2e.log | tail -3 | cut -c1-220; save; el done
