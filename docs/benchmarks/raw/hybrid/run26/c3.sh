@@ -8,7 +8,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=/root/logs26c; mkdir -p $L; save() { tar czf $OUT/run26c3.tgz -C $L .; }
 for f in auto w12; do
-  timeout 260 python3 -m specpilot.costmodel --target qwen38-27b --engine ar --batch 1 --context 256 \
+  timeout 200 python3 -m specpilot.costmodel --target qwen38-27b --engine ar --batch 1 --context 256 \
     --weight-format $f --measure --json $L/cm_$f.json > $L/cm_$f.log 2>&1; el "costmodel $f rc=$?"
   grep -vE "UserWarning|_warn_once" $L/cm_$f.log | sed -n '/^component/,/^$/p' | head -16 | cut -c1-120; save
 done; el done
