@@ -362,9 +362,10 @@ def main() -> int:
               f"{r.get('spec_overlap_ratio', float('nan')):6.2f} "
               f"{r.get('spec_overlap_speedup', float('nan')):8.2f}")
     lc = res["ar_long_ctx"]
+    verdict = "skipped" if ok is None else "PASS" if ok else "FAIL"
     print(f"ar bs1 ctx {lc['ctx']}: {lc['ms']:.2f} ms ({lc['roofline']:.1%} of the weight floor); "
           f"bs1 eager Triton {res['ar_eager_triton_bs1_ms']:.2f} ms, eager torch "
-          f"{res['ar_eager_torch_bs1_ms']:.2f} ms; exactness {'skipped' if ok is None else 'PASS' if ok else 'FAIL'}")
+          f"{res['ar_eager_torch_bs1_ms']:.2f} ms; exactness {verdict}")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(res, f, indent=2)

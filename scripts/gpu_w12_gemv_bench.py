@@ -48,6 +48,7 @@ plus injected escapes: subnormals, outliers, -0), replicated to N rows on the GP
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -215,7 +216,7 @@ def esc_ab(acts, ring, ref, c12, N: int, Kd: int, M: int) -> dict:
         return {}
     out = {}
     for label, (pre, late) in ESC_AB.items():
-        c = G.GemvConfig(**(vars(c12) | {"esc_pre": pre, "esc_late": late}))
+        c = dataclasses.replace(c12, esc_pre=pre, esc_late=late)
         same, err, _ = compare(G.w12_gemv(acts[0], ring[0], config=c), ref)
         if not same or err > 5e-3:
             report(f"w12_gemv {N}x{Kd} M={M} {c.short}", False, f"rel err {err:.2e}")
@@ -223,7 +224,7 @@ def esc_ab(acts, ring, ref, c12, N: int, Kd: int, M: int) -> dict:
         out[label] = timed(lambda i, c=c: G.w12_gemv(acts[i], ring[i], config=c), len(ring))
     bare = [K.W12Planes(N=q.N, K=q.K, L=q.L, H=q.H, hb=q.hb, koff=torch.zeros_like(q.koff),
                         kent=q.kent[:0], kval=q.kval[:0]) for q in ring]
-    c0 = G.GemvConfig(**(vars(c12) | {"esc_pre": 0, "esc_late": 0}))
+    c0 = dataclasses.replace(c12, esc_pre=0, esc_late=0)
     out["none"] = timed(lambda i: G.w12_gemv(acts[i], bare[i], config=c0), len(ring))
     return out
 

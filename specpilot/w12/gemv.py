@@ -54,10 +54,8 @@ WIDEN_PTX = "shl.b32 $0, $2, 16; and.b32 $1, $2, 0xFFFF0000;"
 
 
 if _k.HAS_TRITON:
-    from .kernel import (_decode_tiles, _esc_epilogue, _esc_load, _esc_range, _hb_tile,
-                         _store_out)
+    from .kernel import _decode_tiles, _esc_epilogue, _esc_prologue, _hb_tile, _store_out
 
-    _GROUP = tl.constexpr(GROUP)
     _WIDEN_PTX = tl.constexpr(WIDEN_PTX)
 
     @triton.jit
@@ -228,18 +226,10 @@ if _k.HAS_TRITON:
         if W12:
             h_tile = h_ptr + rn_c[:, None] * stride_h + rk[None, :]
             hbt = _hb_tile(hb_ptr, rn_c, rn_c >= 0, BK, HB_PER_ROW)
-            # this program's K range in 32-pair column groups of the escape index
-            g0 = tl.minimum(s0 * BK // _GROUP, G)
-            g1 = tl.minimum(s1 * BK // _GROUP, G)
-            if ESC_PRE > 0:   # the index range and the first entries, in flight during the loop
-                lo_p, hi_p = _esc_range(koff_ptr, n0, G, g0, g1)
-                if ESC_LATE:   # loaded in the first K-step
-                    ent_p = tl.zeros((ESC_PRE,), dtype=tl.int32)
-                    val_p = tl.zeros((ESC_PRE,), dtype=tl.int16)
-                else:
-                    ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
-            else:   # (unused)
-                lo_p, hi_p, ent_p, val_p = 0, 0, 0, 0
+            # ESC_PRE: the epilogue's first entries in flight during the loop (ESC_LATE: loaded
+            # in its first K-step)
+            g0, g1, lo_p, hi_p, ent_p, val_p = _esc_prologue(
+                koff_ptr, kent_ptr, kval_ptr, n0, G, s0, s1, BK, ESC_PRE, not ESC_LATE)
         else:
             h_tile = w_tile
             hbt = 0

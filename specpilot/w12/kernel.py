@@ -333,10 +333,29 @@ if HAS_TRITON:
                 (ent & 0xFFFFFF).to(tl.int64))
 
     @triton.jit
-    def _esc_range(koff_ptr, n0, G, g0, g1):
-        """(lo, hi): the escape index range of the 64-row block holding row n0, groups g0..g1."""
-        blk = n0 // _ROW_BLOCK
+    def _esc_range(koff_ptr, blk, G, g0, g1):
+        """(lo, hi): the escape index range of 64-row block blk over column groups g0..g1."""
         return tl.load(koff_ptr + blk * G + g0), tl.load(koff_ptr + blk * G + g1)
+
+    @triton.jit
+    def _esc_prologue(koff_ptr, kent_ptr, kval_ptr, n0, G, s0, s1, BK: tl.constexpr,
+                      ESC_PRE: tl.constexpr, LOAD: tl.constexpr):
+        """Before a fast-mode main loop over K-steps s0..s1: (g0, g1) the program's K range in
+        escape index groups and, with ESC_PRE (one row block), (lo_p, hi_p) its index range and
+        (ent_p, val_p) its first ESC_PRE entries, loaded now (LOAD) or zeros for the caller to
+        load later (the GEMV's esc_late); without ESC_PRE those four are unused zeros."""
+        g0 = tl.minimum(s0 * BK // _GROUP, G)
+        g1 = tl.minimum(s1 * BK // _GROUP, G)
+        if ESC_PRE > 0:
+            lo_p, hi_p = _esc_range(koff_ptr, n0 // _ROW_BLOCK, G, g0, g1)
+            if LOAD:
+                ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
+            else:
+                ent_p = tl.zeros((ESC_PRE,), dtype=tl.int32)
+                val_p = tl.zeros((ESC_PRE,), dtype=tl.int16)
+        else:
+            lo_p, hi_p, ent_p, val_p = 0, 0, 0, 0
+        return g0, g1, lo_p, hi_p, ent_p, val_p
 
     @triton.jit
     def _esc_add(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
@@ -382,8 +401,7 @@ if HAS_TRITON:
             for rb in tl.static_range(NRB):
                 blk = n0 // _ROW_BLOCK + rb
                 if blk * _ROW_BLOCK < N:
-                    lo = tl.load(koff_ptr + blk * G + g0)
-                    hi = tl.load(koff_ptr + blk * G + g1)
+                    lo, hi = _esc_range(koff_ptr, blk, G, g0, g1)
                     for e0 in range(lo, hi, ESC_CH):
                         ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
                         acc = _esc_add(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm,
@@ -447,13 +465,10 @@ if HAS_TRITON:
         if W12:
             h_tile = h_ptr + rn.to(tl.int64)[:, None] * stride_h + rk[None, :]
             hbt = _hb_tile(hb_ptr, rn, n_ok, BK, HB_PER_ROW)
-            g0 = tl.minimum(s0 * BK // _GROUP, G)   # K range in 32-pair escape index groups
-            g1 = tl.minimum(s1 * BK // _GROUP, G)
-            if ESC_MODE == 1 and ESC_PRE > 0:   # in flight during the main loop
-                lo_p, hi_p = _esc_range(koff_ptr, n0, G, g0, g1)
-                ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
-            else:   # (unused)
-                lo_p, hi_p, ent_p, val_p = 0, 0, 0, 0
+            # ESC_PRE: the epilogue's first entries in flight during the main loop
+            g0, g1, lo_p, hi_p, ent_p, val_p = _esc_prologue(
+                koff_ptr, kent_ptr, kval_ptr, n0, G, s0, s1, BK,
+                ESC_PRE if ESC_MODE == 1 else 0, True)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
         if W12 and CARRY:
             # the decoded tiles are carried into the next iteration: a loop-carried dot operand
