@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import kernel as _k
-from .kernel import ESC_PRE_CAND, ESC_PRE_VALUES, GROUP, ROW_BLOCK, W12Planes, _cdiv, prepare
+from .kernel import ESC_PRE_CAND, ESC_PRE_VALUES, GROUP, W12Planes, _cdiv, prepare
 
 try:
     import triton
@@ -165,7 +165,8 @@ if _k.HAS_TRITON:
                      W12: tl.constexpr, HB_PER_ROW: tl.constexpr, USE_SPLIT: tl.constexpr,
                      EVEN_K: tl.constexpr, PTX: tl.constexpr, ACC: tl.constexpr,
                      BM: tl.constexpr, BMP: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                     NRB: tl.constexpr, ESC_CH: tl.constexpr, ESC_PRE: tl.constexpr,
+                     IR: tl.constexpr, NRB: tl.constexpr, ESC_CH: tl.constexpr,
+                     ESC_PRE: tl.constexpr,
                      ESC_LATE: tl.constexpr, STAGES: tl.constexpr, AHEAD: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T on CUDA cores; W from W12 planes (W12) or bf16 (w_ptr).
 
@@ -190,13 +191,15 @@ if _k.HAS_TRITON:
         two steps of weight loads in flight (faster for the bf16 form; the W12 form's decode
         registers then cost it occupancy, see gemv_candidates).
 
-        Escapes (W12): the program's entries of the escape index (all of its 64-row block in its
-        K range, ~100-400 for N(0, 0.02^2) weights at K = 5k-20k) are added after the main loop,
-        ESC_CH at a time; each chunk is an index load and then a dependent gather of x, so the
-        epilogue is a chain of dependent memory round trips that nothing overlaps when all
-        programs fit in one wave. ESC_PRE > 0 (BN <= 64: one row block): the index range and
-        the first ESC_PRE entries are loaded before the main loop (their latency hidden behind
-        it) and the rest go ESC_PRE at a time; the x gathers then hit L1 (this program has just
+        Escapes (W12): the program's entries of the escape index (those of its own BN rows in
+        its K range: the index is sorted by IR-row block, IR = 16 by default; ~25-100 per 16
+        rows for N(0, 0.02^2) weights at K = 5k-20k; NRB = cdiv(BN, IR)) are added after the
+        main loop, ESC_CH at a time; each chunk is an index load and then a dependent gather of
+        x, so the epilogue is a chain of dependent memory round trips that nothing overlaps when
+        all programs fit in one wave. Without split-K they are one contiguous index range, else
+        one per row block (kernel._esc_range). ESC_PRE > 0: the first range and its first
+        ESC_PRE entries are loaded before the main loop (their latency hidden behind it) and
+        the rest go ESC_PRE at a time; the x gathers then hit L1 (this program has just
         streamed x). Loading the entries needs the range (a dependent load), so the warps wait
         one round trip before their first weight loads; ESC_LATE instead issues the entry loads
         inside the first K-step, after its weight loads (predicated off in the other steps, the
@@ -229,7 +232,8 @@ if _k.HAS_TRITON:
             # ESC_PRE: the epilogue's first entries in flight during the loop (ESC_LATE: loaded
             # in its first K-step)
             g0, g1, lo_p, hi_p, ent_p, val_p = _esc_prologue(
-                koff_ptr, kent_ptr, kval_ptr, n0, G, s0, s1, BK, ESC_PRE, not ESC_LATE)
+                koff_ptr, kent_ptr, kval_ptr, n0, N, G, s0, s1, BK, IR, NRB, not USE_SPLIT,
+                ESC_PRE, not ESC_LATE)
         else:
             h_tile = w_tile
             hbt = 0
@@ -304,7 +308,7 @@ if _k.HAS_TRITON:
         if W12:   # escapes decoded to signed zero above: their exact products, CUDA-core FMA
             out = _esc_epilogue(out, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr,
                                 kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, False, True, BN,
-                                NRB, ESC_CH, ESC_PRE)
+                                IR, NRB, not USE_SPLIT, ESC_CH, ESC_PRE)
 
         _store_out(y_ptr, ws_ptr, lock_ptr, out, rm.to(tl.int64)[None, :] * N + rn[:, None],
                    m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)
@@ -327,7 +331,7 @@ class GemvConfig:
     (1..8, unrolled; normally M); acc: ``ACC_ELEMENTWISE`` or ``ACC_REDUCE``; num_stages 1 = a
     plain loop, >= 2 = Triton's software pipeline over that many stages; ahead 1 = the plain loop
     with the next K-step's weights loaded into registers a step early (two steps in flight);
-    esc_pre (W12 only, block_n <= 64) > 0: the escape index range and the first esc_pre entries
+    esc_pre (W12 only) > 0: the escape index range and the first esc_pre entries
     loaded before the main loop, the rest esc_pre at a time (see _gemv_kernel); 0: all of them
     after the loop, ``ESC_CHUNK`` at a time; esc_late 1 (with esc_pre): those entries loaded
     inside the first K-step instead, after its weight loads.
@@ -348,8 +352,9 @@ class GemvConfig:
 
     def __post_init__(self):
         bad = []
-        if self.block_n < 1 or self.block_n & (self.block_n - 1):
-            bad.append("block_n must be a power of two")
+        if self.block_n < 1 or self.block_n & (self.block_n - 1) or self.block_n > _k.IDX_SPAN:
+            bad.append(f"block_n must be a power of two <= {_k.IDX_SPAN} (escape entries keep "
+                       f"row % {_k.IDX_SPAN})")
         if self.block_k < GROUP or self.block_k & (self.block_k - 1):
             bad.append(f"block_k must be a power of two >= {GROUP}")
         if not 1 <= self.block_m <= MAX_M:
@@ -362,9 +367,8 @@ class GemvConfig:
             bad.append("acc must be ACC_ELEMENTWISE (0) or ACC_REDUCE (1)")
         if self.ahead not in (0, 1) or (self.ahead and self.num_stages > 1):
             bad.append("ahead must be 0 or 1, and 0 with num_stages > 1")
-        if self.esc_pre not in ESC_PRE_VALUES or (self.esc_pre and self.block_n > ROW_BLOCK):
-            bad.append(f"esc_pre must be one of {ESC_PRE_VALUES}, and 0 with block_n > "
-                       f"{ROW_BLOCK}")
+        if self.esc_pre not in ESC_PRE_VALUES:
+            bad.append(f"esc_pre must be one of {ESC_PRE_VALUES}")
         if self.esc_late not in (0, 1) or (self.esc_late and not self.esc_pre):
             bad.append("esc_late must be 0 or 1, and 0 without esc_pre")
         if not bad and self.block_n * self.block_k < 4 * 32 * self.num_warps:
@@ -460,7 +464,7 @@ def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") 
                 continue
             split = _k._pick_split(_cdiv(N, bn), _cdiv(_half(K), bk), n_sm)
             split = min(32, mult * split, _cdiv(_half(K), bk))
-            early = kind == "w12" and bn <= ROW_BLOCK and stages == 1
+            early = kind == "w12" and stages == 1
             for pre in (0, ESC_PRE_CAND) if early else (0,):
                 cfg = GemvConfig(block_n=bn, block_k=bk, split_k=split, num_warps=warps,
                                  num_stages=stages, block_m=bm, acc=acc, ahead=ahead, esc_pre=pre)
@@ -492,7 +496,7 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         W12=w12, HB_PER_ROW=w12 and w.per_row, USE_SPLIT=p.split > 1,
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
-        NRB=_cdiv(cfg.block_n, ROW_BLOCK), ESC_CH=ESC_CHUNK, ESC_PRE=cfg.esc_pre if w12 else 0,
+        IR=p.ir, NRB=_cdiv(cfg.block_n, p.ir), ESC_CH=ESC_CHUNK, ESC_PRE=cfg.esc_pre if w12 else 0,
         ESC_LATE=bool(w12 and cfg.esc_late), STAGES=cfg.num_stages, AHEAD=bool(cfg.ahead),
         num_warps=cfg.num_warps, num_stages=1)
     return p.y

@@ -4,7 +4,7 @@ standalone decode kernel. Format: docs/w12.md; design notes: docs/w12.md, "GPU k
 Public API
 ----------
 * ``prepare(w12, device) -> W12Planes``: the format planes on a device plus the kernel's escape
-  index (escapes re-sorted by 64-row block and 32-pair column group, built once at load time).
+  index (escapes re-sorted by 16-row block and 32-pair column group, built once at load time).
 * ``w12_matmul(x, planes, *, reproducible=False, config=None)``: ``x @ W^T`` for x ``[M, K]`` bf16,
   fp32 accumulation, bf16 output.
 * ``bf16_matmul(x, w, *, config=None)``: the same template with the weight tile loaded as bf16.
@@ -42,7 +42,8 @@ Kernel design (one program = BLOCK_N weight rows x one split-K range x BLOCK_M a
   - reproducible mode: the exact bits are written into the decoded tile before the dot
     (``_patch_escapes``), so the W12 GEMM is the bf16 GEMM on the decoded weights, bit for bit.
   The escape index (``koff``/``kent``/``kval``) makes a program's escapes one contiguous range per
-  64-row block, for a K-step and for a split-K range alike.
+  16-row block (``IDX_ROWS``) for a K-step or a split-K range, and one range in all for a
+  program without split-K; a program walks only its own rows' escapes.
 * Split-K is deterministic: each program stores its fp32 partial in a workspace, then takes a
   ticket (atomic add on a per-tile counter); the last one sums the partials in split order, casts
   to bf16, stores, and resets the counter to 0. No fp32 atomics, no memset, no second launch.
@@ -65,7 +66,7 @@ import json
 import math
 import os
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -79,7 +80,8 @@ except ImportError:  # CPU-only installs: the reference path (decode + torch) st
     tl = None
 
 HAS_TRITON = triton is not None
-ROW_BLOCK = TILE_N         # escape-index row block (64 rows, as the format's tiles)
+IDX_ROWS = 16              # escape-index row block (rows): a program walks its own rows' escapes
+IDX_SPAN = 256             # kent keeps row % IDX_SPAN: programs of <= 256 rows, aligned
 GROUP = 32                 # escape-index column group, in pair columns; BLOCK_K is a multiple
 ESC_CHUNK = 16             # escapes per epilogue dot (tl.dot needs K >= 16)
 ESC_PRE_VALUES = (0, 16, 32, 64, 128)   # GemmConfig.esc_pre (and gemv.GemvConfig.esc_pre)
@@ -101,9 +103,11 @@ def _cdiv(a: int, b: int) -> int:
 class W12Planes:
     """A W12 weight ready for the kernels: the format planes on one device plus the escape index.
 
-    ``koff`` (int32 ``[n_row_blocks * G + 1]``, ``G = ceil(Kp/2 / 32)``) are CSR offsets over
-    (64-row block, 32-pair column group) in row-block-major order; a group holds the escapes in
-    columns ``[32g, 32g+32)`` and ``[Kp/2 + 32g, ...)``. ``kent`` (int32) = ``row % 64 << 24 | col``,
+    ``koff`` (int32 ``[ceil(N / idx_rows) * G + 1]``, ``G = ceil(Kp/2 / 32)``) are CSR offsets
+    over (``idx_rows``-row block, 32-pair column group) in row-block-major order; a group holds the
+    escapes in columns ``[32g, 32g+32)`` and ``[Kp/2 + 32g, ...)``. So the escapes of rows
+    ``[n0, n0 + BN)`` over the whole K (``n0`` a multiple of ``idx_rows``) are one contiguous
+    range. ``kent`` (int32) = ``(row % 256) << 24 | col`` (the top byte read unsigned),
     ``kval`` (int16) = the exact bf16 bits.
     """
     N: int
@@ -114,6 +118,7 @@ class W12Planes:
     koff: torch.Tensor   # int32
     kent: torch.Tensor   # int32 [n_esc]
     kval: torch.Tensor   # int16 [n_esc]
+    idx_rows: int = IDX_ROWS   # the escape index's row block (escape_index)
 
     @property
     def Kp(self) -> int:
@@ -150,34 +155,60 @@ def escape_coords(w: W12Tensor):
     return rows, cols, ent & 0xFFFF
 
 
-def escape_index(w: W12Tensor):
-    """Build the kernel escape index ``(koff, kent, kval)`` of ``W12Planes`` (CPU tensors)."""
-    N, Kp = w.L.shape
+def _signed32(v: torch.Tensor) -> torch.Tensor:
+    """int64 values < 2**32 -> the int32 with the same 32 bits."""
+    return (v - ((v >> 31) << 32)).to(torch.int32)
+
+
+def escape_index(w: W12Tensor, idx_rows: int = IDX_ROWS):
+    """Build the kernel escape index ``(koff, kent, kval)`` of ``W12Planes`` (CPU tensors), over
+    ``idx_rows``-row blocks (a power of two <= 256; ``W12Planes`` says the layout)."""
+    return _build_index(*escape_coords(w), *w.L.shape, idx_rows)
+
+
+def _build_index(rows, cols, bits, N: int, Kp: int, idx_rows: int):
     if Kp >= MAX_COL:
         raise ValueError(f"W12 kernels support K < {MAX_COL}, got padded K {Kp}")
+    if idx_rows < 1 or idx_rows > IDX_SPAN or idx_rows & (idx_rows - 1):
+        raise ValueError(f"idx_rows must be a power of two <= {IDX_SPAN}, got {idx_rows}")
     half = Kp // 2
     G = _cdiv(half, GROUP)
-    n_rb = _cdiv(N, ROW_BLOCK)
-    rows, cols, bits = (t.cpu() for t in escape_coords(w))
+    n_rb = _cdiv(N, idx_rows)
+    rows, cols, bits = (t.cpu().to(torch.int64) for t in (rows, cols, bits))
     j = torch.where(cols < half, cols, cols - half)
-    key = (rows // ROW_BLOCK) * G + j // GROUP
+    key = (rows // idx_rows) * G + j // GROUP
     order = torch.argsort(key, stable=True)
     rows, cols, bits, key = rows[order], cols[order], bits[order], key[order]
     koff = torch.zeros(n_rb * G + 1, dtype=torch.int64)
     koff[1:] = torch.bincount(key, minlength=n_rb * G).cumsum(0)
-    kent = ((rows % ROW_BLOCK) << 24) | cols
+    kent = _signed32(((rows % IDX_SPAN) << 24) | cols)
     kval = bits - ((bits >> 15) << 16)                    # to the signed 16-bit range
-    return koff.to(torch.int32), kent.to(torch.int32), kval.to(torch.int16)
+    return koff.to(torch.int32), kent, kval.to(torch.int16)
 
 
-def prepare(w: W12Tensor, device=None) -> W12Planes:
-    """Move a W12 tensor's planes to ``device`` (default: where they are) and index its escapes."""
+def reindex(p: W12Planes, idx_rows: int) -> W12Planes:
+    """``p`` with its escape index rebuilt over ``idx_rows``-row blocks (planes shared; the new
+    index on p's device). For A/B timing of the index layout and for tests."""
+    koff, kent = p.koff.cpu().to(torch.int64), p.kent.cpu().to(torch.int64)
+    G = _cdiv(p.Kp // 2, GROUP)
+    key = torch.repeat_interleave(torch.arange(koff.numel() - 1), koff[1:] - koff[:-1])
+    base = (key // G) * p.idx_rows
+    rows = base + ((kent >> 24) & 0xFF) - base % IDX_SPAN
+    koff, kent, kval = _build_index(rows, kent & 0xFFFFFF, p.kval.cpu().to(torch.int64) & 0xFFFF,
+                                    p.N, p.Kp, idx_rows)
+    return replace(p, koff=koff.to(p.device), kent=kent.to(p.device), kval=kval.to(p.device),
+                   idx_rows=idx_rows)
+
+
+def prepare(w: W12Tensor, device=None, idx_rows: int = IDX_ROWS) -> W12Planes:
+    """Move a W12 tensor's planes to ``device`` (default: where they are) and index its escapes
+    (``escape_index`` over ``idx_rows``-row blocks)."""
     device = torch.device(device) if device is not None else w.L.device
     N = w.L.shape[0]
-    koff, kent, kval = escape_index(w)
+    koff, kent, kval = escape_index(w, idx_rows)
     return W12Planes(N=N, K=w.numel // N, L=w.L.contiguous().to(device), H=w.H.contiguous().to(device),
                      hb=kernel_hb(w.hb).to(device), koff=koff.to(device), kent=kent.to(device),
-                     kval=kval.to(device))
+                     kval=kval.to(device), idx_rows=idx_rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,7 +236,7 @@ DECODE_PTX = ("{\n.reg .b32 t0, t1, m, e, s;\n"
 
 
 if HAS_TRITON:
-    _ROW_BLOCK = tl.constexpr(ROW_BLOCK)
+    _IDX_SPAN = tl.constexpr(IDX_SPAN)
     _GROUP = tl.constexpr(GROUP)
     _DECODE_PTX = tl.constexpr(DECODE_PTX)
 
@@ -253,21 +284,21 @@ if HAS_TRITON:
 
     @triton.jit
     def _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF, G,
-                       BN: tl.constexpr, BK: tl.constexpr, NRB: tl.constexpr):
+                       BN: tl.constexpr, BK: tl.constexpr, IR: tl.constexpr, NRB: tl.constexpr):
         """Write the exact bits of the escapes in rows [n0, n0+BN) x pair columns [j, j+BK) into
         the uint16 tiles t0 (columns j + c) and t1 (columns HALF + j + c)."""
         rows = tl.arange(0, BN)[:, None]
         cols = tl.arange(0, BK)[None, :]
         g1 = tl.minimum((j + BK) // _GROUP, G)
         for rb in tl.static_range(NRB):
-            blk = n0 // _ROW_BLOCK + rb
-            if blk * _ROW_BLOCK < N:
+            blk = n0 // IR + rb
+            if blk * IR < N:
                 lo = tl.load(koff_ptr + blk * G + j // _GROUP)
                 hi = tl.load(koff_ptr + blk * G + g1)
                 for e in range(lo, hi):
                     ent = tl.load(kent_ptr + e)
                     v = tl.load(kval_ptr + e).to(tl.uint16, bitcast=True)
-                    at = rows == blk * _ROW_BLOCK + (ent >> 24) - n0
+                    at = rows == ((ent >> 24) & 0xFF) - n0 % _IDX_SPAN
                     col = ent & 0xFFFFFF
                     t0 = tl.where(at & (cols == col - j) & (col < HALF), v, t0)
                     t1 = tl.where(at & (cols == col - HALF - j), v, t1)
@@ -299,7 +330,7 @@ if HAS_TRITON:
     @triton.jit
     def _w12_tile(w_tile, h_tile, hbt, j, n_ok, rk, koff_ptr, kent_ptr, kval_ptr, n0, N, HALF, G,
                   EVEN_K: tl.constexpr, ESC_MODE: tl.constexpr, PTX: tl.constexpr,
-                  BN: tl.constexpr, BK: tl.constexpr, NRB: tl.constexpr):
+                  BN: tl.constexpr, BK: tl.constexpr, IR: tl.constexpr, NRB: tl.constexpr):
         """Load and decode the two weight tiles of K-step ``j`` -> bf16 [BN, BK] x 2. Masked-out
         pairs load as 0 bytes and decode to finite values that meet x == +0, so both kernels get
         +0 products wherever x is masked. ESC_MODE 2 patches the escapes' exact bits in."""
@@ -313,7 +344,7 @@ if HAS_TRITON:
         t0, t1 = _decode_tiles(l0, l1, hh, hbt, PTX)
         if ESC_MODE == 2:
             t0, t1 = _patch_escapes(t0, t1, koff_ptr, kent_ptr, kval_ptr, n0, j, N, HALF, G,
-                                    BN, BK, NRB)
+                                    BN, BK, IR, NRB)
         return t0.to(tl.bfloat16, bitcast=True), t1.to(tl.bfloat16, bitcast=True)
 
     @triton.jit
@@ -325,29 +356,43 @@ if HAS_TRITON:
         return ent, tl.load(kval_ptr + idx, mask=em, other=0), em
 
     @triton.jit
-    def _esc_fields(ent, val, em, blk, n0, BN: tl.constexpr):
-        """Raw entries of 64-row block blk (``_esc_load``) -> (their bf16 bits as uint16, row r
-        relative to n0, ok: a real entry whose row lies in [n0, n0 + BN), column)."""
-        r = blk * _ROW_BLOCK + (ent >> 24) - n0
+    def _esc_fields(ent, val, em, n0, BN: tl.constexpr):
+        """Raw entries (``_esc_load``) -> (their bf16 bits as uint16, row r relative to n0, ok: a
+        real entry whose row lies in [n0, n0 + BN), column). kent holds row % 256 and a program's
+        BN <= 256 rows are aligned to BN, so r needs no row block."""
+        r = ((ent >> 24) & 0xFF) - n0 % _IDX_SPAN
         return (val.to(tl.uint16, bitcast=True), r, em & (r >= 0) & (r < BN),
                 (ent & 0xFFFFFF).to(tl.int64))
 
     @triton.jit
-    def _esc_range(koff_ptr, blk, G, g0, g1):
-        """(lo, hi): the escape index range of 64-row block blk over column groups g0..g1."""
-        return tl.load(koff_ptr + blk * G + g0), tl.load(koff_ptr + blk * G + g1)
+    def _esc_range(koff_ptr, n0, N, G, g0, g1, IR: tl.constexpr, NRB: tl.constexpr,
+                   WHOLE_K: tl.constexpr):
+        """(lo, hi): the escape index range a program walks first. WHOLE_K (no split-K): every
+        escape of its rows [n0, n0 + BN), one contiguous range over its NRB row blocks of IR
+        rows; else those of its first row block in column groups g0..g1 (the other row blocks'
+        ranges follow in ``_esc_epilogue``)."""
+        blk = n0 // IR
+        if WHOLE_K:
+            lo = tl.load(koff_ptr + blk * G)
+            hi = tl.load(koff_ptr + tl.minimum(blk + NRB, tl.cdiv(N, IR)) * G)
+        else:
+            lo = tl.load(koff_ptr + blk * G + g0)
+            hi = tl.load(koff_ptr + blk * G + g1)
+        return lo, hi
 
     @triton.jit
-    def _esc_prologue(koff_ptr, kent_ptr, kval_ptr, n0, G, s0, s1, BK: tl.constexpr,
+    def _esc_prologue(koff_ptr, kent_ptr, kval_ptr, n0, N, G, s0, s1, BK: tl.constexpr,
+                      IR: tl.constexpr, NRB: tl.constexpr, WHOLE_K: tl.constexpr,
                       ESC_PRE: tl.constexpr, LOAD: tl.constexpr):
         """Before a fast-mode main loop over K-steps s0..s1: (g0, g1) the program's K range in
-        escape index groups and, with ESC_PRE (one row block), (lo_p, hi_p) its index range and
-        (ent_p, val_p) its first ESC_PRE entries, loaded now (LOAD) or zeros for the caller to
-        load later (the GEMV's esc_late); without ESC_PRE those four are unused zeros."""
+        escape index groups and, with ESC_PRE, (lo_p, hi_p) its first index range
+        (``_esc_range``) and (ent_p, val_p) its first ESC_PRE entries, loaded now (LOAD) or zeros
+        for the caller to load later (the GEMV's esc_late); without ESC_PRE those four are unused
+        zeros."""
         g0 = tl.minimum(s0 * BK // _GROUP, G)
         g1 = tl.minimum(s1 * BK // _GROUP, G)
         if ESC_PRE > 0:
-            lo_p, hi_p = _esc_range(koff_ptr, n0 // _ROW_BLOCK, G, g0, g1)
+            lo_p, hi_p = _esc_range(koff_ptr, n0, N, G, g0, g1, IR, NRB, WHOLE_K)
             if LOAD:
                 ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
             else:
@@ -358,14 +403,14 @@ if HAS_TRITON:
         return g0, g1, lo_p, hi_p, ent_p, val_p
 
     @triton.jit
-    def _esc_add(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
+    def _esc_add(acc, ent, val, em, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
                  FMA: tl.constexpr, BN: tl.constexpr, ESC: tl.constexpr):
-        """acc [BN, BM] += x[m, col] * value for raw escape entries (``_esc_load``) of 64-row
-        block blk whose rows lie in [n0, n0 + BN). FMA (the GEMV): fp32 products of the exact
-        value (exact in fp32) selected into their rows with where, so that a non-finite value
-        reaches its own row only; else (the GEMM) one MMA of V [BN, ESC] (the values at their
-        rows, zeros elsewhere) and X [ESC, BM] (the activations at their columns)."""
-        v, r, ok, col = _esc_fields(ent, val, em, blk, n0, BN)
+        """acc [BN, BM] += x[m, col] * value for raw escape entries (``_esc_load``) whose rows lie
+        in [n0, n0 + BN). FMA (the GEMV): fp32 products of the exact value (exact in fp32)
+        selected into their rows with where, so that a non-finite value reaches its own row
+        only; else (the GEMM) one MMA of V [BN, ESC] (the values at their rows, zeros elsewhere)
+        and X [ESC, BM] (the activations at their columns)."""
+        v, r, ok, col = _esc_fields(ent, val, em, n0, BN)
         xg = tl.load(x_ptr + rm.to(tl.int64)[None, :] * stride_xm + col[:, None],
                      mask=ok[:, None] & m_ok[None, :], other=0.0)                  # [ESC, BM]
         hit = (tl.arange(0, BN)[:, None] == r[None, :]) & ok[None, :]            # [BN, ESC]
@@ -379,33 +424,49 @@ if HAS_TRITON:
         return acc
 
     @triton.jit
+    def _esc_add_range(acc, lo, hi, n0, kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm,
+                       DOT_F32: tl.constexpr, FMA: tl.constexpr, BN: tl.constexpr,
+                       CH: tl.constexpr):
+        """``_esc_add`` of the index entries lo .. hi - 1, CH at a time."""
+        for e0 in range(lo, hi, CH):
+            ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, CH)
+            acc = _esc_add(acc, ent, val, em, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32, FMA, BN,
+                           CH)
+        return acc
+
+    @triton.jit
     def _esc_epilogue(acc, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr, kent_ptr,
                       kval_ptr, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
-                      FMA: tl.constexpr, BN: tl.constexpr, NRB: tl.constexpr,
-                      ESC_CH: tl.constexpr, ESC_PRE: tl.constexpr):
+                      FMA: tl.constexpr, BN: tl.constexpr, IR: tl.constexpr, NRB: tl.constexpr,
+                      WHOLE_K: tl.constexpr, ESC_CH: tl.constexpr, ESC_PRE: tl.constexpr):
         """Fast mode's escapes of one program (K range = groups g0..g1), added to acc with
-        ``_esc_add``. ESC_PRE > 0 (one row block): entries lo_p .. lo_p + ESC_PRE - 1 of its range
-        [lo_p, hi_p) were loaded before the main loop (ent_p, val_p), the rest go ESC_PRE at a
-        time; else each row block's range ESC_CH at a time. No split range is empty (``_plan``),
-        so the main loop ran and the prefetched entries are there."""
+        ``_esc_add``: its first index range (``_esc_range``; with ESC_PRE, entries lo_p ..
+        lo_p + ESC_PRE - 1 of it were loaded before the main loop as ent_p, val_p), then, with a
+        split K range, the ranges of its other row blocks; ESC_PRE (else ESC_CH) at a time. No
+        split range is empty (``_plan``), so the main loop ran and the prefetched entries are
+        there."""
         if ESC_PRE > 0:
-            blk = n0 // _ROW_BLOCK
             em_p = lo_p + tl.arange(0, ESC_PRE) < hi_p
-            acc = _esc_add(acc, ent_p, val_p, em_p, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32,
+            acc = _esc_add(acc, ent_p, val_p, em_p, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32,
                            FMA, BN, ESC_PRE)
-            for e0 in range(lo_p + ESC_PRE, hi_p, ESC_PRE):
-                ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi_p, ESC_PRE)
-                acc = _esc_add(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32,
-                               FMA, BN, ESC_PRE)
+            acc = _esc_add_range(acc, lo_p + ESC_PRE, hi_p, n0, kent_ptr, kval_ptr, x_ptr, rm,
+                                 m_ok, stride_xm, DOT_F32, FMA, BN, ESC_PRE)
         else:
-            for rb in tl.static_range(NRB):
-                blk = n0 // _ROW_BLOCK + rb
-                if blk * _ROW_BLOCK < N:
-                    lo, hi = _esc_range(koff_ptr, blk, G, g0, g1)
-                    for e0 in range(lo, hi, ESC_CH):
-                        ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH)
-                        acc = _esc_add(acc, ent, val, em, blk, n0, x_ptr, rm, m_ok, stride_xm,
-                                       DOT_F32, FMA, BN, ESC_CH)
+            lo, hi = _esc_range(koff_ptr, n0, N, G, g0, g1, IR, NRB, WHOLE_K)
+            acc = _esc_add_range(acc, lo, hi, n0, kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm,
+                                 DOT_F32, FMA, BN, ESC_CH)
+        if not WHOLE_K:
+            for rb in tl.static_range(1, NRB):
+                blk = n0 // IR + rb
+                if blk * IR < N:
+                    lo = tl.load(koff_ptr + blk * G + g0)
+                    hi = tl.load(koff_ptr + blk * G + g1)
+                    if ESC_PRE > 0:
+                        acc = _esc_add_range(acc, lo, hi, n0, kent_ptr, kval_ptr, x_ptr, rm,
+                                             m_ok, stride_xm, DOT_F32, FMA, BN, ESC_PRE)
+                    else:
+                        acc = _esc_add_range(acc, lo, hi, n0, kent_ptr, kval_ptr, x_ptr, rm,
+                                             m_ok, stride_xm, DOT_F32, FMA, BN, ESC_CH)
         return acc
 
     @triton.jit
@@ -438,12 +499,13 @@ if HAS_TRITON:
                      W12: tl.constexpr, HB_PER_ROW: tl.constexpr, ESC_MODE: tl.constexpr,
                      USE_SPLIT: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
                      PTX: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                     NRB: tl.constexpr, CARRY: tl.constexpr, ESC_CH: tl.constexpr,
-                     ESC_PRE: tl.constexpr):
+                     IR: tl.constexpr, NRB: tl.constexpr, CARRY: tl.constexpr,
+                     ESC_CH: tl.constexpr, ESC_PRE: tl.constexpr):
         """y[M, N] = x[M, K] @ W[N, K]^T; W from W12 planes (W12) or a bf16 matrix (w_ptr).
 
         ESC_MODE (W12 only): 1 = escapes added in the epilogue, 2 = patched into the tiles.
-        ESC_PRE > 0 (ESC_MODE 1, BN <= 64): the epilogue's index range and first ESC_PRE entries
+        IR: the escape index's row block (``W12Planes.idx_rows``), NRB = cdiv(BN, IR).
+        ESC_PRE > 0 (ESC_MODE 1): the epilogue's first index range and first ESC_PRE entries
         are loaded before the main loop, as in gemv._gemv_kernel (each epilogue chunk is an
         index load and a dependent x gather, a chain of round trips after the loop otherwise).
         Grid: (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns K steps
@@ -467,7 +529,7 @@ if HAS_TRITON:
             hbt = _hb_tile(hb_ptr, rn, n_ok, BK, HB_PER_ROW)
             # ESC_PRE: the epilogue's first entries in flight during the main loop
             g0, g1, lo_p, hi_p, ent_p, val_p = _esc_prologue(
-                koff_ptr, kent_ptr, kval_ptr, n0, G, s0, s1, BK,
+                koff_ptr, kent_ptr, kval_ptr, n0, N, G, s0, s1, BK, IR, NRB, not USE_SPLIT,
                 ESC_PRE if ESC_MODE == 1 else 0, True)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
         if W12 and CARRY:
@@ -476,13 +538,13 @@ if HAS_TRITON:
             # step s+1's decode overlaps step s's MMAs. Decoded in place for the dot (CARRY off),
             # the tile takes a register-layout conversion per step instead.
             c0, c1 = _w12_tile(w_tile, h_tile, hbt, s0 * BK, n_ok, rk, koff_ptr, kent_ptr,
-                               kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, NRB)
+                               kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, IR, NRB)
             for s in range(s0, s1):
                 j = s * BK
                 x0, x1 = _x_tiles(x_tile, j, rk, m_ok, K, HALF, EVEN_K)
                 nxt = tl.minimum(j + BK, (s1 - 1) * BK)   # the last step reloads its own tile
                 n0_, n1_ = _w12_tile(w_tile, h_tile, hbt, nxt, n_ok, rk, koff_ptr, kent_ptr,
-                                     kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, NRB)
+                                     kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, IR, NRB)
                 acc = _mma(c0, x0, acc, DOT_F32)
                 acc = _mma(c1, x1, acc, DOT_F32)
                 c0 = n0_
@@ -492,7 +554,7 @@ if HAS_TRITON:
                 j = s * BK
                 x0, x1 = _x_tiles(x_tile, j, rk, m_ok, K, HALF, EVEN_K)
                 w0, w1 = _w12_tile(w_tile, h_tile, hbt, j, n_ok, rk, koff_ptr, kent_ptr,
-                                   kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, NRB)
+                                   kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, IR, NRB)
                 acc = _mma(w0, x0, acc, DOT_F32)
                 acc = _mma(w1, x1, acc, DOT_F32)
         else:
@@ -514,7 +576,7 @@ if HAS_TRITON:
         if W12 and ESC_MODE == 1:   # epilogue: out[m, n] += x[m, col] * value per escape
             acc = _esc_epilogue(acc, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr,
                                 kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, DOT_F32, False, BN,
-                                NRB, ESC_CH, ESC_PRE)
+                                IR, NRB, not USE_SPLIT, ESC_CH, ESC_PRE)
 
         _store_out(y_ptr, ws_ptr, lock_ptr, acc, rm.to(tl.int64)[None, :] * N + rn[:, None],
                    m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)
@@ -523,7 +585,7 @@ if HAS_TRITON:
     def _decode_kernel(l_ptr, h_ptr, hb_ptr, koff_ptr, kent_ptr, kval_ptr, out_ptr,
                        N, K, HALF, G, stride_l, stride_h, stride_o,
                        HB_PER_ROW: tl.constexpr, PTX: tl.constexpr, BN: tl.constexpr,
-                       BK: tl.constexpr, NRB: tl.constexpr):
+                       BK: tl.constexpr, IR: tl.constexpr, NRB: tl.constexpr):
         """out[N, K] bf16 = the exact weights: the GEMM's tile decode (``_w12_tile``, escapes
         patched in) per tile."""
         n0 = tl.program_id(0) * BN
@@ -534,7 +596,7 @@ if HAS_TRITON:
         hbt = _hb_tile(hb_ptr, rn, rn < N, BK, HB_PER_ROW)
         w0, w1 = _w12_tile(l_ptr + rows * stride_l + rk[None, :], h_ptr + rows * stride_h + rk[None, :],
                            hbt, j, rn < N, rk, koff_ptr, kent_ptr, kval_ptr, n0, N, HALF, G,
-                           False, 2, PTX, BN, BK, NRB)
+                           False, 2, PTX, BN, BK, IR, NRB)
         k0 = j + rk
         ok = (rn[:, None] < N) & (k0 < HALF)[None, :]
         tl.store(out_ptr + rows * stride_o + k0[None, :], w0, mask=ok & (k0 < K)[None, :])
@@ -561,16 +623,16 @@ class GemmConfig:
     num_warps: int = 4
     num_stages: int = 3
     carry: bool = True  # W12: decoded tiles carried to the next step (see _gemm_kernel)
-    esc_pre: int = 0    # W12 fast mode, block_n <= 64: escape entries loaded before the loop
+    esc_pre: int = 0    # W12 fast mode: escape entries loaded before the loop
 
     def __post_init__(self):
         sizes = (self.block_m, self.block_n, self.block_k)
         if any(b & (b - 1) for b in sizes) or min(sizes) < 16 or self.block_k < GROUP:
             raise ValueError(f"invalid GemmConfig {self}: block sizes must be powers of two, "
                              f"block_m and block_n >= 16, block_k >= {GROUP}")
-        if self.esc_pre not in ESC_PRE_VALUES or (self.esc_pre and self.block_n > ROW_BLOCK):
+        if self.esc_pre not in ESC_PRE_VALUES or self.block_n > IDX_SPAN:
             raise ValueError(f"invalid GemmConfig {self}: esc_pre must be one of "
-                             f"{ESC_PRE_VALUES}, and 0 with block_n > {ROW_BLOCK}")
+                             f"{ESC_PRE_VALUES}, block_n at most {IDX_SPAN}")
 
 
 # interpreter / CPU: small tiles, split-K on so the tests cover the ticketed reduction
@@ -647,7 +709,7 @@ def candidate_configs(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12"
             continue
         s = _pick_split(_cdiv(N, bn) * _cdiv(M, bm), _cdiv(_cdiv(K, 32) * 16, bk), n_sm)
         for mult in mults:
-            for pre in (0, ESC_PRE_CAND) if kind == "w12" and bn <= ROW_BLOCK else (0,):
+            for pre in (0, ESC_PRE_CAND) if kind == "w12" and bn == 64 else (0,):
                 out[GemmConfig(bm, bn, bk, min(mult * s, 32), warps, stages, carry, pre)] = None
     return list(out)
 
@@ -884,12 +946,16 @@ class _Plan:
     y: torch.Tensor
     ws: torch.Tensor
     locks: torch.Tensor
+    ir: int     # the escape index's row block (W12Planes.idx_rows; any for bf16)
 
 
 def _plan(x: torch.Tensor, w, cfg, w12: bool) -> _Plan:
     """The launch plan of x [M, K] with ``w`` (W12Planes when w12, else bf16 [N, K]) for a
     config with block_n, block_k, split_k and block_m (GemmConfig or gemv.GemvConfig)."""
     M, K = x.shape
+    if cfg.block_n > IDX_SPAN:
+        raise ValueError(f"block_n {cfg.block_n} > {IDX_SPAN}: the escape entries keep row % "
+                         f"{IDX_SPAN}")
     if w12:
         N, Kp = w.N, w.Kp
         ops = (w.L, w.H, w.hb, w.koff, w.kent, w.kval)
@@ -911,7 +977,8 @@ def _plan(x: torch.Tensor, w, cfg, w12: bool) -> _Plan:
         locks = _locks(x.device, grid[0] * grid[2])
     else:
         ws = locks = y
-    return _Plan(ops, stride_w, stride_h, N, Kp, half, split, per_split, grid, y, ws, locks)
+    return _Plan(ops, stride_w, stride_h, N, Kp, half, split, per_split, grid, y, ws, locks,
+                 w.idx_rows if w12 else IDX_ROWS)
 
 
 def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> torch.Tensor:
@@ -924,7 +991,7 @@ def _launch(x: torch.Tensor, w, cfg: GemmConfig, w12: bool, esc_mode: int) -> to
         p.per_split,
         W12=w12, HB_PER_ROW=w12 and w.per_row, ESC_MODE=esc_mode, USE_SPLIT=p.split > 1,
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), DOT_F32=INTERPRET, PTX=_ptx_decode(),
-        BM=cfg.block_m, BN=cfg.block_n, BK=cfg.block_k, NRB=_cdiv(cfg.block_n, ROW_BLOCK),
+        BM=cfg.block_m, BN=cfg.block_n, BK=cfg.block_k, IR=p.ir, NRB=_cdiv(cfg.block_n, p.ir),
         CARRY=w12 and cfg.carry, ESC_CH=ESC_CHUNK,
         ESC_PRE=cfg.esc_pre if w12 and esc_mode == 1 else 0, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages)
@@ -988,5 +1055,5 @@ def decode_w12_gpu(w, block_n: int = 32, block_k: int = 128) -> torch.Tensor:
     _decode_kernel[grid](p.L, p.H, p.hb, p.koff, p.kent, p.kval, out, p.N, p.K, half,
                          _cdiv(half, GROUP), p.L.stride(0), p.H.stride(0), out.stride(0),
                          HB_PER_ROW=p.per_row, PTX=_ptx_decode(), BN=block_n, BK=block_k,
-                         NRB=_cdiv(block_n, ROW_BLOCK), num_warps=4)
+                         IR=p.idx_rows, NRB=_cdiv(block_n, p.idx_rows), num_warps=4)
     return out

@@ -44,20 +44,33 @@ SHAPES = [(64, 64), (96, 160), (70, 150)]   # (N, K); 150 pads to 160, 70 rows =
 # escape index and decode
 # --------------------------------------------------------------------------------------------
 
-def test_escape_index_groups_every_escape():
-    w = encode(make_weight(150, 1100, 0, n_edges=200))
-    koff, kent, kval = K.escape_index(w)
+@pytest.mark.parametrize("idx_rows", [K.IDX_ROWS, 64, 256])
+def test_escape_index_groups_every_escape(idx_rows):
+    """Every escape once, in its (idx_rows-row block, column group) bucket; kent's top byte is
+    its row % 256 (read unsigned: rows 128-255 set the sign bit of the int32)."""
+    w = encode(make_weight(300, 1100, 0, n_edges=300))
+    koff, kent, kval = K.escape_index(w, idx_rows)
     rows, cols, vals = K.escape_coords(w)
     half = w.L.shape[1] // 2
     G = -(-half // K.GROUP)
+    assert koff.numel() == -(-300 // idx_rows) * G + 1 and kent.dtype == torch.int32
     assert int(koff[0]) == 0 and int(koff[-1]) == w.n_escapes == kent.numel()
     assert bool((koff[1:] >= koff[:-1]).all())
     key = torch.repeat_interleave(torch.arange(koff.numel() - 1), (koff[1:] - koff[:-1]).long())
-    r = (key // G) * K.ROW_BLOCK + (kent.long() >> 24)
+    base = (key // G) * idx_rows
+    r = base + ((kent.long() >> 24) & 0xFF) - base % 256
+    assert bool((r >= base).all() and (r < base + idx_rows).all())
     c = kent.long() & 0xFFFFFF
     assert bool(((torch.where(c < half, c, c - half) // K.GROUP) == key % G).all())
     got = sorted(zip(r.tolist(), c.tolist(), (kval.long() & 0xFFFF).tolist()))
     assert got == sorted(zip(rows.tolist(), cols.tolist(), vals.tolist()))
+    with pytest.raises(ValueError):
+        K.escape_index(w, 48)
+    # rebuilt from the default index: the same buckets, the same entries in each
+    q = K.reindex(K.prepare(w, "cpu"), idx_rows)
+    assert q.idx_rows == idx_rows and torch.equal(q.koff, koff)
+    assert sorted(zip(key.tolist(), q.kent.tolist(), q.kval.tolist())) == sorted(
+        zip(key.tolist(), kent.tolist(), kval.tolist()))
 
 
 @pytest.mark.parametrize("per_row", [False, True])
@@ -248,13 +261,13 @@ def test_fast_mode_equals_reproducible_without_side_escapes():
     ids=lambda c: f"n{c.block_n}s{c.split_k}c{int(c.carry)}x{c.esc_pre}")
 def test_fast_mode_escapes_read_before_the_loop(cfg):
     """esc_pre: the escape index range and the first entries loaded before the main loop, the
-    rest after it; a weight with hundreds of escapes per 64-row block, so that both parts run.
-    Reproducible mode ignores esc_pre (its escapes are patched into the tiles)."""
+    rest after it; a weight with hundreds of finite escapes per 16-row block of the index, so
+    that both parts run. Reproducible mode ignores esc_pre (its escapes are patched in)."""
     N, K_ = 136, 320
-    x = make_weight(N, K_, 12, n_edges=1500)
+    x = make_weight(N, K_, 12, edges=FINITE_EDGE, n_edges=11000)
     p = K.prepare(encode(x), DEV)
-    per_block = torch.diff(p.koff.cpu()).view(3, -1).sum(1)   # the last block: 8 rows
-    assert int(per_block[:2].min()) > cfg.esc_pre * cfg.split_k
+    per_block = torch.diff(p.koff.cpu()).view(9, -1).sum(1)   # 16-row blocks, the last: 8 rows
+    assert p.idx_rows == 16 and int(per_block[:8].min()) > cfg.esc_pre * cfg.split_k
     for M in (1, 17):
         a = acts(M, K_, M).to(DEV)
         check_close(K.w12_matmul(a, p, config=cfg), a.cpu(), x)
@@ -268,10 +281,10 @@ def test_gemm_configs():
         assert len(set(cands)) == len(cands)
         assert {c for c in cands if c.esc_pre} == {
             dataclasses.replace(c, esc_pre=K.ESC_PRE_CAND) for c in cands
-            if not c.esc_pre and c.block_n <= K.ROW_BLOCK}
+            if not c.esc_pre and c.block_n == 64}
         assert not any(c.esc_pre for c in K.candidate_configs(M, N, K_, kind="bf16"))
     with pytest.raises(ValueError):
-        K.GemmConfig(16, 128, 64, esc_pre=64)   # one escape row block per program only
+        K.GemmConfig(16, 512, 64)   # kent keeps row % 256
     with pytest.raises(ValueError):
         K.GemmConfig(16, 64, 64, esc_pre=24)
 
