@@ -219,7 +219,7 @@ def esc_ab(acts, ring, ref, c12, N: int, Kd: int, M: int) -> dict:
     out = {}
     ring64 = [K.reindex(ring[0], 64)]
     ring64 += [dataclasses.replace(q, koff=ring64[0].koff.clone(), kent=ring64[0].kent.clone(),
-                                   kval=ring64[0].kval.clone()) for q in ring[1:]]
+                                   kval=ring64[0].kval.clone(), idx_rows=64) for q in ring[1:]]
     same, err, _ = compare(G.w12_gemv(acts[0], ring64[0], config=c12), ref)
     if same and err <= 5e-3:
         out["idx64"] = timed(lambda i: G.w12_gemv(acts[i], ring64[i], config=c12), len(ring))

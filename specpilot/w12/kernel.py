@@ -120,6 +120,14 @@ class W12Planes:
     kval: torch.Tensor   # int16 [n_esc]
     idx_rows: int = IDX_ROWS   # the escape index's row block (escape_index)
 
+    def __post_init__(self):
+        # a kernel reads koff at row-block offsets computed from idx_rows: a mismatch would read
+        # past its end on the GPU
+        n_blocks = _cdiv(self.N, self.idx_rows) * _cdiv(self.L.shape[1] // 2, GROUP)
+        if self.koff.numel() != n_blocks + 1:
+            raise ValueError(f"W12Planes: koff has {self.koff.numel()} offsets, its escape index "
+                             f"of {self.idx_rows}-row blocks needs {n_blocks + 1}")
+
     @property
     def Kp(self) -> int:
         return self.L.shape[1]
@@ -797,8 +805,8 @@ def weight_ring(w, target_bytes: int = TUNE_RING_BYTES) -> list:
     planes, and a kernel that waits on them must not be timed with them in L2."""
     n = min(TUNE_MAX_COPIES, max(2, _cdiv(target_bytes, max(1, weight_bytes(w)))))
     if isinstance(w, W12Planes):
-        return [w] + [W12Planes(N=w.N, K=w.K, L=w.L.clone(), H=w.H.clone(), hb=w.hb.clone(),
-                                koff=w.koff.clone(), kent=w.kent.clone(), kval=w.kval.clone())
+        return [w] + [replace(w, L=w.L.clone(), H=w.H.clone(), hb=w.hb.clone(),
+                              koff=w.koff.clone(), kent=w.kent.clone(), kval=w.kval.clone())
                       for _ in range(n - 1)]
     return [w] + [w.clone() for _ in range(n - 1)]
 

@@ -69,6 +69,9 @@ def test_escape_index_groups_every_escape(idx_rows):
     # rebuilt from the default index: the same buckets, the same entries in each
     q = K.reindex(K.prepare(w, "cpu"), idx_rows)
     assert q.idx_rows == idx_rows and torch.equal(q.koff, koff)
+    assert K.weight_ring(q, 2 * K.weight_bytes(q))[1].idx_rows == idx_rows
+    with pytest.raises(ValueError, match="koff"):   # an index that does not fit its idx_rows
+        dataclasses.replace(q, idx_rows=idx_rows // 2 if idx_rows > 16 else 64)
     assert sorted(zip(key.tolist(), q.kent.tolist(), q.kval.tolist())) == sorted(
         zip(key.tolist(), kent.tolist(), kval.tolist()))
 
