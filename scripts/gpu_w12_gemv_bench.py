@@ -29,9 +29,9 @@ plus injected escapes: subnormals, outliers, -0), replicated to N rows on the GP
      e = elementwise accumulators, r = per-step reduction).
    - escape epilogue A/B (--esc-ab, on by default): the winning W12 tiling (plain loop) again
      with its escape index read after the loop (esc_pre 0), before it (esc_pre 32 / 64 / 128)
-     and in its first K-step (esc_pre 64, esc_late); as it won but on an escape index of 64-row
-     blocks (idx64: every program walks its whole 64-row block's escapes, the index before
-     session 27; 16-row blocks now); and on the same planes with an empty escape list (the time
+     and in its first K-step (esc_pre 64, esc_late); as it won but on escape indexes of other
+     row blocks (IDX_AB; idx64: every program walks its whole 64-row block's escapes, the index
+     before session 27; 16-row blocks now; idx8: exact for the 8-row tilings); and on the same planes with an empty escape list (the time
      the kernel would take if escapes cost nothing: a floor, its output is not checked).
    Reported: us per call, W12-GEMV GB/s (plane and escape bytes read), W12-GEMV / cuBLAS
    (time ratio, > 1 = the GEMV is faster), and per model the sums over one token's linear layers
@@ -208,23 +208,28 @@ HEADER = (f"{'model':16s} {'layer':24s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':
 
 ESC_AB = {"pre0": (0, 0), "pre32": (32, 0), "pre64": (64, 0), "pre128": (128, 0),
           "pre64l": (64, 1)}   # (esc_pre, esc_late) of the escape epilogue A/B
+IDX_AB = (64, 8)   # escape index row blocks the winner is also timed on ("idx<rows>")
 
 
 def esc_ab(acts, ring, ref, c12, N: int, Kd: int, M: int) -> dict:
     """{label: us} for the winning W12 config c12 with each variant of ESC_AB (outputs checked),
-    as it is on the escape index of 64-row blocks ("idx64", the index before session 27) and on
-    planes without escapes ("none"); {} if c12 cannot take esc_pre."""
+    as it is on escape indexes of other row blocks (IDX_AB: "idx64" = the index before session
+    27) and on planes without escapes ("none"); {} if c12 cannot take esc_pre."""
     if c12.num_stages > 1:
         return {}
     out = {}
-    ring64 = [K.reindex(ring[0], 64)]
-    ring64 += [dataclasses.replace(q, koff=ring64[0].koff.clone(), kent=ring64[0].kent.clone(),
-                                   kval=ring64[0].kval.clone(), idx_rows=64) for q in ring[1:]]
-    same, err, _ = compare(G.w12_gemv(acts[0], ring64[0], config=c12), ref)
-    if same and err <= 5e-3:
-        out["idx64"] = timed(lambda i: G.w12_gemv(acts[i], ring64[i], config=c12), len(ring))
-    else:
-        report(f"w12_gemv {N}x{Kd} M={M} {c12.short} idx64", False, f"rel err {err:.2e}")
+    for rows in IDX_AB:
+        first = K.reindex(ring[0], rows)   # every copy its own index, as in K.weight_ring
+        other = [dataclasses.replace(first, L=q.L, H=q.H, hb=q.hb, koff=first.koff.clone(),
+                                     kent=first.kent.clone(), kval=first.kval.clone())
+                 for q in ring[1:]]
+        ring_r = [first] + other
+        same, err, _ = compare(G.w12_gemv(acts[0], first, config=c12), ref)
+        if same and err <= 5e-3:
+            out[f"idx{rows}"] = timed(lambda i: G.w12_gemv(acts[i], ring_r[i], config=c12),
+                                      len(ring))
+        else:
+            report(f"w12_gemv {N}x{Kd} M={M} {c12.short} idx{rows}", False, f"rel err {err:.2e}")
     for label, (pre, late) in ESC_AB.items():
         c = dataclasses.replace(c12, esc_pre=pre, esc_late=late)
         same, err, _ = compare(G.w12_gemv(acts[0], ring[0], config=c), ref)
@@ -276,15 +281,16 @@ def esc_table() -> None:
     if not rows:
         return
     print(f"\nescape epilogue A/B (us): {'N x K':>14s} {'M':>2s} {'config':22s} "
-          + " ".join(f"{label:>7s}" for label in ESC_AB) + f" {'idx64':>7s} {'none':>7s} "
-          f"{'share':>6s}")
+          + " ".join(f"{label:>7s}" for label in ESC_AB)
+          + "".join(f" {f'idx{rows}':>7s}" for rows in IDX_AB) + f" {'none':>7s} {'share':>6s}")
     for (N, Kd, M), r in rows.items():
         ab = r["esc_ab"]
         cols = " ".join(f"{ab[label]:7.1f}" if label in ab else f"{'-':>7s}" for label in ESC_AB)
         share = (ab["pre0"] - ab["none"]) / ab["pre0"] if "pre0" in ab else float("nan")
         c = G.GemvConfig(**{k: v for k, v in r["w12_gemv_config"].items() if k != "tuned"})
-        i64 = f"{ab['idx64']:7.1f}" if "idx64" in ab else f"{'-':>7s}"
-        print(f"{'':26s}{f'{N}x{Kd}':>14s} {M:2d} {c.short:22s} {cols} {i64} {ab['none']:7.1f} "
+        idx = "".join(f" {ab[f'idx{rows}']:7.1f}" if f"idx{rows}" in ab else f" {'-':>7s}"
+                      for rows in IDX_AB)
+        print(f"{'':26s}{f'{N}x{Kd}':>14s} {M:2d} {c.short:22s} {cols}{idx} {ab['none']:7.1f} "
               f"{share:6.1%}", flush=True)
 
 

@@ -798,12 +798,13 @@ def weight_bytes(w) -> int:
     return w.numel() * w.element_size()
 
 
-def weight_ring(w, target_bytes: int = TUNE_RING_BYTES) -> list:
-    """``w`` plus copies, enough that one pass over them streams >= ``target_bytes`` (at least 2,
-    at most ``TUNE_MAX_COPIES``), so a timing loop cannot find the weights in L2. A W12 copy
-    has its own escape index and bases too: in a decode step they come from HBM like the
-    planes, and a kernel that waits on them must not be timed with them in L2."""
-    n = min(TUNE_MAX_COPIES, max(2, _cdiv(target_bytes, max(1, weight_bytes(w)))))
+def weight_ring(w, target_bytes: int = TUNE_RING_BYTES, min_copies: int = 2,
+                max_copies: int = TUNE_MAX_COPIES) -> list:
+    """``w`` plus copies, enough that one pass over them streams >= ``target_bytes`` (at least
+    ``min_copies``, at most ``max_copies``), so a timing loop cannot find the weights in L2. A
+    W12 copy has its own escape index and bases too: in a decode step they come from HBM like
+    the planes, and a kernel that waits on them must not be timed with them in L2."""
+    n = min(max_copies, max(min_copies, _cdiv(target_bytes, max(1, weight_bytes(w)))))
     if isinstance(w, W12Planes):
         return [w] + [replace(w, L=w.L.clone(), H=w.H.clone(), hb=w.hb.clone(),
                               koff=w.koff.clone(), kent=w.kent.clone(), kval=w.kval.clone())
