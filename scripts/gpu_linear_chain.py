@@ -1,13 +1,14 @@
 """One decode token's linear layers in model order, each with its own weights, as one CUDA graph,
 against the same kernels and configs timed one shape at a time (< 4 min on one H200).
 
-Why: inside `ar`'s graph the cost model times the W12 GEMV layers 3-7% (bf16 GEMV ~4%) slower
-than gpu_w12_gemv_bench.py times the same configs (docs/benchmarks/w12.md, session 27), which is
-most of what keeps W12 end to end below 1.2x. The bench replays >= 24 calls of one shape over a
-ring of <= 16 weight copies (<= 0.8 GB); a decode step streams every layer's own weights (38 GB in
-W12 on Qwen3.8-27B) and runs other kernels in between. This chain keeps the first difference and
-drops the second: if it matches the isolated sum, the excess comes from the kernels between the
-layers; if it matches the cost model, from the footprint (TLB reach, DRAM pages) or the order.
+Why: inside `ar`'s graph the cost model times the W12 GEMV layers 2-7% slower (5% summed; the
+bf16 GEMV 4%) than gpu_w12_gemv_bench.py times the same configs (docs/benchmarks/w12.md, session
+27), which is most of what keeps W12 end to end below 1.2x. The bench replays >= 24 calls of
+one shape over a ring of <= 16 weight copies (<= 0.8 GB); a decode step streams every layer's
+own weights (38 GB in W12 on Qwen3.8-27B) and runs other kernels in between. This chain keeps
+the first difference and drops the second: if it matches the isolated sum, the excess comes from
+the kernels between the layers; if it matches the cost model, from the footprint (TLB reach,
+DRAM pages) or the order.
 
     PYTHONPATH=. python scripts/gpu_linear_chain.py --target qwen38-27b --configs gemv_m1.json
 
@@ -158,7 +159,8 @@ def main() -> int:
     ap.add_argument("--configs", default=None, help="gpu_w12_gemv_bench.py JSON (M = 1 winners)")
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--reps", type=int, default=10, help="timed replays of the chain")
-    ap.add_argument("--ring-mb", type=int, default=512, help="weight bytes rotated per isolated timing")
+    ap.add_argument("--ring-mb", type=int, default=512,
+                    help="weight bytes rotated per isolated timing")
     ap.add_argument("--block-rows", type=int, default=1024, help="rows encoded on the CPU per K")
     ap.add_argument("--out", default="linear_chain.json")
     args = ap.parse_args()
