@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -94,16 +93,7 @@ def time_chain(calls, reps: int) -> tuple:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         outs = [fn() for fn in calls]
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times), outs
+    return K.replay_ms(graph, reps), outs
 
 
 def run_kind(kind: str, model: str, seq: list, weights: dict, configs: dict, args) -> dict:

@@ -822,6 +822,11 @@ def time_calls_us(fn, n: int, reps: int = 5) -> float:
     with torch.cuda.graph(graph):
         for c in range(calls):
             fn(c % n)
+    return replay_ms(graph, reps) * 1000.0 / calls
+
+
+def replay_ms(graph, reps: int) -> float:
+    """Median milliseconds of ``reps`` replays of a captured CUDA graph, after one warm-up."""
     graph.replay()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
@@ -830,7 +835,7 @@ def time_calls_us(fn, n: int, reps: int = 5) -> float:
         graph.replay()
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / calls)
+        times.append(start.elapsed_time(end))
     times.sort()
     return times[len(times) // 2]
 
