@@ -54,7 +54,8 @@ WIDEN_PTX = "shl.b32 $0, $2, 16; and.b32 $1, $2, 0xFFFF0000;"
 
 
 if _k.HAS_TRITON:
-    from .kernel import _decode_tiles, _esc_epilogue, _esc_prologue, _hb_tile, _store_out
+    from .kernel import (_decode_tiles, _esc_epilogue, _esc_load, _esc_prologue, _hb_tile,
+                         _store_out)
 
     _WIDEN_PTX = tl.constexpr(WIDEN_PTX)
 
@@ -139,15 +140,6 @@ if _k.HAS_TRITON:
         return acc
 
     @triton.jit
-    def _esc_load_if(kent_ptr, kval_ptr, lo, hi, s, s0, ent, val, ESC_CH: tl.constexpr):
-        """(kent, kval) entries lo .. lo + ESC_CH - 1 (those < hi) in K-step s == s0, else ent,
-        val as they are (a predicated-off load)."""
-        idx = lo + tl.arange(0, ESC_CH)
-        em = (idx < hi) & (tl.zeros_like(idx) + s == s0)
-        return (tl.load(kent_ptr + idx, mask=em, other=ent),
-                tl.load(kval_ptr + idx, mask=em, other=val))
-
-    @triton.jit
     def _row_out(out, acc, m: tl.constexpr, ACC: tl.constexpr):
         """Write row m's result (acc reduced over BK if needed) into column m of out [BN, BMP]."""
         if ACC == 0:
@@ -197,7 +189,8 @@ if _k.HAS_TRITON:
         main loop, ESC_CH at a time; each chunk is an index load and then a dependent gather of
         x, so the epilogue is a chain of dependent memory round trips that nothing overlaps when
         all programs fit in one wave. Without split-K they are one contiguous index range, else
-        one per row block (kernel._esc_range). ESC_PRE > 0: the first range and its first
+        one per row block, read as one list (kernel._esc_table: the ranges' offsets in one
+        round trip, chunks across ranges). ESC_PRE > 0: the list's offsets and its first
         ESC_PRE entries are loaded before the main loop (their latency hidden behind it) and
         the rest go ESC_PRE at a time; the x gathers then hit L1 (this program has just
         streamed x). Loading the entries needs the range (a dependent load), so the warps wait
@@ -231,7 +224,7 @@ if _k.HAS_TRITON:
             hbt = _hb_tile(hb_ptr, rn_c, rn_c >= 0, BK, HB_PER_ROW)
             # ESC_PRE: the epilogue's first entries in flight during the loop (ESC_LATE: loaded
             # in its first K-step)
-            g0, g1, lo_p, hi_p, ent_p, val_p = _esc_prologue(
+            g0, g1, shift, cend, total, ent_p, val_p = _esc_prologue(
                 koff_ptr, kent_ptr, kval_ptr, n0, N, G, s0, s1, BK, IR, NRB, not USE_SPLIT,
                 ESC_PRE, not ESC_LATE)
         else:
@@ -261,9 +254,10 @@ if _k.HAS_TRITON:
                 an, bn, cn = _load_w(w_tile, h_tile, jn, HALF, n_m0, n_m1, W12)
             else:
                 a, b, c = _load_w(w_tile, h_tile, j, HALF, w_m0, w_m1, W12)
-            if ESC_LATE:   # the escape entries, issued after the first step's weight loads
-                ent_p, val_p = _esc_load_if(kent_ptr, kval_ptr, lo_p, hi_p, s, s0, ent_p, val_p,
-                                            ESC_PRE)
+            if ESC_LATE:   # the escape entries, issued after the first step's weight loads (a
+                #            predicated-off load in the other steps keeps them)
+                ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, shift, cend, total, 0, s - s0,
+                                            ent_p, val_p, ESC_PRE)
             w0, w1 = _w_fp32(a, b, c, hbt, W12, PTX)
             # one accumulator per activation row (constexpr-unrolled)
             acc0 = _row_step(acc0, w0, w1, x_row0, j, HALF, x_m0, x_m1, ACC, PTX)
@@ -306,9 +300,9 @@ if _k.HAS_TRITON:
         m_ok = (cm < BM) & (rm < M)
 
         if W12:   # escapes decoded to signed zero above: their exact products, CUDA-core FMA
-            out = _esc_epilogue(out, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr,
-                                kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, False, True, BN,
-                                IR, NRB, not USE_SPLIT, ESC_CH, ESC_PRE)
+            out = _esc_epilogue(out, ent_p, val_p, shift, cend, total, n0, N, G, g0, g1,
+                                koff_ptr, kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, False,
+                                True, BN, IR, NRB, not USE_SPLIT, ESC_CH, ESC_PRE)
 
         _store_out(y_ptr, ws_ptr, lock_ptr, out, rm.to(tl.int64)[None, :] * N + rn[:, None],
                    m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)

@@ -43,7 +43,8 @@ Kernel design (one program = BLOCK_N weight rows x one split-K range x BLOCK_M a
     (``_patch_escapes``), so the W12 GEMM is the bf16 GEMM on the decoded weights, bit for bit.
   The escape index (``koff``/``kent``/``kval``) makes a program's escapes one contiguous range per
   16-row block (``IDX_ROWS``) for a K-step or a split-K range, and one range in all for a
-  program without split-K; a program walks only its own rows' escapes.
+  program without split-K; a program walks only its own rows' escapes, its ranges read as one
+  list (``_esc_table``).
 * Split-K is deterministic: each program stores its fp32 partial in a workspace, then takes a
   ticket (atomic add on a per-tile counter); the last one sums the partials in split order, casts
   to bf16, stores, and resets the counter to 0. No fp32 atomics, no memset, no second launch.
@@ -356,14 +357,6 @@ if HAS_TRITON:
         return t0.to(tl.bfloat16, bitcast=True), t1.to(tl.bfloat16, bitcast=True)
 
     @triton.jit
-    def _esc_load(kent_ptr, kval_ptr, e0, hi, ESC_CH: tl.constexpr):
-        """The raw escape entries e0 .. e0 + ESC_CH - 1 (those < hi): (kent, kval, mask)."""
-        idx = e0 + tl.arange(0, ESC_CH)
-        em = idx < hi
-        ent = tl.load(kent_ptr + idx, mask=em, other=0)
-        return ent, tl.load(kval_ptr + idx, mask=em, other=0), em
-
-    @triton.jit
     def _esc_fields(ent, val, em, n0, BN: tl.constexpr):
         """Raw entries (``_esc_load``) -> (their bf16 bits as uint16, row r relative to n0, ok: a
         real entry whose row lies in [n0, n0 + BN), column). kent holds row % 256 and a program's
@@ -373,42 +366,66 @@ if HAS_TRITON:
                 (ent & 0xFFFFFF).to(tl.int64))
 
     @triton.jit
-    def _esc_range(koff_ptr, n0, N, G, g0, g1, IR: tl.constexpr, NRB: tl.constexpr,
+    def _esc_table(koff_ptr, n0, N, G, g0, g1, IR: tl.constexpr, NRB: tl.constexpr,
                    WHOLE_K: tl.constexpr):
-        """(lo, hi): the escape index range a program walks first. WHOLE_K (no split-K): every
-        escape of its rows [n0, n0 + BN), one contiguous range over its NRB row blocks of IR
-        rows; else those of its first row block in column groups g0..g1 (the other row blocks'
-        ranges follow in ``_esc_epilogue``)."""
+        """The program's escapes as one list of ``total`` entries over index ranges: (shift, cend,
+        total), entry v of the list at index position v + shift[r] for the range r with
+        cend[r - 1] <= v < cend[r]. WHOLE_K (no split-K): one range, every escape of its rows
+        [n0, n0 + BN) over its NRB row blocks of IR rows; else one range per row block (column
+        groups g0..g1). Its offsets are loaded at once (one round trip), and the list's chunks
+        cross range boundaries, so a program pays no round trip per row block."""
         blk = n0 // IR
         if WHOLE_K:
-            lo = tl.load(koff_ptr + blk * G)
-            hi = tl.load(koff_ptr + tl.minimum(blk + NRB, tl.cdiv(N, IR)) * G)
+            rb = tl.arange(0, 1)
+            lo = tl.load(koff_ptr + (blk + rb) * G)
+            hi = tl.load(koff_ptr + tl.minimum(blk + NRB, tl.cdiv(N, IR)) * G + rb)
         else:
-            lo = tl.load(koff_ptr + blk * G + g0)
-            hi = tl.load(koff_ptr + blk * G + g1)
-        return lo, hi
+            rb = tl.arange(0, NRB)
+            ok = (blk + rb) * IR < N
+            lo = tl.load(koff_ptr + (blk + rb) * G + g0, mask=ok, other=0)
+            hi = tl.load(koff_ptr + (blk + rb) * G + g1, mask=ok, other=0)
+        n = hi - lo
+        cend = tl.sum(tl.where(rb[None, :] <= rb[:, None], n[None, :], 0), axis=1)  # inclusive
+        return lo - (cend - n), cend, tl.sum(n, axis=0)
+
+    @triton.jit
+    def _esc_load(kent_ptr, kval_ptr, shift, cend, total, v0, k, ent0, val0,
+                  ESC_CH: tl.constexpr):
+        """Entries v0 .. v0 + ESC_CH - 1 of a program's list (``_esc_table``): (kent, kval, em),
+        em = the entry exists. Loaded only if k == 0 (else ent0 / val0 are returned, as for
+        masked-off entries: the GEMV's esc_late passes its K-step offset)."""
+        v = v0 + tl.arange(0, ESC_CH)
+        em = v < total
+        live = em & (tl.zeros_like(v) + k == 0)
+        nr: tl.constexpr = shift.shape[0]
+        r = tl.sum((v[:, None] >= cend[None, :]).to(tl.int32), axis=1)      # its range
+        at = v + tl.sum(tl.where(r[:, None] == tl.arange(0, nr)[None, :], shift[None, :], 0),
+                        axis=1)
+        return (tl.load(kent_ptr + at, mask=live, other=ent0),
+                tl.load(kval_ptr + at, mask=live, other=val0), em)
 
     @triton.jit
     def _esc_prologue(koff_ptr, kent_ptr, kval_ptr, n0, N, G, s0, s1, BK: tl.constexpr,
                       IR: tl.constexpr, NRB: tl.constexpr, WHOLE_K: tl.constexpr,
                       ESC_PRE: tl.constexpr, LOAD: tl.constexpr):
         """Before a fast-mode main loop over K-steps s0..s1: (g0, g1) the program's K range in
-        escape index groups and, with ESC_PRE, (lo_p, hi_p) its first index range
-        (``_esc_range``) and (ent_p, val_p) its first ESC_PRE entries, loaded now (LOAD) or zeros
-        for the caller to load later (the GEMV's esc_late); without ESC_PRE those four are unused
+        escape index groups and, with ESC_PRE, its escape list (``_esc_table``: shift, cend,
+        total) and (ent_p, val_p) its first ESC_PRE entries, loaded now (LOAD) or zeros for the
+        caller to load later (the GEMV's esc_late); without ESC_PRE those five are unused
         zeros."""
         g0 = tl.minimum(s0 * BK // _GROUP, G)
         g1 = tl.minimum(s1 * BK // _GROUP, G)
         if ESC_PRE > 0:
-            lo_p, hi_p = _esc_range(koff_ptr, n0, N, G, g0, g1, IR, NRB, WHOLE_K)
+            shift, cend, total = _esc_table(koff_ptr, n0, N, G, g0, g1, IR, NRB, WHOLE_K)
             if LOAD:
-                ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, lo_p, hi_p, ESC_PRE)
+                ent_p, val_p, _ = _esc_load(kent_ptr, kval_ptr, shift, cend, total, 0, 0, 0,
+                                            0, ESC_PRE)
             else:
                 ent_p = tl.zeros((ESC_PRE,), dtype=tl.int32)
                 val_p = tl.zeros((ESC_PRE,), dtype=tl.int16)
         else:
-            lo_p, hi_p, ent_p, val_p = 0, 0, 0, 0
-        return g0, g1, lo_p, hi_p, ent_p, val_p
+            shift, cend, total, ent_p, val_p = 0, 0, 0, 0, 0
+        return g0, g1, shift, cend, total, ent_p, val_p
 
     @triton.jit
     def _esc_add(acc, ent, val, em, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
@@ -432,49 +449,29 @@ if HAS_TRITON:
         return acc
 
     @triton.jit
-    def _esc_add_range(acc, lo, hi, n0, kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm,
-                       DOT_F32: tl.constexpr, FMA: tl.constexpr, BN: tl.constexpr,
-                       CH: tl.constexpr):
-        """``_esc_add`` of the index entries lo .. hi - 1, CH at a time."""
-        for e0 in range(lo, hi, CH):
-            ent, val, em = _esc_load(kent_ptr, kval_ptr, e0, hi, CH)
-            acc = _esc_add(acc, ent, val, em, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32, FMA, BN,
-                           CH)
-        return acc
-
-    @triton.jit
-    def _esc_epilogue(acc, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr, kent_ptr,
-                      kval_ptr, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
+    def _esc_epilogue(acc, ent_p, val_p, shift, cend, total, n0, N, G, g0, g1, koff_ptr,
+                      kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, DOT_F32: tl.constexpr,
                       FMA: tl.constexpr, BN: tl.constexpr, IR: tl.constexpr, NRB: tl.constexpr,
                       WHOLE_K: tl.constexpr, ESC_CH: tl.constexpr, ESC_PRE: tl.constexpr):
         """Fast mode's escapes of one program (K range = groups g0..g1), added to acc with
-        ``_esc_add``: its first index range (``_esc_range``; with ESC_PRE, entries lo_p ..
-        lo_p + ESC_PRE - 1 of it were loaded before the main loop as ent_p, val_p), then, with a
-        split K range, the ranges of its other row blocks; ESC_PRE (else ESC_CH) at a time. No
-        split range is empty (``_plan``), so the main loop ran and the prefetched entries are
-        there."""
+        ``_esc_add``, its list (``_esc_table``) ESC_PRE (else ESC_CH) entries at a time; with
+        ESC_PRE the list and its first ESC_PRE entries (ent_p, val_p) were loaded before the main
+        loop. No split range is empty (``_plan``), so the main loop ran and they are there."""
         if ESC_PRE > 0:
-            em_p = lo_p + tl.arange(0, ESC_PRE) < hi_p
-            acc = _esc_add(acc, ent_p, val_p, em_p, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32,
-                           FMA, BN, ESC_PRE)
-            acc = _esc_add_range(acc, lo_p + ESC_PRE, hi_p, n0, kent_ptr, kval_ptr, x_ptr, rm,
-                                 m_ok, stride_xm, DOT_F32, FMA, BN, ESC_PRE)
+            acc = _esc_add(acc, ent_p, val_p, tl.arange(0, ESC_PRE) < total, n0, x_ptr, rm, m_ok,
+                           stride_xm, DOT_F32, FMA, BN, ESC_PRE)
+            for v0 in range(ESC_PRE, total, ESC_PRE):
+                ent, val, em = _esc_load(kent_ptr, kval_ptr, shift, cend, total, v0, 0, 0, 0,
+                                         ESC_PRE)
+                acc = _esc_add(acc, ent, val, em, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32, FMA,
+                               BN, ESC_PRE)
         else:
-            lo, hi = _esc_range(koff_ptr, n0, N, G, g0, g1, IR, NRB, WHOLE_K)
-            acc = _esc_add_range(acc, lo, hi, n0, kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm,
-                                 DOT_F32, FMA, BN, ESC_CH)
-        if not WHOLE_K:
-            for rb in tl.static_range(1, NRB):
-                blk = n0 // IR + rb
-                if blk * IR < N:
-                    lo = tl.load(koff_ptr + blk * G + g0)
-                    hi = tl.load(koff_ptr + blk * G + g1)
-                    if ESC_PRE > 0:
-                        acc = _esc_add_range(acc, lo, hi, n0, kent_ptr, kval_ptr, x_ptr, rm,
-                                             m_ok, stride_xm, DOT_F32, FMA, BN, ESC_PRE)
-                    else:
-                        acc = _esc_add_range(acc, lo, hi, n0, kent_ptr, kval_ptr, x_ptr, rm,
-                                             m_ok, stride_xm, DOT_F32, FMA, BN, ESC_CH)
+            shift, cend, total = _esc_table(koff_ptr, n0, N, G, g0, g1, IR, NRB, WHOLE_K)
+            for v0 in range(0, total, ESC_CH):
+                ent, val, em = _esc_load(kent_ptr, kval_ptr, shift, cend, total, v0, 0, 0, 0,
+                                         ESC_CH)
+                acc = _esc_add(acc, ent, val, em, n0, x_ptr, rm, m_ok, stride_xm, DOT_F32, FMA,
+                               BN, ESC_CH)
         return acc
 
     @triton.jit
@@ -536,7 +533,7 @@ if HAS_TRITON:
             h_tile = h_ptr + rn.to(tl.int64)[:, None] * stride_h + rk[None, :]
             hbt = _hb_tile(hb_ptr, rn, n_ok, BK, HB_PER_ROW)
             # ESC_PRE: the epilogue's first entries in flight during the main loop
-            g0, g1, lo_p, hi_p, ent_p, val_p = _esc_prologue(
+            g0, g1, shift, cend, total, ent_p, val_p = _esc_prologue(
                 koff_ptr, kent_ptr, kval_ptr, n0, N, G, s0, s1, BK, IR, NRB, not USE_SPLIT,
                 ESC_PRE if ESC_MODE == 1 else 0, True)
         acc = tl.zeros((BN, BM), dtype=tl.float32)
@@ -552,7 +549,8 @@ if HAS_TRITON:
                 x0, x1 = _x_tiles(x_tile, j, rk, m_ok, K, HALF, EVEN_K)
                 nxt = tl.minimum(j + BK, (s1 - 1) * BK)   # the last step reloads its own tile
                 n0_, n1_ = _w12_tile(w_tile, h_tile, hbt, nxt, n_ok, rk, koff_ptr, kent_ptr,
-                                     kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, IR, NRB)
+                                     kval_ptr, n0, N, HALF, G, EVEN_K, ESC_MODE, PTX, BN, BK, IR,
+                                     NRB)
                 acc = _mma(c0, x0, acc, DOT_F32)
                 acc = _mma(c1, x1, acc, DOT_F32)
                 c0 = n0_
@@ -582,9 +580,9 @@ if HAS_TRITON:
                 acc = _mma(w1, x1, acc, DOT_F32)
 
         if W12 and ESC_MODE == 1:   # epilogue: out[m, n] += x[m, col] * value per escape
-            acc = _esc_epilogue(acc, ent_p, val_p, lo_p, hi_p, n0, N, G, g0, g1, koff_ptr,
-                                kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, DOT_F32, False, BN,
-                                IR, NRB, not USE_SPLIT, ESC_CH, ESC_PRE)
+            acc = _esc_epilogue(acc, ent_p, val_p, shift, cend, total, n0, N, G, g0, g1,
+                                koff_ptr, kent_ptr, kval_ptr, x_ptr, rm, m_ok, stride_xm, DOT_F32,
+                                False, BN, IR, NRB, not USE_SPLIT, ESC_CH, ESC_PRE)
 
         _store_out(y_ptr, ws_ptr, lock_ptr, acc, rm.to(tl.int64)[None, :] * N + rn[:, None],
                    m_ok[None, :] & n_ok[:, None], M, N, SPLIT_K, pid_k, pid_m, pid_n, USE_SPLIT)
