@@ -31,8 +31,9 @@ plus injected escapes: subnormals, outliers, -0), replicated to N rows on the GP
      with its escape index read after the loop (esc_pre 0), before it (esc_pre 32 / 64 / 128)
      and in its first K-step (esc_pre 64, esc_late); as it won but on escape indexes of other
      row blocks (IDX_AB; idx64: every program walks its whole 64-row block's escapes, the index
-     before session 27; 16-row blocks now; idx8: exact for the 8-row tilings); and on the same planes with an empty escape list (the time
-     the kernel would take if escapes cost nothing: a floor, its output is not checked).
+     before session 27; 16-row blocks now; idx8: exact for the 8-row tilings); and on the same
+     planes with an empty escape list (the time the kernel would take if escapes cost nothing: a
+     floor for esc_pre 0, its output is not checked).
    Reported: us per call, W12-GEMV GB/s (plane and escape bytes read), W12-GEMV / cuBLAS
    (time ratio, > 1 = the GEMV is faster), and per model the sums over one token's linear layers
    (each layer weighted by how often it runs per token), with a "best W12" column taking the

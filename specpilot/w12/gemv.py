@@ -325,7 +325,7 @@ class GemvConfig:
     (1..8, unrolled; normally M); acc: ``ACC_ELEMENTWISE`` or ``ACC_REDUCE``; num_stages 1 = a
     plain loop, >= 2 = Triton's software pipeline over that many stages; ahead 1 = the plain loop
     with the next K-step's weights loaded into registers a step early (two steps in flight);
-    esc_pre (W12 only) > 0: the escape index range and the first esc_pre entries
+    esc_pre (W12 only) > 0: the program's escape list (offsets) and its first esc_pre entries
     loaded before the main loop, the rest esc_pre at a time (see _gemv_kernel); 0: all of them
     after the loop, ``ESC_CHUNK`` at a time; esc_late 1 (with esc_pre): those entries loaded
     inside the first K-step instead, after its weight loads.
@@ -490,7 +490,8 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         W12=w12, HB_PER_ROW=w12 and w.per_row, USE_SPLIT=p.split > 1,
         EVEN_K=(p.Kp == K and p.half % cfg.block_k == 0), PTX=_k._ptx_decode(), ACC=cfg.acc,
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
-        IR=p.ir, NRB=_cdiv(cfg.block_n, p.ir), ESC_CH=ESC_CHUNK, ESC_PRE=cfg.esc_pre if w12 else 0,
+        IR=p.ir, NRB=_cdiv(cfg.block_n, p.ir), ESC_CH=ESC_CHUNK,
+        ESC_PRE=cfg.esc_pre if w12 else 0,
         ESC_LATE=bool(w12 and cfg.esc_late), STAGES=cfg.num_stages, AHEAD=bool(cfg.ahead),
         num_warps=cfg.num_warps, num_stages=1)
     return p.y

@@ -510,8 +510,8 @@ if HAS_TRITON:
 
         ESC_MODE (W12 only): 1 = escapes added in the epilogue, 2 = patched into the tiles.
         IR: the escape index's row block (``W12Planes.idx_rows``), NRB = cdiv(BN, IR).
-        ESC_PRE > 0 (ESC_MODE 1): the epilogue's first index range and first ESC_PRE entries
-        are loaded before the main loop, as in gemv._gemv_kernel (each epilogue chunk is an
+        ESC_PRE > 0 (ESC_MODE 1): the epilogue's escape list (``_esc_table``) and its first
+        ESC_PRE entries are loaded before the main loop, as in gemv._gemv_kernel (each epilogue chunk is an
         index load and a dependent x gather, a chain of round trips after the loop otherwise).
         Grid: (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns K steps
         [s * STEPS_PER_SPLIT, (s + 1) * STEPS_PER_SPLIT) of BK pair columns.
@@ -965,9 +965,6 @@ def _plan(x: torch.Tensor, w, cfg, w12: bool) -> _Plan:
     """The launch plan of x [M, K] with ``w`` (W12Planes when w12, else bf16 [N, K]) for a
     config with block_n, block_k, split_k and block_m (GemmConfig or gemv.GemvConfig)."""
     M, K = x.shape
-    if cfg.block_n > IDX_SPAN:
-        raise ValueError(f"block_n {cfg.block_n} > {IDX_SPAN}: the escape entries keep row % "
-                         f"{IDX_SPAN}")
     if w12:
         N, Kp = w.N, w.Kp
         ops = (w.L, w.H, w.hb, w.koff, w.kent, w.kval)
