@@ -20,7 +20,10 @@ encoded block per K (as the bench builds them) and cloned per layer on the GPU. 
 its own activation row of its K (written once). Reported per kind: the chain's ms per token
 (median of --reps replays), the isolated sum (each shape's us per call, timed as the bench
 times it, times its count), and their ratio; the chain's outputs after a replay equal an eager
-run of it bit for bit (checked).
+run of it bit for bit (checked). The same layers are also replayed grouped by shape ("by shape":
+the same weights and footprint, a kernel switch only where the shape changes), and with
+--uniform every W12 layer can run one given config (one compiled kernel for the whole chain):
+if model order is slower than both, the switches between kernels cost the difference.
 """
 from __future__ import annotations
 
@@ -96,8 +99,11 @@ def time_chain(calls, reps: int) -> tuple:
     return K.replay_ms(graph, reps), outs
 
 
-def run_kind(kind: str, model: str, seq: list, weights: dict, configs: dict, args) -> dict:
-    """Chain and isolated timings of one kind; frees its per-layer weights before returning."""
+def run_kind(kind: str, model: str, seq: list, weights: dict, configs: dict, args,
+             label: str | None = None) -> dict:
+    """Chain (model order and sorted by shape) and isolated timings of one kind; frees its
+    per-layer weights before returning. ``label`` names the row (default: the kind)."""
+    label = label or kind
     dev = "cuda"
     shapes = sorted({(N, Kd) for _, N, Kd in seq})
     counts = {nk: sum(1 for _, N, Kd in seq if (N, Kd) == nk) for nk in shapes}
@@ -130,14 +136,21 @@ def run_kind(kind: str, model: str, seq: list, weights: dict, configs: dict, arg
     torch.cuda.synchronize()
     ms, outs = time_chain(calls, args.reps)
     same = all(torch.equal(a, b) for a, b in zip(eager, outs))
-    WB.report(f"{model} {kind}: graph replay == eager chain, bit for bit", same)
+    WB.report(f"{model} {label}: graph replay == eager chain, bit for bit", same)
+    # the same layers (same weights) grouped by shape: a switch between kernels only where the
+    # shape changes, the footprint unchanged
+    by_shape = sorted(range(len(seq)), key=lambda i: (seq[i][1], seq[i][2]))
+    sorted_ms, _ = time_chain([calls[i] for i in by_shape], args.reps)
     iso_ms = sum(isolated[nk] * counts[nk] for nk in shapes) / 1000
-    row = {"model": model, "kind": kind, "layers": len(seq), "weight_gb": gb, "chain_ms": ms,
-           "isolated_ms": iso_ms, "chain_over_isolated": ms / iso_ms,
+    row = {"model": model, "kind": kind, "label": label, "layers": len(seq), "weight_gb": gb,
+           "chain_ms": ms, "sorted_chain_ms": sorted_ms, "isolated_ms": iso_ms,
+           "chain_over_isolated": ms / iso_ms, "sorted_over_isolated": sorted_ms / iso_ms,
            "isolated_us": {f"{N}x{Kd}": isolated[(N, Kd)] for N, Kd in shapes},
            "configs": {f"{N}x{Kd}": used[(N, Kd)] and used[(N, Kd)].short for N, Kd in shapes}}
-    print(f"{model:16s} {kind:6s} {len(seq):4d} layers {gb:6.1f} GB  chain {ms:7.3f} ms  "
-          f"isolated {iso_ms:7.3f} ms  chain / isolated {ms / iso_ms:5.3f}", flush=True)
+    print(f"{model:16s} {label:26s} {len(seq):4d} layers {gb:5.1f} GB  chain {ms:7.3f} ms  "
+          f"by shape {sorted_ms:7.3f}  isolated {iso_ms:7.3f}  chain / isolated "
+          f"{ms / iso_ms:5.3f}  by shape / isolated {sorted_ms / iso_ms:5.3f}",
+          flush=True)
     del layers, calls, eager, outs, per_layer
     torch.cuda.empty_cache()
     return row
@@ -152,6 +165,9 @@ def main() -> int:
     ap.add_argument("--ring-mb", type=int, default=512,
                     help="weight bytes rotated per isolated timing")
     ap.add_argument("--block-rows", type=int, default=1024, help="rows encoded on the CPU per K")
+    ap.add_argument("--uniform", default="",
+                    help="comma-separated W12 GEMV config labels (GemvConfig.short): each also "
+                         "runs the w12 chain with that one config for every shape")
     ap.add_argument("--out", default="linear_chain.json")
     args = ap.parse_args()
     kinds = args.kinds.split(",")
@@ -172,8 +188,13 @@ def main() -> int:
           f"{time.time() - t0:.0f} s", flush=True)
     RESULTS["env"] = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
                       "configs": args.configs, "reps": args.reps, "ring_mb": args.ring_mb}
+    uniform = [G.GemvConfig.from_short(u) for u in args.uniform.split(",") if u]
     for kind in kinds:
         RESULTS["timing"].append(run_kind(kind, args.target, seq, weights, configs, args))
+    for u in uniform:   # one kernel for every layer: no switch between compiled kernels at all
+        same = {("w12", N, Kd): u for N, Kd in shapes}
+        RESULTS["timing"].append(run_kind("w12", args.target, seq, weights, same, args,
+                                          label=f"w12 all {u.short}"))
     return WB.finish(args.out, t0)
 
 

@@ -17,8 +17,10 @@
    token for token (``gpu_w12_repro_check.demo_check``, which also runs each engine twice).
 2. Real shape (``--target``, random weights, bf16): ``ar`` decode with CUDA graphs at the given
    batches, bf16 against ``--weight-format w12`` (the weights converted on the GPU at load time,
-   the same seed so both engines hold the same weights), milliseconds per step and tokens/s side
-   by side, and the weight bytes each step reads.
+   the same seed so both engines hold the same weights), both engines resident and timed in
+   alternation (``--rounds``), with the plain and the overlapped scheduler: milliseconds per
+   step side by side, the speedup of the medians and per round, and the weight bytes each step
+   reads. Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
 """
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ from specpilot.w12 import kernel as W12K  # noqa: E402
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "evals")
+FORMATS = ("auto", "w12")   # bf16 (the model's own dtype) and W12
 
 
 def free():
@@ -114,8 +117,8 @@ def demo(a) -> dict:
     return res
 
 
-def time_format(a, fmt: str):
-    """Build the ``--target`` engine with weight format ``fmt``, time ar decode per batch."""
+def build_format(a, fmt: str):
+    """The ``--target`` engine with weight format ``fmt`` -> (engine, info)."""
     t0 = time.perf_counter()
     eng = OfflineEngine(ServerArgs(
         model_path=os.path.join(CONFIGS, a.target), device=a.device, dtype="bfloat16",
@@ -129,19 +132,14 @@ def time_format(a, fmt: str):
     if fmt == "w12":
         info.update(converted=rn.w12_report["converted"], kept=rn.w12_report["kept"])
     print(f"{a.target} {fmt}: {info}", flush=True)
-    vocab = rn.info.vocab_size
-    rows = {}
-    for bs in a.batch:
-        # warm-up first: JIT, W12 autotuning (eager, before capture) and the graphs
-        decode_ms_per_step(Scheduler(rn, None, max(a.batch), 8192, 65536), bs, a.prompt_len, 8,
-                           vocab)
-        ms, tps = decode_ms_per_step(Scheduler(rn, None, max(a.batch), 8192, 65536), bs,
-                                     a.prompt_len, a.new, vocab)
-        rows[bs] = dict(ms=ms, tps=tps)
-        print(f"  bs {bs}: {ms:.2f} ms/step, {tps:.1f} tok/s", flush=True)
-    info["tuned"] = tuned_configs()
-    print(f"  tuned configs: {info['tuned']}", flush=True)
-    return info, rows
+    return eng, info
+
+
+def step_ms(a, eng, bs: int, overlap: bool, new: int | None = None) -> float:
+    """ms per decode step of ``ar`` at batch ``bs`` (a fresh scheduler, plain or overlapped)."""
+    rn = eng.runner
+    sched = Scheduler(rn, None, max(a.batch), 8192, 65536, overlap=overlap)
+    return decode_ms_per_step(sched, bs, a.prompt_len, new or a.new, rn.info.vocab_size)[0]
 
 
 def tuned_configs() -> dict:
@@ -151,18 +149,51 @@ def tuned_configs() -> dict:
             for k, c in W12K._TUNED.items()}
 
 
+def median(v: list) -> float:
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+
+
 def real_shape(a) -> dict:
-    rows, info = {}, {}
-    for fmt in ("auto", "w12"):
-        info[fmt], r = time_format(a, fmt)
-        for bs, v in r.items():
-            rows.setdefault(bs, {})[fmt] = v
-        free()
-    for bs, r in rows.items():
-        r["speedup"] = r["auto"]["ms"] / r["w12"]["ms"]
-        print(f"{a.target} ar bs {bs}: bf16 {r['auto']['ms']:.2f} ms, w12 {r['w12']['ms']:.2f} ms, "
-              f"w12 speedup {r['speedup']:.3f}x", flush=True)
-    return dict(target=a.target, prompt_len=a.prompt_len, new=a.new, info=info, rows=rows)
+    """Both engines resident at once (the same random weights), timed in alternation: --rounds
+    rounds of bf16 then w12, each with the plain and the overlapped scheduler (the engine's
+    default), so that a drift of the machine during the run falls on both formats alike."""
+    engines, info = {}, {}
+    for fmt in FORMATS:
+        engines[fmt], info[fmt] = build_format(a, fmt)
+    scheds = (("plain", False), ("overlap", True))
+    rows = {}
+    for bs in a.batch:
+        for fmt in FORMATS:   # warm-up: JIT, the GEMV / W12 tuning (eager, before capture), graphs
+            for _, ov in scheds:
+                step_ms(a, engines[fmt], bs, ov, new=8)
+        times = {(fmt, name): [] for fmt in FORMATS for name, _ in scheds}
+        for r in range(a.rounds):
+            for fmt in FORMATS:
+                for name, ov in scheds:
+                    times[(fmt, name)].append(step_ms(a, engines[fmt], bs, ov))
+            print(f"  bs {bs} round {r + 1}: " + ", ".join(
+                f"{fmt} {name} {times[(fmt, name)][-1]:.2f}" for fmt in FORMATS
+                for name, _ in scheds) + " ms/step", flush=True)
+        row = {}
+        for name, _ in scheds:
+            med = {fmt: median(times[(fmt, name)]) for fmt in FORMATS}
+            per_round = [b / w for b, w in zip(times[("auto", name)], times[("w12", name)])]
+            row[name] = dict(bf16_ms=times[("auto", name)], w12_ms=times[("w12", name)],
+                             bf16_median_ms=med["auto"], w12_median_ms=med["w12"],
+                             speedup=med["auto"] / med["w12"], speedup_per_round=per_round)
+            print(f"{a.target} ar bs {bs} {name}: bf16 {med['auto']:.2f} ms, w12 "
+                  f"{med['w12']:.2f} ms (medians of {a.rounds}), w12 speedup "
+                  f"{med['auto'] / med['w12']:.3f}x (per round "
+                  f"{', '.join(f'{x:.3f}' for x in per_round)})", flush=True)
+        rows[bs] = row
+    for fmt in FORMATS:
+        info[fmt]["tuned"] = tuned_configs()
+    print(f"  tuned configs: {info['w12']['tuned']}", flush=True)
+    del engines
+    free()
+    return dict(target=a.target, prompt_len=a.prompt_len, new=a.new, rounds=a.rounds, info=info,
+                rows=rows, gemv_max_m=W12K.GEMV_MAX_M)
 
 
 def main() -> int:
@@ -173,12 +204,22 @@ def main() -> int:
     ap.add_argument("--batch", default="1,4")
     ap.add_argument("--prompt-len", type=int, default=256)
     ap.add_argument("--new", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternating timing rounds per format and scheduler (medians reported)")
     ap.add_argument("--reproducible", action="store_true",
                     help="demo: also the exact check against our bf16 Triton GEMM (module doc)")
     ap.add_argument("--device", default="cuda", help="cpu: a plumbing check only (reference path)")
+    ap.add_argument("--gemv-max-m", type=int, default=None,
+                    help="W12 layers run the CUDA-core GEMV up to this many rows (kernel."
+                         "GEMV_MAX_M, default %d; at most gemv.MAX_M)" % W12K.GEMV_MAX_M)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(b) for b in a.batch.split(",")]
+    if a.gemv_max_m is not None:
+        from specpilot.w12.gemv import MAX_M
+        if not 0 <= a.gemv_max_m <= MAX_M:
+            ap.error(f"--gemv-max-m must be in 0..{MAX_M}")
+        W12K.GEMV_MAX_M = a.gemv_max_m
     res = {}
     if a.demo_model:
         res["demo"] = demo(a)

@@ -29,6 +29,7 @@ PTX).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import torch
@@ -316,6 +317,9 @@ else:
 # Configs
 # ---------------------------------------------------------------------------------------------
 
+_SHORT = re.compile(r"n(\d+)k(\d+)s(\d+)w(\d+)p(\d+)m(\d+)([er])(a?)(?:x(\d+))?(l?)")  # .short
+
+
 @dataclass(frozen=True)
 class GemvConfig:
     """Tiling of ``_gemv_kernel``.
@@ -370,6 +374,20 @@ class GemvConfig:
                        "thread)")
         if bad:
             raise ValueError(f"invalid GemvConfig {self}: " + "; ".join(bad))
+
+    @classmethod
+    def from_short(cls, label: str) -> "GemvConfig":
+        """The config whose ``short`` label is ``label`` (as printed by the benches and kept in
+        their JSON), e.g. ``n16k256s2w4p1m1ex64``; a ValueError for anything else."""
+        m = _SHORT.fullmatch(label.strip())
+        if m is None:
+            raise ValueError(f"not a GemvConfig label: {label!r} (expected e.g. n16k256s1w4p1m1e, "
+                             f"optionally followed by a, x<esc_pre>, l)")
+        bn, bk, sk, nw, ns, bm, acc, ahead, pre, late = m.groups()
+        return cls(block_n=int(bn), block_k=int(bk), split_k=int(sk), num_warps=int(nw),
+                   num_stages=int(ns), block_m=int(bm),
+                   acc=ACC_ELEMENTWISE if acc == "e" else ACC_REDUCE, ahead=int(bool(ahead)),
+                   esc_pre=int(pre or 0), esc_late=int(bool(late)))
 
     @property
     def short(self) -> str:

@@ -188,6 +188,16 @@ def test_configs():
         G.GemvConfig(esc_late=1)   # nothing to load late without esc_pre
 
 
+def test_config_label_round_trip():
+    for cfg in (G.GemvConfig(), G.GemvConfig(block_n=8, block_k=256, num_warps=2, ahead=1),
+                G.GemvConfig(block_n=32, block_k=128, split_k=4, acc=G.ACC_REDUCE, esc_pre=64,
+                             esc_late=1), G.GemvConfig(block_m=8, num_stages=3)):
+        assert G.GemvConfig.from_short(cfg.short) == cfg
+    for bad in ("n16k", "n16k256s1w4p1m1q", "n16k256s1w4p1m1ex48", "n16k256s1w3p1m1e"):
+        with pytest.raises(ValueError):
+            G.GemvConfig.from_short(bad)
+
+
 def test_rejects_bad_inputs():
     x = make_weight(16, 64, 1, n_edges=12)
     p = K.prepare(encode(x), DEV)
