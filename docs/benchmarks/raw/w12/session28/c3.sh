@@ -5,7 +5,8 @@
 # chain again, now also grouped by shape and with one W12 config for every layer (is the chain's
 # 2.6% W12 excess the switches between kernels?). (3) The layer sweep at M = 4 and 8 (W12 GEMV
 # against the tensor-core GEMM, cuBLAS, the bf16 GEMV); the tensor-core GEMM runs call 1's M = 1
-# winners (tc_from_m1.json: tuning it here would take the call's whole time).
+# winners (tc_from_m1.json: tuning it here would take the call's whole time), also on a 64-row
+# escape index (TC-i64: did the 16-row index slow it, 14.01 -> 14.95 ms per token at M = 1?).
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
