@@ -83,6 +83,7 @@ except ImportError:  # CPU-only installs: the reference path (decode + torch) st
 HAS_TRITON = triton is not None
 IDX_ROWS = 16              # escape-index row block (rows): a program walks its own rows' escapes
 IDX_SPAN = 256             # kent keeps row % IDX_SPAN: programs of <= 256 rows, aligned
+TC_IDX_ROWS = 64           # row block of the index the tensor-core GEMM reads (W12Planes.tc)
 GROUP = 32                 # escape-index column group, in pair columns; BLOCK_K is a multiple
 ESC_CHUNK = 16             # escapes per epilogue dot (tl.dot needs K >= 16)
 ESC_PRE_VALUES = (0, 16, 32, 64, 128)   # GemmConfig.esc_pre (and gemv.GemvConfig.esc_pre)
@@ -110,6 +111,12 @@ class W12Planes:
     ``[n0, n0 + BN)`` over the whole K (``n0`` a multiple of ``idx_rows``) are one contiguous
     range. ``kent`` (int32) = ``(row % 256) << 24 | col`` (the top byte read unsigned),
     ``kval`` (int16) = the exact bf16 bits.
+
+    ``tc``: the same planes with a second escape index, over ``TC_IDX_ROWS``-row blocks, which
+    the tensor-core GEMM reads instead of this one (its programs are 64 rows: on the 16-row
+    index a split-K program walks four ranges, and the GEMM measured 5-11% slower per layer on the
+    H200, docs/benchmarks/w12.md, session 28); the GEMV (8-16-row programs) reads this one.
+    None: every kernel reads this index.
     """
     N: int
     K: int
@@ -120,8 +127,12 @@ class W12Planes:
     kent: torch.Tensor   # int32 [n_esc]
     kval: torch.Tensor   # int16 [n_esc]
     idx_rows: int = IDX_ROWS   # the escape index's row block (escape_index)
+    tc: "W12Planes | None" = None   # the planes again, indexed for the tensor-core GEMM
 
     def __post_init__(self):
+        if self.tc is not None and (self.tc.tc is not None or self.tc.L is not self.L
+                                    or self.tc.H is not self.H or self.tc.hb is not self.hb):
+            raise ValueError("W12Planes.tc must hold the same planes (L, H, hb) and no tc of its own")
         # a kernel reads koff at row-block offsets computed from idx_rows: a mismatch would read
         # past its end on the GPU
         n_blocks = _cdiv(self.N, self.idx_rows) * _cdiv(self.L.shape[1] // 2, GROUP)
@@ -206,18 +217,24 @@ def reindex(p: W12Planes, idx_rows: int) -> W12Planes:
     koff, kent, kval = _build_index(rows, kent & 0xFFFFFF, p.kval.cpu().to(torch.int64) & 0xFFFF,
                                     p.N, p.Kp, idx_rows)
     return replace(p, koff=koff.to(p.device), kent=kent.to(p.device), kval=kval.to(p.device),
-                   idx_rows=idx_rows)
+                   idx_rows=idx_rows, tc=None)
 
 
-def prepare(w: W12Tensor, device=None, idx_rows: int = IDX_ROWS) -> W12Planes:
+def prepare(w: W12Tensor, device=None, idx_rows: int = IDX_ROWS,
+            tc_rows: int | None = TC_IDX_ROWS) -> W12Planes:
     """Move a W12 tensor's planes to ``device`` (default: where they are) and index its escapes
-    (``escape_index`` over ``idx_rows``-row blocks)."""
+    (``escape_index`` over ``idx_rows``-row blocks; with ``tc_rows`` other than ``idx_rows`` and
+    not None, a second index over ``tc_rows``-row blocks as ``.tc``, for the tensor-core GEMM)."""
     device = torch.device(device) if device is not None else w.L.device
     N = w.L.shape[0]
+    L, H, hb = w.L.contiguous().to(device), w.H.contiguous().to(device), kernel_hb(w.hb).to(device)
+    tc = None
+    if tc_rows is not None and tc_rows != idx_rows:
+        tc = W12Planes(N, w.numel // N, L, H, hb, *(t.to(device) for t in escape_index(w, tc_rows)),
+                       idx_rows=tc_rows)
     koff, kent, kval = escape_index(w, idx_rows)
-    return W12Planes(N=N, K=w.numel // N, L=w.L.contiguous().to(device), H=w.H.contiguous().to(device),
-                     hb=kernel_hb(w.hb).to(device), koff=koff.to(device), kent=kent.to(device),
-                     kval=kval.to(device), idx_rows=idx_rows)
+    return W12Planes(N=N, K=w.numel // N, L=L, H=H, hb=hb, koff=koff.to(device),
+                     kent=kent.to(device), kval=kval.to(device), idx_rows=idx_rows, tc=tc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -804,10 +821,18 @@ def weight_ring(w, target_bytes: int = TUNE_RING_BYTES, min_copies: int = 2,
     the planes, and a kernel that waits on them must not be timed with them in L2."""
     n = min(max_copies, max(min_copies, _cdiv(target_bytes, max(1, weight_bytes(w)))))
     if isinstance(w, W12Planes):
-        return [w] + [replace(w, L=w.L.clone(), H=w.H.clone(), hb=w.hb.clone(),
-                              koff=w.koff.clone(), kent=w.kent.clone(), kval=w.kval.clone())
-                      for _ in range(n - 1)]
+        return [w] + [_planes_copy(w) for _ in range(n - 1)]
     return [w] + [w.clone() for _ in range(n - 1)]
+
+
+def _planes_copy(w: W12Planes) -> W12Planes:
+    """A copy of ``w`` in new memory: planes, bases and escape index (and its ``tc`` on the copy's
+    planes, with its own index)."""
+    L, H, hb = w.L.clone(), w.H.clone(), w.hb.clone()
+    tc = None if w.tc is None else replace(w.tc, L=L, H=H, hb=hb, koff=w.tc.koff.clone(),
+                                           kent=w.tc.kent.clone(), kval=w.tc.kval.clone())
+    return replace(w, L=L, H=H, hb=hb, koff=w.koff.clone(), kent=w.kent.clone(),
+                   kval=w.kval.clone(), tc=tc)
 
 
 def time_calls_us(fn, n: int, reps: int = 5) -> float:
@@ -1034,6 +1059,8 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
         if x.shape[0] <= GEMV_MAX_M:
             from .gemv import w12_gemv
             return w12_gemv(x, planes)
+    if planes.tc is not None:   # the tensor-core GEMM's own escape index (W12Planes.tc)
+        planes = planes.tc
     cfg = config or get_config("w12", x, planes)
     return _launch(x, planes, cfg, True, 2 if reproducible else 1)
 

@@ -19,8 +19,9 @@ from .format import ESC_THRESHOLD, W12Tensor, decode, encode_auto
 
 class W12Linear(nn.Module):
     """``y = x @ W^T + b`` with W held as W12 planes (buffers ``w12_L``, ``w12_H``, ``w12_hb``,
-    ``w12_esc_off``, ``w12_esc``, as in the format) plus the kernels' escape index and hb layout
-    (non-persistent buffers, rebuilt from the format parts).
+    ``w12_esc_off``, ``w12_esc``, as in the format) plus the kernels' escape indexes (the GEMV's
+    over ``kernel.IDX_ROWS`` rows, the tensor-core GEMM's ``w12_tc_*`` over ``kernel.TC_IDX_ROWS``)
+    and hb layout (non-persistent buffers, rebuilt from the format parts).
 
     ``reproducible``: on CUDA, use ``w12_matmul(..., reproducible=True)`` (bitwise equal to the
     bf16 Triton GEMM with the same config; slower when escapes are dense).
@@ -35,6 +36,8 @@ class W12Linear(nn.Module):
         for part in PARTS:
             self.register_buffer("w12_" + part, getattr(w, part))
         index = dict(zip(("koff", "kent", "kval"), kernel.escape_index(w)))
+        index.update(zip(("tc_koff", "tc_kent", "tc_kval"),
+                         kernel.escape_index(w, kernel.TC_IDX_ROWS)))
         index["kernel_hb"] = kernel.kernel_hb(w.hb)
         for name, t in index.items():
             self.register_buffer("w12_" + name, t.to(w.L.device), persistent=False)
@@ -61,9 +64,12 @@ class W12Linear(nn.Module):
                          self.w12_esc_off, self.w12_esc)
 
     def planes(self) -> kernel.W12Planes:
-        return kernel.W12Planes(N=self.out_features, K=self.in_features, L=self.w12_L, H=self.w12_H,
-                                hb=self.w12_kernel_hb, koff=self.w12_koff, kent=self.w12_kent,
-                                kval=self.w12_kval)
+        common = dict(N=self.out_features, K=self.in_features, L=self.w12_L, H=self.w12_H,
+                      hb=self.w12_kernel_hb)
+        tc = kernel.W12Planes(**common, koff=self.w12_tc_koff, kent=self.w12_tc_kent,
+                              kval=self.w12_tc_kval, idx_rows=kernel.TC_IDX_ROWS)
+        return kernel.W12Planes(**common, koff=self.w12_koff, kent=self.w12_kent,
+                                kval=self.w12_kval, tc=tc)
 
     @property
     def per_row(self) -> bool:

@@ -238,9 +238,9 @@ def test_reproducible_equals_bf16_kernel(cfg, per_row):
     p = K.prepare(w, DEV)
     for M in (1, 17):
         a = acts(M, K_, M).to(DEV)
-        y12 = K.w12_matmul(a, p, reproducible=True, config=cfg)
         y16 = K.bf16_matmul(a, x.to(DEV), config=cfg)
-        assert same_bits(y12, y16), (M, cfg)
+        for q in (p, dataclasses.replace(p, tc=None)):   # the GEMM's 64-row index, the 16-row one
+            assert same_bits(K.w12_matmul(a, q, reproducible=True, config=cfg), y16), (M, cfg)
         check_close(y16, a.cpu(), x)
 
 
@@ -273,9 +273,10 @@ def test_fast_mode_escapes_read_before_the_loop(cfg):
     assert p.idx_rows == 16 and int(per_block[:8].min()) > cfg.esc_pre * cfg.split_k
     for M in (1, 17):
         a = acts(M, K_, M).to(DEV)
-        check_close(K.w12_matmul(a, p, config=cfg), a.cpu(), x)
-        assert same_bits(K.w12_matmul(a, p, reproducible=True, config=cfg),
-                         K.bf16_matmul(a, x.to(DEV), config=cfg))
+        for q in (p, dataclasses.replace(p, tc=None)):   # the GEMM's 64-row index, the 16-row one
+            check_close(K.w12_matmul(a, q, config=cfg), a.cpu(), x)
+            assert same_bits(K.w12_matmul(a, q, reproducible=True, config=cfg),
+                             K.bf16_matmul(a, x.to(DEV), config=cfg))
 
 
 def test_gemm_configs():
@@ -308,8 +309,9 @@ def test_bf16_matmul_matches_torch():
 
 
 def test_weight_ring_copies_planes_and_escape_index():
-    """The tuner's ring: every copy of a W12 weight has its own planes, bases and escape index
-    (none of them L2-resident while a copy is timed), equal to the original's."""
+    """The tuner's ring: every copy of a W12 weight has its own planes, bases and escape
+    indexes (none of them L2-resident while a copy is timed), equal to the original's; a copy's
+    ``tc`` holds the copy's planes."""
     p = K.prepare(encode(make_weight(64, 128, 3, per_row=True, n_edges=20)), DEV)
     ring = K.weight_ring(p, target_bytes=4 * K.weight_bytes(p))
     assert len(ring) == 4 and ring[0] is p
@@ -317,8 +319,42 @@ def test_weight_ring_copies_planes_and_escape_index():
     for q in ring[1:]:
         for f in fields:
             assert torch.equal(getattr(q, f), getattr(p, f))
+            assert torch.equal(getattr(q.tc, f), getattr(p.tc, f))
+        assert q.tc.L is q.L and q.tc.idx_rows == K.TC_IDX_ROWS
     ptrs = {getattr(r, f).data_ptr() for r in ring for f in fields if getattr(r, f).numel()}
     assert len(ptrs) == len(ring) * sum(getattr(p, f).numel() > 0 for f in fields)
+    tc_ptrs = {getattr(r.tc, f).data_ptr() for r in ring for f in ("koff", "kent", "kval")}
+    assert len(tc_ptrs) == 3 * len(ring) and not tc_ptrs & ptrs
+
+
+def test_gemm_reads_its_own_escape_index():
+    """``prepare`` gives the planes a second index over TC_IDX_ROWS-row blocks (``.tc``) that the
+    tensor-core GEMM reads, while the GEMV reads the 16-row one: emptying either index drops the
+    escapes of that kernel only. ``tc`` must share the planes; ``reindex`` drops it."""
+    from specpilot.w12 import gemv as G
+    N, K_ = 136, 320
+    x = make_weight(N, K_, 12, edges=FINITE_EDGE, n_edges=3000)
+    p = K.prepare(encode(x), DEV)
+    assert p.idx_rows == K.IDX_ROWS and p.tc.idx_rows == K.TC_IDX_ROWS == 64
+    assert p.tc.L is p.L and p.tc.H is p.H and p.tc.hb is p.hb and p.tc.tc is None
+    assert torch.equal(K.reindex(p, 64).koff, p.tc.koff) and K.reindex(p, 64).tc is None
+
+    def emptied(q):
+        return dataclasses.replace(q, koff=torch.zeros_like(q.koff), kent=q.kent[:0],
+                                   kval=q.kval[:0], tc=None)
+
+    a = acts(1, K_, 1).to(DEV)
+    cfg = K.GemmConfig(16, 64, 32, split_k=2, num_stages=2)
+    good = K.w12_matmul(a, p, config=cfg)
+    check_close(good, a.cpu(), x)
+    no_tc_escapes = dataclasses.replace(p, tc=emptied(p.tc))
+    assert not same_bits(K.w12_matmul(a, no_tc_escapes, config=cfg), good)
+    gcfg = G.INTERPRETER_CONFIG if not CUDA else None
+    assert same_bits(G.w12_gemv(a, no_tc_escapes, config=gcfg), G.w12_gemv(a, p, config=gcfg))
+    no_gemv_escapes = dataclasses.replace(emptied(p), tc=p.tc)
+    assert same_bits(K.w12_matmul(a, no_gemv_escapes, config=cfg), good)
+    with pytest.raises(ValueError, match="same planes"):
+        dataclasses.replace(p, tc=dataclasses.replace(p.tc, L=p.L.clone()))
 
 
 def test_rejects_bad_inputs():
