@@ -1,0 +1,112 @@
+"""L2 prefetch of weight bytes ahead of the kernel that reads them (Hopper's
+``cp.async.bulk.prefetch.L2``). Experimental: nothing in the engine calls it yet.
+
+Why: `ar` at one request alternates GEMVs that stream their weights near the HBM rate with short
+kernels (norms, the Gated DeltaNet recurrence, attention, the boundaries between launches) during
+which HBM is nearly idle: on Qwen3.8-27B the linear layers alone take 10.67 ms (W12) / 12.43 ms
+(bf16) per token as one chain of kernels, the whole step 12.09 / 14.18 ms (H200,
+docs/benchmarks/w12.md, session 28). A prefetch issued right after a GEMV for the head of the next
+GEMV's weights could fill L2 during that idle time, so the next GEMV reads those bytes from L2.
+``scripts/gpu_l2_prefetch_probe.py`` measures whether it does.
+
+The instruction is a hint: it returns at once, the memory system fetches the bytes into L2 on
+its own, and it writes nothing, so no output can depend on it. Each prefetch is one contiguous
+run of bytes; its address and size must be multiples of 16.
+
+* ``prefetch_rows(t, nbytes, rows=None)``: the first ``nbytes`` of each of the first ``rows`` rows
+  of a 2-D tensor (the K-head of every row: what every program of a one-wave GEMV reads first).
+* ``prefetch_head(t, nbytes)``: the first ``nbytes`` of a tensor's storage (whole leading rows:
+  what the first programs read).
+Both take CUDA tensors only (a ValueError otherwise) and launch one small kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # CPU-only installs: the argument checks still run
+    triton = None
+    tl = None
+
+ALIGN = 16          # cp.async.bulk: address and size in multiples of 16 bytes
+BLOCK_ROWS = 128    # rows (prefetches) per program
+HEAD_CHUNK = 1 << 16  # prefetch_head: bytes per prefetch instruction
+MAX_BYTES = (1 << 31) - ALIGN   # one instruction's size operand is 32 bits
+
+# one prefetch per element where the mask is set; the result (always 0) only anchors the asm
+PREFETCH_PTX = ("{ .reg .pred p; setp.ne.u32 p, $3, 0; "
+                "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }")
+
+if triton is not None:
+    _PREFETCH_PTX = tl.constexpr(PREFETCH_PTX)   # a kernel reads only constexpr globals
+
+    @triton.jit
+    def _prefetch_rows_kernel(base, n_rows, row_stride, nbytes, BLOCK: tl.constexpr):
+        """Rows [pid * BLOCK, pid * BLOCK + BLOCK) of ``base`` (bytes): one prefetch of
+        ``nbytes`` at the start of each row (row_stride bytes apart)."""
+        r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ptrs = base + r.to(tl.int64) * row_stride
+        size = tl.zeros([BLOCK], dtype=tl.int32) + nbytes
+        tl.inline_asm_elementwise(_PREFETCH_PTX, "=r,l,r,r", [ptrs, size, (r < n_rows).to(tl.int32)],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+
+
+def _check(t: torch.Tensor) -> None:
+    if not isinstance(t, torch.Tensor) or not t.is_cuda:
+        raise ValueError("L2 prefetch takes a CUDA tensor")
+    if triton is None:
+        raise RuntimeError("L2 prefetch needs Triton (pip install triton)")
+    if t.data_ptr() % ALIGN:
+        raise ValueError(f"L2 prefetch needs a {ALIGN}-byte aligned tensor")
+
+
+def _launch(base: torch.Tensor, n_rows: int, row_stride: int, nbytes: int) -> None:
+    if n_rows <= 0 or nbytes <= 0:
+        return
+    grid = (triton.cdiv(n_rows, BLOCK_ROWS),)
+    _prefetch_rows_kernel[grid](base, n_rows, row_stride, nbytes, BLOCK=BLOCK_ROWS, num_warps=4)
+
+
+def row_plan(t: torch.Tensor, nbytes: int, rows: int | None = None) -> tuple:
+    """(rows, row stride in bytes, bytes per row) that ``prefetch_rows`` issues: ``nbytes`` rounded
+    down to a multiple of 16 and capped at the row's length; rows capped at the tensor's."""
+    if t.dim() != 2 or t.stride(1) != 1:
+        raise ValueError(f"prefetch_rows takes a 2-D tensor with contiguous rows, got shape "
+                         f"{tuple(t.shape)} strides {t.stride()}")
+    stride = t.stride(0) * t.element_size()
+    if stride % ALIGN:
+        raise ValueError(f"prefetch_rows needs rows {ALIGN}-byte aligned, the row stride is "
+                         f"{stride} bytes")
+    n = t.shape[0] if rows is None else max(0, min(int(rows), t.shape[0]))
+    per_row = min(int(nbytes), t.shape[1] * t.element_size(), MAX_BYTES) // ALIGN * ALIGN
+    return n, stride, per_row
+
+
+def prefetch_rows(t: torch.Tensor, nbytes: int, rows: int | None = None) -> None:
+    """Prefetch into L2 the first ``nbytes`` bytes (rounded down to 16) of each of the first
+    ``rows`` rows (default all) of the 2-D CUDA tensor ``t``."""
+    _check(t)
+    n, stride, per_row = row_plan(t, nbytes, rows)
+    _launch(t.view(torch.uint8), n, stride, per_row)   # the kernel steps in bytes
+
+
+def head_plan(t: torch.Tensor, nbytes: int) -> tuple:
+    """(instructions, bytes each) that ``prefetch_head`` issues over the first ``nbytes`` of
+    ``t``'s storage (capped at its size; the last partial chunk rounded down to 16)."""
+    if not t.is_contiguous():
+        raise ValueError("prefetch_head takes a contiguous tensor")
+    total = min(int(nbytes), t.numel() * t.element_size()) // ALIGN * ALIGN
+    return total // HEAD_CHUNK, HEAD_CHUNK, total % HEAD_CHUNK
+
+
+def prefetch_head(t: torch.Tensor, nbytes: int) -> None:
+    """Prefetch into L2 the first ``nbytes`` bytes of the contiguous CUDA tensor ``t``."""
+    _check(t)
+    n_full, chunk, rest = head_plan(t, nbytes)
+    flat = t.reshape(-1).view(torch.uint8)
+    _launch(flat, n_full, chunk, chunk)
+    if rest:
+        _launch(flat[n_full * chunk:], 1, chunk, rest)
