@@ -11,10 +11,10 @@ median of --reps replays, ms per token:
 
     chain        the layers back to back
     gaps         a gap after every layer
-    rows F       gaps, and before each gap ``prefetch_rows`` of the first F weights of every row of
-                 the next layer in the kernels' K order (the heads of both K halves: W12 F bytes
-                 of its L plane and F/2 of H; bf16 2F bytes)
-    head X       gaps, and before each gap ``prefetch_head`` of the first X MB of the next layer
+    rows F       gaps, and before each gap ``weight_prefetcher(next weight, "rows", F)``: the
+                 first F weights of every row of the next layer in the kernels' K order (W12: F
+                 bytes of its L plane and F/2 of H; bf16: 2F bytes)
+    head X       gaps, and before each gap the first X MB of the next layer
 
 Reported per variant: ms per token and the share of the gaps' cost it hides, (gaps - v) / (gaps -
 chain); the outputs of every variant equal the chain's bit for bit (checked: a prefetch writes
@@ -71,24 +71,6 @@ def spin_iters(gap_us: float) -> int:
     return max(1, round(n0 * gap_us / us))
 
 
-def prefetchers(kind: str, w, mode: str, amount: int):
-    """A function issuing the prefetch of ``mode`` ("rows": amount weights per row; "head":
-    amount bytes) for the layer weight ``w`` (W12Planes or bf16 [N, K]). W12 rows: the kernels'
-    K-step j reads L[n, j:j+BK], L[n, Kp/2+j:...] and H[n, j:j+BK] (split-halves order), so the
-    first ``amount`` weights of a row are the heads of both halves of L and the head of H."""
-    if kind == "w12":
-        if mode == "rows":
-            half = w.Kp // 2
-            return lambda: (P.prefetch_rows(w.L, amount // 2),
-                            P.prefetch_rows(w.L[:, half:], amount // 2),
-                            P.prefetch_rows(w.H, amount // 2))
-        return lambda: (P.prefetch_head(w.L, amount * 2 // 3), P.prefetch_head(w.H, amount // 3))
-    if mode == "rows":   # the bf16 GEMV walks K in the same split-halves order (2 B a weight)
-        half = -(-w.shape[1] // 32) * 16
-        return lambda: (P.prefetch_rows(w, amount), P.prefetch_rows(w[:, half:], amount))
-    return lambda: P.prefetch_head(w, amount)
-
-
 def build_layers(kind: str, seq: list, weights: dict, configs: dict) -> list:
     """[(fn, x, w)] of one token in model order, every layer its own weights."""
     shapes = sorted({(N, Kd) for _, N, Kd in seq})
@@ -116,7 +98,7 @@ def run_kind(kind: str, model: str, seq: list, weights: dict, configs: dict, arg
         variants[f"rows {f}"] = ("rows", f)
     for mb in args.head_mb:
         variants[f"head {mb:g} MB"] = ("head", int(mb * (1 << 20)))
-    prefetchers(kind, layers[0][2], "rows", 64)()   # compile the prefetch kernel once
+    P.weight_prefetcher(layers[0][2], "rows", 64)()   # compile the prefetch kernel once
     torch.cuda.synchronize()
     rows, ref = [], None
     for name, pf in variants.items():
@@ -127,7 +109,7 @@ def run_kind(kind: str, model: str, seq: list, weights: dict, configs: dict, arg
                 continue
             if pf is not None:
                 nxt = layers[(i + 1) % len(layers)][2]   # the last layer prefetches the first
-                calls.append(prefetchers(kind, nxt, *pf))
+                calls.append(P.weight_prefetcher(nxt, *pf))
             calls.append(gap)
         ms, outs = LC.time_chain(calls, args.reps)
         ys = [o for o in outs if isinstance(o, torch.Tensor) and o.dim() == 2]

@@ -20,7 +20,8 @@
    the same seed so both engines hold the same weights), both engines resident and timed in
    alternation (``--rounds``), with the plain and the overlapped scheduler: milliseconds per
    step side by side, the speedup of the medians and per round, and the weight bytes each step
-   reads. Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
+   reads. ``--l2-prefetch rows:1024`` adds both engines with the L2 prefetch of the next linear
+   layer inside their graphs (captured again before each timing; overlapped scheduler only). Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ from gpu_real_shapes import decode_ms_per_step  # noqa: E402
 
 from specpilot.config import ServerArgs  # noqa: E402
 from specpilot.core import SamplingParams  # noqa: E402
+from specpilot.kernels.prefetch import parse_setting  # noqa: E402
+from specpilot.layers import linear as linear_layers  # noqa: E402
 from specpilot.offline import OfflineEngine  # noqa: E402
 from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 from specpilot.settings import ASSETS_DIR  # noqa: E402
@@ -161,31 +164,49 @@ def real_shape(a) -> dict:
     engines, info = {}, {}
     for fmt in FORMATS:
         engines[fmt], info[fmt] = build_format(a, fmt)
-    scheds = (("plain", False), ("overlap", True))
+    scheds = [("plain", False), ("overlap", True)]
+    settings = {"": None}
+    if a.l2_prefetch:   # the same engines, graphs captured again with the prefetch on
+        settings.update(a.l2_prefetch)
+        scheds = [("overlap", True)]
     rows = {}
     for bs in a.batch:
-        for fmt in FORMATS:   # warm-up: JIT, the GEMV / W12 tuning (eager, before capture), graphs
-            for _, ov in scheds:
-                step_ms(a, engines[fmt], bs, ov, new=8)
-        times = {(fmt, name): [] for fmt in FORMATS for name, _ in scheds}
+        times = {}
         for r in range(a.rounds):
             for fmt in FORMATS:
-                for name, ov in scheds:
-                    times[(fmt, name)].append(step_ms(a, engines[fmt], bs, ov))
+                for tag, setting in settings.items():
+                    if len(settings) > 1:
+                        linear_layers.L2_PREFETCH = setting
+                        engines[fmt].runner.enable_cuda_graphs(max(a.batch))
+                    if len(settings) > 1 or r == 0:
+                        for _, ov in scheds:   # warm-up: JIT, the GEMV / W12 tuning, graphs
+                            step_ms(a, engines[fmt], bs, ov, new=8)
+                    for name, ov in scheds:
+                        times.setdefault((fmt + tag, name), []).append(
+                            step_ms(a, engines[fmt], bs, ov))
             print(f"  bs {bs} round {r + 1}: " + ", ".join(
-                f"{fmt} {name} {times[(fmt, name)][-1]:.2f}" for fmt in FORMATS
-                for name, _ in scheds) + " ms/step", flush=True)
+                f"{key} {name} {v[-1]:.2f}" for (key, name), v in times.items()) + " ms/step",
+                flush=True)
+        linear_layers.L2_PREFETCH = None
         row = {}
-        for name, _ in scheds:
-            med = {fmt: median(times[(fmt, name)]) for fmt in FORMATS}
-            per_round = [b / w for b, w in zip(times[("auto", name)], times[("w12", name)])]
-            row[name] = dict(bf16_ms=times[("auto", name)], w12_ms=times[("w12", name)],
-                             bf16_median_ms=med["auto"], w12_median_ms=med["w12"],
-                             speedup=med["auto"] / med["w12"], speedup_per_round=per_round)
-            print(f"{a.target} ar bs {bs} {name}: bf16 {med['auto']:.2f} ms, w12 "
-                  f"{med['w12']:.2f} ms (medians of {a.rounds}), w12 speedup "
-                  f"{med['auto'] / med['w12']:.3f}x (per round "
-                  f"{', '.join(f'{x:.3f}' for x in per_round)})", flush=True)
+        for tag in settings:
+            for name, _ in scheds:
+                b, w = times[("auto" + tag, name)], times[("w12" + tag, name)]
+                per_round = [x / y for x, y in zip(b, w)]
+                row[name + tag] = dict(bf16_ms=b, w12_ms=w, bf16_median_ms=median(b),
+                                       w12_median_ms=median(w), speedup=median(b) / median(w),
+                                       speedup_per_round=per_round)
+                print(f"{a.target} ar bs {bs} {name}{tag}: bf16 {median(b):.2f} ms, w12 "
+                      f"{median(w):.2f} ms (medians of {a.rounds}), w12 speedup "
+                      f"{median(b) / median(w):.3f}x (per round "
+                      f"{', '.join(f'{x:.3f}' for x in per_round)})", flush=True)
+        for tag in list(settings)[1:]:
+            for fmt in FORMATS:
+                off = median(times[(fmt, "overlap")])
+                on = median(times[(fmt + tag, "overlap")])
+                row[f"l2_gain_{fmt}{tag}"] = off / on
+                print(f"{a.target} ar bs {bs} {fmt}: L2 prefetch {tag[1:]}: {off:.2f} -> "
+                      f"{on:.2f} ms ({off / on:.3f}x)", flush=True)
         rows[bs] = row
     for fmt in FORMATS:
         info[fmt]["tuned"] = tuned_configs()
@@ -209,12 +230,24 @@ def main() -> int:
     ap.add_argument("--reproducible", action="store_true",
                     help="demo: also the exact check against our bf16 Triton GEMM (module doc)")
     ap.add_argument("--device", default="cuda", help="cpu: a plumbing check only (reference path)")
+    ap.add_argument("--l2-prefetch", default=None,
+                    help="also time both engines with the L2 prefetch of the next linear layer "
+                         "(layers/linear.py; comma-separated settings 'rows:<weights per row>' or "
+                         "'head:<MB>'), graphs captured again before each timing; overlapped "
+                         "scheduler only")
     ap.add_argument("--gemv-max-m", type=int, default=None,
                     help="W12 layers run the CUDA-core GEMV up to this many rows (kernel."
                          "GEMV_MAX_M, default %d; at most gemv.MAX_M)" % W12K.GEMV_MAX_M)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(b) for b in a.batch.split(",")]
+    try:   # {"+<setting>": (mode, amount)}
+        a.l2_prefetch = {"+" + t.strip(): parse_setting(t) for t in (a.l2_prefetch or "").split(",")
+                         if parse_setting(t) is not None}
+    except ValueError as e:
+        ap.error(str(e))
+    if a.l2_prefetch and a.device != "cuda":
+        ap.error("--l2-prefetch needs --device cuda")
     if a.gemv_max_m is not None:
         from specpilot.w12.gemv import MAX_M
         if not 0 <= a.gemv_max_m <= MAX_M:

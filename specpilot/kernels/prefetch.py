@@ -18,6 +18,9 @@ run of bytes; its address and size must be multiples of 16.
 * ``prefetch_head(t, nbytes)``: the first ``nbytes`` of a tensor's storage (whole leading rows:
   what the first programs read).
 Both take CUDA tensors only (a ValueError otherwise) and launch one small kernel.
+* ``weight_prefetcher(w, mode, amount)``: a function that prefetches the head of a linear layer's
+  weight (bf16 ``[N, K]`` or W12 planes) in the order our GEMV walks K; ``parse_setting`` reads
+  the ``$SPECPILOT_L2_PREFETCH`` form of (mode, amount).
 """
 
 from __future__ import annotations
@@ -91,6 +94,47 @@ def prefetch_rows(t: torch.Tensor, nbytes: int, rows: int | None = None) -> None
     _check(t)
     n, stride, per_row = row_plan(t, nbytes, rows)
     _launch(t.view(torch.uint8), n, stride, per_row)   # the kernel steps in bytes
+
+
+MODES = ("rows", "head")
+
+
+def parse_setting(text: str | None) -> tuple | None:
+    """``"rows:<weights per row>"`` or ``"head:<MB>"`` -> (mode, amount: weights per row or
+    bytes); empty / None / "0" / "off" -> None. Anything else is a ValueError."""
+    text = (text or "").strip().lower()
+    if text in ("", "0", "off", "none"):
+        return None
+    mode, _, value = text.partition(":")
+    try:
+        amount = float(value)
+    except ValueError:
+        amount = -1.0
+    if mode not in MODES or amount <= 0:
+        raise ValueError(f"L2 prefetch setting {text!r}: expected 'rows:<weights per row>' or "
+                         f"'head:<MB>' (or 'off')")
+    return mode, int(amount) if mode == "rows" else int(amount * (1 << 20))
+
+
+def weight_prefetcher(w, mode: str, amount: int):
+    """A function issuing the L2 prefetch of the head of one linear layer's weight ``w``: a bf16
+    ``[N, K]`` CUDA tensor or W12 planes (anything with ``L``, ``H`` and ``Kp``, as
+    ``w12.kernel.W12Planes``). ``mode`` "rows": the first ``amount`` weights of every row in the
+    order our GEMV and the W12 kernels walk K (split halves: K-step j reads columns j.. and
+    Kp/2 + j.. of L (bf16: of the weight) and j.. of H), i.e. the heads of both halves; "head":
+    the first ``amount`` bytes of the storage (W12: 2/3 from L, 1/3 from H)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if hasattr(w, "L") and hasattr(w, "H"):
+        if mode == "rows":
+            half = w.Kp // 2
+            return lambda: (prefetch_rows(w.L, amount // 2), prefetch_rows(w.L[:, half:], amount // 2),
+                            prefetch_rows(w.H, amount // 2))
+        return lambda: (prefetch_head(w.L, amount * 2 // 3), prefetch_head(w.H, amount // 3))
+    if mode == "rows":   # 2 B a weight: amount bytes are amount / 2 weights of each half
+        half = -(-w.shape[1] // 32) * 16
+        return lambda: (prefetch_rows(w, amount), prefetch_rows(w[:, half:], amount))
+    return lambda: prefetch_head(w, amount)
 
 
 def head_plan(t: torch.Tensor, nbytes: int) -> tuple:

@@ -51,3 +51,80 @@ def test_gpu_prefetch_runs_and_changes_nothing():
     P.prefetch_rows(w.view(torch.bfloat16), 4096, rows=100)
     torch.cuda.synchronize()
     assert torch.equal(w, before)
+
+
+def test_parse_setting():
+    assert P.parse_setting(None) is None and P.parse_setting("") is None
+    assert P.parse_setting("off") is None and P.parse_setting(" 0 ") is None
+    assert P.parse_setting("rows:1024") == ("rows", 1024)
+    assert P.parse_setting("head:16") == ("head", 16 << 20)
+    assert P.parse_setting("HEAD:0.5") == ("head", 1 << 19)
+    for bad in ("rows", "rows:", "rows:-4", "tail:8", "head:x", "1024"):
+        with pytest.raises(ValueError, match="expected"):
+            P.parse_setting(bad)
+    with pytest.raises(ValueError, match="mode"):
+        P.weight_prefetcher(torch.zeros(4, 4), "tail", 16)
+
+
+def test_linear_layers_prefetch_the_next_one_inside_graphs(monkeypatch):
+    """record_order links our linear layers in call order (the last to the first); inside a
+    graph (here its eager twin) with L2_PREFETCH on, each layer prefetches the next one's weight
+    after its own GEMM: a bf16 GemvLinear its weight, a W12Linear its planes. Off, or outside a
+    graph, nothing is issued."""
+    from torch import nn
+
+    from specpilot.layers import linear as L
+    from specpilot.w12.linear import W12Linear
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.Linear(64, 32), nn.Linear(32, 16)).bfloat16()
+    L.use_gemv(model)
+    model[1] = W12Linear.from_linear(model[1])
+    issued = []
+    monkeypatch.setattr(P, "weight_prefetcher", lambda w, mode, amount: (
+        lambda: issued.append((w, mode, amount))))
+    x = torch.randn(1, 32).bfloat16()
+    with L.record_order():
+        model(x)
+    mods = list(model)
+    assert [m._l2_next for m in mods] == [mods[1], mods[2], mods[0]]
+    with L.graph_twin():
+        model(x)                              # setting off
+    monkeypatch.setattr(L, "L2_PREFETCH", ("rows", 256))
+    model(x)                                  # not in a graph
+    assert issued == []
+    with L.graph_twin():
+        y = model(x)
+    assert [mode for _, mode, _ in issued] == ["rows"] * 3 and issued[0][2] == 256
+    planes, w2, w0 = (w for w, _, _ in issued)
+    assert planes.L is mods[1].w12_L and planes.H is mods[1].w12_H
+    assert w2 is mods[2].weight and w0 is mods[0].weight
+    monkeypatch.setattr(L, "L2_PREFETCH", None)
+    assert torch.equal(y, model(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_graph_with_prefetch_equals_without(monkeypatch):
+    from torch import nn
+
+    from specpilot.layers import linear as L
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 1024), nn.Linear(1024, 512)).bfloat16().cuda()
+    L.use_gemv(model)
+    x = torch.randn(1, 512, device="cuda").bfloat16()
+    with L.record_order():
+        model(x)
+    outs = {}
+    for setting in (None, ("rows", 256), ("head", 1 << 20)):
+        monkeypatch.setattr(L, "L2_PREFETCH", setting)
+        model(x)   # warm-up (the GEMV's config) before the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = model(x)
+        graph.replay()
+        torch.cuda.synchronize()
+        outs[setting] = y.clone()
+    first = outs[None]
+    assert all(torch.equal(first, y) for y in outs.values())
