@@ -14,7 +14,8 @@ median of --reps replays, ms per token:
     rows F       gaps, and before each gap ``weight_prefetcher(next weight, "rows", F)``: the
                  first F weights of every row of the next layer in the kernels' K order (W12: F
                  bytes of its L plane and F/2 of H; bf16: 2F bytes)
-    head X       gaps, and before each gap the first X MB of the next layer
+    head X       gaps, and before each gap the first X MB of the next layer (and the largest X
+                 again with --chunk-kb bytes per prefetch instruction)
 
 Reported per variant: ms per token and the share of the gaps' cost it hides, (gaps - v) / (gaps -
 chain); the outputs of every variant equal the chain's bit for bit (checked: a prefetch writes
@@ -95,9 +96,12 @@ def run_kind(kind: str, model: str, seq: list, weights: dict, configs: dict, arg
     gap = lambda: _spin_kernel[(1,)](spin_out, n_spin, 0.5, 1.0, num_warps=1)  # noqa: E731
     variants = {"chain": None, "gaps": None}
     for f in args.rows:
-        variants[f"rows {f}"] = ("rows", f)
+        variants[f"rows {f}"] = ("rows", f, P.HEAD_CHUNK)
     for mb in args.head_mb:
-        variants[f"head {mb:g} MB"] = ("head", int(mb * (1 << 20)))
+        variants[f"head {mb:g} MB"] = ("head", int(mb * (1 << 20)), P.HEAD_CHUNK)
+    for kb in args.chunk_kb:   # the largest head, other bytes per prefetch instruction
+        mb = max(args.head_mb)
+        variants[f"head {mb:g} MB/{kb}K"] = ("head", int(mb * (1 << 20)), kb << 10)
     P.weight_prefetcher(layers[0][2], "rows", 64)()   # compile the prefetch kernel once
     torch.cuda.synchronize()
     rows, ref = [], None
@@ -109,9 +113,14 @@ def run_kind(kind: str, model: str, seq: list, weights: dict, configs: dict, arg
                 continue
             if pf is not None:
                 nxt = layers[(i + 1) % len(layers)][2]   # the last layer prefetches the first
-                calls.append(P.weight_prefetcher(nxt, *pf))
+                calls.append(P.weight_prefetcher(nxt, *pf[:2]))
             calls.append(gap)
-        ms, outs = LC.time_chain(calls, args.reps)
+        chunk = P.HEAD_CHUNK
+        P.HEAD_CHUNK = pf[2] if pf is not None else chunk   # read at capture, baked in the graph
+        try:
+            ms, outs = LC.time_chain(calls, args.reps)
+        finally:
+            P.HEAD_CHUNK = chunk
         ys = [o for o in outs if isinstance(o, torch.Tensor) and o.dim() == 2]
         if ref is None:
             ref = [y.clone() for y in ys]
@@ -141,12 +150,16 @@ def main() -> int:
                     help="weights per row prefetched (comma-separated; '' for none)")
     ap.add_argument("--head-mb", default="8,16,32",
                     help="MB prefetched from the head of the next layer ('' for none)")
+    ap.add_argument("--chunk-kb", default="64",
+                    help="the largest --head-mb again with these KB per prefetch instruction "
+                         "(default chunk: kernels/prefetch.py HEAD_CHUNK)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--block-rows", type=int, default=1024, help="rows encoded on the CPU per K")
     ap.add_argument("--out", default="l2_prefetch_probe.json")
     args = ap.parse_args()
     args.rows = [int(v) for v in args.rows.split(",") if v]
     args.head_mb = [float(v) for v in args.head_mb.split(",") if v]
+    args.chunk_kb = [int(v) for v in args.chunk_kb.split(",") if v] if args.head_mb else []
     kinds = args.kinds.split(",")
     if any(k not in ("w12", "bf16") for k in kinds):
         raise SystemExit("--kinds: w12 and/or bf16")

@@ -35,8 +35,9 @@ except ImportError:  # CPU-only installs: the argument checks still run
     tl = None
 
 ALIGN = 16          # cp.async.bulk: address and size in multiples of 16 bytes
-BLOCK_ROWS = 128    # rows (prefetches) per program
-HEAD_CHUNK = 1 << 16  # prefetch_head: bytes per prefetch instruction
+BLOCK_ROWS = 32     # rows (prefetches) per program: one warp, one row per thread, so that a
+                    # prefetch spreads over many SMs' copy engines
+HEAD_CHUNK = 1 << 13  # prefetch_head: bytes per prefetch instruction (16 MB: 64 programs)
 MAX_BYTES = (1 << 31) - ALIGN   # one instruction's size operand is 32 bits
 
 # one prefetch per element where the mask is set; the result (always 0) only anchors the asm
@@ -70,7 +71,8 @@ def _launch(base: torch.Tensor, n_rows: int, row_stride: int, nbytes: int) -> No
     if n_rows <= 0 or nbytes <= 0:
         return
     grid = (triton.cdiv(n_rows, BLOCK_ROWS),)
-    _prefetch_rows_kernel[grid](base, n_rows, row_stride, nbytes, BLOCK=BLOCK_ROWS, num_warps=4)
+    _prefetch_rows_kernel[grid](base, n_rows, row_stride, nbytes, BLOCK=BLOCK_ROWS,
+                                num_warps=max(1, BLOCK_ROWS // 32))
 
 
 def row_plan(t: torch.Tensor, nbytes: int, rows: int | None = None) -> tuple:
