@@ -394,9 +394,11 @@ def _compile_cases():
     fn = kernel._gemm_kernel
     names = list(fn.arg_names)
     attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in aligned}
-    for w12, esc, carry, split, pre in ((True, 1, True, 4, 0), (True, 1, False, 1, 0),
-                                        (True, 2, True, 1, 0), (False, 0, False, 2, 0),
-                                        (True, 1, True, 4, 64), (True, 1, False, 1, 64)):
+    # (the GEMM reads the 64-row index, W12Planes.tc; one case on the GEMV's 16-row one)
+    for w12, esc, carry, split, pre, ir in (
+            (True, 1, True, 4, 0, 64), (True, 1, False, 1, 0, 64), (True, 2, True, 1, 0, 64),
+            (False, 0, False, 2, 0, 64), (True, 1, True, 4, 64, 64), (True, 1, False, 1, 64, 64),
+            (True, 1, True, 4, 64, 16)):
         c = kernel.default_config(1, 5120, 17408)
         ptr = "*u8" if w12 else "*bf16"
         sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
@@ -405,14 +407,14 @@ def _compile_cases():
         sig.update({a: "i32" for a in names[10:20]})
         consts = dict(W12=w12, HB_PER_ROW=False, ESC_MODE=esc, USE_SPLIT=split > 1, EVEN_K=True,
                       DOT_F32=False, PTX=True, BM=16, BN=c.block_n, BK=c.block_k,
-                      IR=16, NRB=-(-c.block_n // 16), CARRY=carry,
+                      IR=ir, NRB=-(-c.block_n // ir), CARRY=carry,
                       ESC_CH=kernel.ESC_CHUNK,
                       ESC_PRE=pre)
         sig.update({k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
                            options=dict(num_warps=c.num_warps, num_stages=c.num_stages))
-        out[f"gemm w12={w12} esc={esc} carry={carry} split={split} pre={pre}"] = (
+        out[f"gemm w12={w12} esc={esc} carry={carry} split={split} pre={pre} ir={ir}"] = (
             None, k.metadata.shared)
     return out
 
@@ -421,7 +423,7 @@ def test_gemv_compiles_for_sm90():
     from tests.unit.sm90 import run_in_subprocess
 
     result = run_in_subprocess(__file__)
-    assert len(result) == 9 + 6  # 9 GEMV cases, 6 tensor-core GEMM ones (compiled, not checked)
+    assert len(result) == 9 + 7  # 9 GEMV cases, 7 tensor-core GEMM ones (compiled, not checked)
     spilled = {k: v for k, (v, _) in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
     assert all(smem <= G.SMEM_LIMIT + 4096 for k, (_, smem) in result.items()
