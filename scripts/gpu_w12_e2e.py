@@ -21,7 +21,8 @@
    alternation (``--rounds``), with the plain and the overlapped scheduler: milliseconds per
    step side by side, the speedup of the medians and per round, and the weight bytes each step
    reads. ``--l2-prefetch rows:1024`` adds both engines with the L2 prefetch of the next linear
-   layer inside their graphs (captured again before each timing; overlapped scheduler only). Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
+   layer inside their graphs (captured again before each timing; overlapped scheduler only).
+   Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
 """
 from __future__ import annotations
 

@@ -206,7 +206,8 @@ def tc_config(a, p, budget: Budget, M: int):
 
 
 HEADER = (f"{'model':16s} {'layer':24s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>7s} "
-          f"{'W12-TC':>8s} {'TC-i16':>7s} {'bf16-GEMV':>10s} {'W12-GEMV':>9s} {'GB/s':>5s} {'x cuBLAS':>8s}  "
+          f"{'W12-TC':>8s} {'TC-i16':>7s} {'bf16-GEMV':>10s} {'W12-GEMV':>9s} {'GB/s':>5s} "
+          f"{'x cuBLAS':>8s}  "
           f"W12-GEMV config (tried)")
 
 
@@ -293,7 +294,8 @@ def time_shape(models_rows, N, Kd, p, xbig, m_values, args, budget: Budget) -> N
                    "esc_ab": ab}
             RESULTS["timing"].append(row)
             print(f"{model:16s} {name[:24]:24s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} "
-                  f"{t_tc:7.1f}{' ' if tc_ok else '*'} {t_tc16:7.1f} {t16:9.1f}{' ' if ok16 else '*'} "
+                  f"{t_tc:7.1f}{' ' if tc_ok else '*'} {t_tc16:7.1f} "
+                  f"{t16:9.1f}{' ' if ok16 else '*'} "
                   f"{t12:8.1f}{' ' if ok12 else '*'} {row['w12_gemv_GBps']:5.0f} "
                   f"{t_cub / t12:8.2f}  {c12.short} ({len(tried12)})", flush=True)
 

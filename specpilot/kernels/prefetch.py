@@ -1,5 +1,6 @@
 """L2 prefetch of weight bytes ahead of the kernel that reads them (Hopper's
-``cp.async.bulk.prefetch.L2``). Experimental: nothing in the engine calls it yet.
+``cp.async.bulk.prefetch.L2``). Experimental: the engine issues it only when
+``$SPECPILOT_L2_PREFETCH`` is set (layers/linear.py).
 
 Why: `ar` at one request alternates GEMVs that stream their weights near the HBM rate with short
 kernels (norms, the Gated DeltaNet recurrence, attention, the boundaries between launches) during
@@ -17,10 +18,10 @@ run of bytes; its address and size must be multiples of 16.
   of a 2-D tensor (the K-head of every row: what every program of a one-wave GEMV reads first).
 * ``prefetch_head(t, nbytes)``: the first ``nbytes`` of a tensor's storage (whole leading rows:
   what the first programs read).
-Both take CUDA tensors only (a ValueError otherwise) and launch one small kernel.
 * ``weight_prefetcher(w, mode, amount)``: a function that prefetches the head of a linear layer's
   weight (bf16 ``[N, K]`` or W12 planes) in the order our GEMV walks K; ``parse_setting`` reads
   the ``$SPECPILOT_L2_PREFETCH`` form of (mode, amount).
+The prefetches take CUDA tensors only (a ValueError otherwise); each launches one small kernel.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ if triton is not None:
         r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         ptrs = base + r.to(tl.int64) * row_stride
         size = tl.zeros([BLOCK], dtype=tl.int32) + nbytes
-        tl.inline_asm_elementwise(_PREFETCH_PTX, "=r,l,r,r", [ptrs, size, (r < n_rows).to(tl.int32)],
+        tl.inline_asm_elementwise(_PREFETCH_PTX, "=r,l,r,r",
+                                  [ptrs, size, (r < n_rows).to(tl.int32)],
                                   dtype=tl.int32, is_pure=False, pack=1)
 
 
@@ -130,7 +132,8 @@ def weight_prefetcher(w, mode: str, amount: int):
     if hasattr(w, "L") and hasattr(w, "H"):
         if mode == "rows":
             half = w.Kp // 2
-            return lambda: (prefetch_rows(w.L, amount // 2), prefetch_rows(w.L[:, half:], amount // 2),
+            return lambda: (prefetch_rows(w.L, amount // 2),
+                            prefetch_rows(w.L[:, half:], amount // 2),
                             prefetch_rows(w.H, amount // 2))
         return lambda: (prefetch_head(w.L, amount * 2 // 3), prefetch_head(w.H, amount // 3))
     if mode == "rows":   # 2 B a weight: amount bytes are amount / 2 weights of each half

@@ -132,7 +132,8 @@ class W12Planes:
     def __post_init__(self):
         if self.tc is not None and (self.tc.tc is not None or self.tc.L is not self.L
                                     or self.tc.H is not self.H or self.tc.hb is not self.hb):
-            raise ValueError("W12Planes.tc must hold the same planes (L, H, hb) and no tc of its own")
+            raise ValueError("W12Planes.tc must hold the same planes (L, H, hb) and no tc of "
+                             "its own")
         # a kernel reads koff at row-block offsets computed from idx_rows: a mismatch would read
         # past its end on the GPU
         n_blocks = _cdiv(self.N, self.idx_rows) * _cdiv(self.L.shape[1] // 2, GROUP)
