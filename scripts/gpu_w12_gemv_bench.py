@@ -126,12 +126,15 @@ SWEEP = [(256, 512, False, WB.ALL_EDGES, 64), (300, 1000, False, WB.FINITE_EDGES
 
 
 def check_gemv(tag: str, p, w: torch.Tensor, m_values, extra: str = "") -> bool:
-    """w12_gemv and bf16_gemv (default configs) vs fp32 torch on w at every M: one line."""
+    """w12_gemv and bf16_gemv (default configs, passed explicitly: without a config they would
+    autotune every shape and M here, unbudgeted, which stalled sessions 28's M >= 2 sweeps) vs
+    fp32 torch on w at every M: one line."""
     worst, floor, pattern = 0.0, 0.0, True
     for M in m_values:
         a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
         ref = reference(a, w)
-        for y in (G.w12_gemv(a, p), G.bf16_gemv(a, w)):
+        cfg = G.gemv_default_config(M, w.shape[0], w.shape[1], K._num_sms(a.device))
+        for y in (G.w12_gemv(a, p, config=cfg), G.bf16_gemv(a, w, config=cfg)):
             same, err, fl = compare(y, ref)
             pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
     return report(f"gemv vs torch fp32, {tag}", pattern and worst < 5e-3,
