@@ -75,7 +75,9 @@ def record_order():
         yield
         order = list(dict.fromkeys(_ORDER))
         for i, module in enumerate(order):
-            module._l2_next = order[(i + 1) % len(order)]
+            # a plain attribute: nn.Module.__setattr__ would register the next layer as a child
+            # (a cycle through the model: state_dict() would recurse forever)
+            object.__setattr__(module, "_l2_next", order[(i + 1) % len(order)])
     finally:
         _ORDER = old
 

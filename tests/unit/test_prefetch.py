@@ -84,10 +84,13 @@ def test_linear_layers_prefetch_the_next_one_inside_graphs(monkeypatch):
     monkeypatch.setattr(P, "weight_prefetcher", lambda w, mode, amount: (
         lambda: issued.append((w, mode, amount))))
     x = torch.randn(1, 32).bfloat16()
+    keys, n_modules = list(model.state_dict()), len(list(model.modules()))
     with L.record_order():
         model(x)
     mods = list(model)
     assert [m._l2_next for m in mods] == [mods[1], mods[2], mods[0]]
+    # the links are no child modules (a cycle through the model)
+    assert list(model.state_dict()) == keys and len(list(model.modules())) == n_modules
     with L.graph_twin():
         model(x)                              # setting off
     monkeypatch.setattr(L, "L2_PREFETCH", ("rows", 256))
