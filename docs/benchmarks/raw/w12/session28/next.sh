@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 28 for the next GPU call (not run yet), ~500 s. (0) GPU tests: the L2
-# prefetch (runs, writes nothing; a graph with it equals one without, bit for bit) and the two
+# prefetch (runs, writes nothing; a graph with it equals one without, bit for bit; greedy ar
+# output with it in the engine's captured graphs equals output without) and the two
 # escape indexes (session 28's call 3 hit its 40 s limit compiling; 14 of 15 passed). (1)
 # scripts/gpu_l2_prefetch_probe.py: one token's linear layers of Qwen3.8-27B with a 5 us spin after
 # each (standing in for the step's short kernels, HBM idle), with and without an L2 prefetch of
@@ -14,7 +15,8 @@ D=docs/benchmarks/raw/w12/session28
 L=/root/logs29; mkdir -p $L; save() { tar czf $OUT/s29a.tgz -C $L .; }
 flt() { grep -vE "UserWarning|_warn_once|^\s*$" "$@"; }
 timeout 100 python3 -m pytest -q -p no:cacheprovider -rfE tests/unit/test_prefetch.py \
-  tests/unit/test_w12_kernel.py -k "prefetch or own_escape or ring or reproducible_equals or before_the_loop" \
+  tests/unit/test_w12_kernel.py tests/e2e/test_graph_path.py \
+  -k "prefetch or own_escape or ring or reproducible_equals or before_the_loop" \
   > $L/tests.log 2>&1; el "tests rc=$?"; tail -1 $L/tests.log | cut -c1-200; save
 timeout 110 python3 scripts/gpu_l2_prefetch_probe.py --target qwen38-27b --configs $D/logs/c1/gemv_m1.json \
   --gap-us 5 --out $L/probe.json > $L/probe.log 2>&1; el "probe rc=$?"
