@@ -131,3 +131,32 @@ def test_gpu_graph_with_prefetch_equals_without(monkeypatch):
         outs[setting] = y.clone()
     first = outs[None]
     assert all(torch.equal(first, y) for y in outs.values())
+
+
+def test_weight_prefetcher_launches(monkeypatch):
+    """What each mode launches (base byte offset, rows, row stride, bytes per row), the kernel
+    replaced by a recorder and the CUDA check lifted: bf16 rows = the heads of both K halves
+    (our GEMVs walk K in split halves), W12 rows = both halves of L and the head of H, heads = the
+    leading bytes in HEAD_CHUNK pieces (W12: 2/3 from L, 1/3 from H)."""
+    from specpilot.w12 import encode
+    from specpilot.w12 import kernel as K
+
+    launched = []
+    monkeypatch.setattr(P, "_check", lambda t: None)
+    monkeypatch.setattr(P, "_launch", lambda base, n, stride, nbytes: launched.append(
+        (base.data_ptr(), n, stride, nbytes)))
+    w = torch.zeros(48, 640, dtype=torch.bfloat16)
+    P.weight_prefetcher(w, "rows", 64)()
+    assert launched == [(w.data_ptr(), 48, 1280, 64), (w.data_ptr() + 640, 48, 1280, 64)]
+    launched.clear()
+    monkeypatch.setattr(P, "HEAD_CHUNK", 4096)
+    P.weight_prefetcher(w, "head", 10000)()
+    assert launched == [(w.data_ptr(), 2, 4096, 4096), (w.data_ptr() + 8192, 1, 4096, 1808)]
+    p = K.prepare(encode(torch.randn(48, 640).bfloat16()))
+    launched.clear()
+    P.weight_prefetcher(p, "rows", 128)()
+    L0, H0 = p.L.data_ptr(), p.H.data_ptr()
+    assert launched == [(L0, 48, p.Kp, 64), (L0 + p.Kp // 2, 48, p.Kp, 64), (H0, 48, p.Kp // 2, 64)]
+    launched.clear()
+    P.weight_prefetcher(p, "head", 3 * 4096)()
+    assert launched == [(L0, 2, 4096, 4096), (H0, 1, 4096, 4096)]
