@@ -17,11 +17,13 @@ median of --reps replays, ms per token:
     head X       gaps, and before each gap the first X MB of the next layer (and the largest X
                  again with --chunk-kb bytes per prefetch instruction)
 
-Reported per variant: ms per token and the share of the gaps' cost it hides, (gaps - v) / (gaps -
-chain); the outputs of every variant equal the chain's bit for bit (checked: a prefetch writes
-nothing). Kinds (--kinds): bf16 (our bf16 GEMV), w12 (the W12 GEMV). What the machine does with a
-prefetch the kernel that issued it has finished is what this measures: the instruction returns at
-once, and the fetch is the memory system's.
+Reported per variant: ms per token and the share of the gaps' cost it hides, (gaps - v) /
+(gaps - chain) ("rows 32" prefetches next to nothing: its deficit is what the extra launches
+cost, 2-3 per layer, which a prefetch issued from inside the GEMV kernel would save); the outputs
+of every variant equal the chain's bit for bit (checked: a prefetch writes nothing). Kinds
+(--kinds): bf16 (our bf16 GEMV), w12 (the W12 GEMV). What the machine does with a prefetch the
+kernel that issued it has finished is what this measures: the instruction returns at once, and
+the fetch is the memory system's.
 """
 from __future__ import annotations
 
@@ -146,8 +148,9 @@ def main() -> int:
     ap.add_argument("--configs", default=None, help="gpu_w12_gemv_bench.py JSON (M = 1 winners)")
     ap.add_argument("--kinds", default="w12,bf16")
     ap.add_argument("--gap-us", type=float, default=5.0, help="spin after every layer (us)")
-    ap.add_argument("--rows", default="512,1024,2048",
-                    help="weights per row prefetched (comma-separated; '' for none)")
+    ap.add_argument("--rows", default="32,512,1024,2048",
+                    help="weights per row prefetched (comma-separated; '' for none; 32: next to "
+                         "nothing, the cost of the extra launches alone)")
     ap.add_argument("--head-mb", default="8,16,32",
                     help="MB prefetched from the head of the next layer ('' for none)")
     ap.add_argument("--chunk-kb", default="64",
