@@ -215,7 +215,7 @@ def real_shape(a) -> dict:
     del engines
     free()
     return dict(target=a.target, prompt_len=a.prompt_len, new=a.new, rounds=a.rounds, info=info,
-                rows=rows, gemv_max_m=W12K.GEMV_MAX_M)
+                rows=rows)
 
 
 def main() -> int:
@@ -236,9 +236,6 @@ def main() -> int:
                          "(layers/linear.py; comma-separated settings 'rows:<weights per row>' or "
                          "'head:<MB>'), graphs captured again before each timing; overlapped "
                          "scheduler only")
-    ap.add_argument("--gemv-max-m", type=int, default=None,
-                    help="W12 layers run the CUDA-core GEMV up to this many rows (kernel."
-                         "GEMV_MAX_M, default %d; at most gemv.MAX_M)" % W12K.GEMV_MAX_M)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(b) for b in a.batch.split(",")]
@@ -249,11 +246,6 @@ def main() -> int:
         ap.error(str(e))
     if a.l2_prefetch and a.device != "cuda":
         ap.error("--l2-prefetch needs --device cuda")
-    if a.gemv_max_m is not None:
-        from specpilot.w12.gemv import MAX_M
-        if not 0 <= a.gemv_max_m <= MAX_M:
-            ap.error(f"--gemv-max-m must be in 0..{MAX_M}")
-        W12K.GEMV_MAX_M = a.gemv_max_m
     res = {}
     if a.demo_model:
         res["demo"] = demo(a)

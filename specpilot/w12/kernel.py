@@ -113,9 +113,10 @@ class W12Planes:
     ``kval`` (int16) = the exact bf16 bits.
 
     ``tc``: the same planes with a second escape index, over ``TC_IDX_ROWS``-row blocks, which
-    the tensor-core GEMM reads instead of this one (its programs are 64 rows: on the 16-row
-    index a split-K program walks four ranges, and the GEMM measured 5-11% slower per layer on the
-    H200, docs/benchmarks/w12.md, session 28); the GEMV (8-16-row programs) reads this one.
+    the tensor-core GEMM reads instead of this one. Its programs are 64 rows: on the 16-row
+    index a split-K program walks four ranges, and in one H200 run with the same configs the
+    GEMM took 4.6-6.1% longer per split-K layer (2.5% per token at M = 4) than on the 64-row
+    index (docs/benchmarks/w12.md, session 28). The GEMV (8-16-row programs) reads this one.
     None: every kernel reads this index.
     """
     N: int
