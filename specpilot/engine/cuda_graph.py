@@ -21,7 +21,6 @@ their recurrence starts from zeros; their state and conv window land in the spar
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 import torch
@@ -29,7 +28,6 @@ import torch
 from specpilot.engine.sampler import _h2d
 from specpilot.engine.state_pool import TensorRecurrentBatch
 from specpilot.engine.triton_backend import TritonBackend, TritonDraftAttentionBackend
-from specpilot.layers.linear import record_order
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +63,11 @@ class _BucketGraphs:
         pool = torch.cuda.graph_pool_handle()
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        for i, bs in enumerate(sorted(self.buckets, reverse=True)):  # largest first: the pool
-            with torch.cuda.stream(stream):                            # fits the rest
-                for w in range(2):  # warm-up: Triton compiles / autotunes outside the capture
+        for bs in sorted(self.buckets, reverse=True):  # largest first: the pool fits the rest
+            with torch.cuda.stream(stream):
+                for _ in range(2):  # warm-up: Triton compiles / autotunes outside the capture
                     self._prepare(bs, [], [])  # each time: a step may consume it (the commit)
-                    # the first one notes the linear layers' order (layers/linear.py, L2 prefetch)
-                    with record_order() if i == w == 0 else contextlib.nullcontext():
-                        self._forward(bs)
+                    self._forward(bs)
                 self._prepare(bs, [], [])
             torch.cuda.current_stream().wait_stream(stream)
             graph = torch.cuda.CUDAGraph()

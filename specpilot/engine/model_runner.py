@@ -8,7 +8,6 @@ touches a tensor. Sizes decided here at start-up (KV slots, table rows) are retu
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import Optional
 
@@ -19,7 +18,6 @@ from specpilot.engine.attention_backend import TorchNativeBackend
 from specpilot.engine.kv_cache import KVCache, ReqToTokenTable
 from specpilot.engine.sampler import SamplingBatch, _h2d, sample
 from specpilot.engine.state_pool import RecurrentBatch, RecurrentStatePool, TensorRecurrentBatch
-from specpilot.layers import linear as linear_layers
 from specpilot.layers.linear import gemv_wanted, use_gemv
 from specpilot.models.loader import build_model, load_hf_config
 
@@ -145,7 +143,6 @@ class ModelRunner:
             self.w12_report = to_w12(self.model, "target")
         elif gemv_wanted(self.device, self.dtype):
             log.info("bf16 GEMV at one row: %d linear layers", use_gemv(self.model))
-        self._l2_prefetch_setting()
         num_layers, kv_heads, head_dim = self.model.kv_cache_spec()
         per_token = KVCache.bytes_per_token(num_layers, kv_heads, head_dim, self.dtype)
         num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)
@@ -188,20 +185,6 @@ class ModelRunner:
         if self.attention_backend != "triton":
             return "the torch attention backend loops over requests on the host"
         return None
-
-    def _l2_prefetch_setting(self) -> None:
-        """``$SPECPILOT_L2_PREFETCH`` (experimental, layers/linear.py): "rows:<weights per row>"
-        or "head:<MB>" turns on the L2 prefetch of the next linear layer's weight inside CUDA
-        graphs, for every model of this process; unset leaves the setting as it is."""
-        from specpilot.kernels.prefetch import parse_setting
-
-        setting = parse_setting(os.environ.get("SPECPILOT_L2_PREFETCH"))
-        if setting is None:
-            return
-        if self.device.type != "cuda":
-            raise ValueError("$SPECPILOT_L2_PREFETCH needs a CUDA device (Hopper's bulk prefetch)")
-        linear_layers.L2_PREFETCH = setting
-        log.info("L2 prefetch of the next linear layer's weight: %s %d", *setting)
 
     def enable_cuda_graphs(self, max_bs: int, capture: bool = True) -> None:
         """Capture DECODE graphs for batch buckets up to max_bs (the `ar` engine)."""

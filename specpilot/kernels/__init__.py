@@ -12,8 +12,6 @@
 - norm.py: RMSNorm (plain, zero-centred, optional fused residual add), gated RMSNorm, SiLU-mul.
 - dynconv.py: DFlash2's grouped dynamic causal conv around a drafter sub-layer, one launch per
   side, reading the raw coefficient projection.
-- prefetch.py: L2 prefetch of a weight's head (Hopper bulk prefetch; experimental, inline PTX that
-  only the GPU runs).
 
 Kernels compile for the GPU; on a CPU-only machine they run only under TRITON_INTERPRET=1, which
 triton reads when a kernel is *decorated* (module import), not when it is launched.

@@ -16,14 +16,6 @@ tuned at the first eager call of each shape (the engine's warm-up before capture
 ``kernel.autotune_enabled``), else its default is used. Inside ``graph_twin()`` eager calls take
 the graph's path too (the cost model's kernel profile runs a graph's code eagerly and needs the
 same kernels).
-
-L2 prefetch (experimental, off by default; ``L2_PREFETCH``, set by the model runner from
-``$SPECPILOT_L2_PREFETCH``, e.g. "rows:1024" or "head:16"): inside CUDA graphs each of our linear
-layers (``GemvLinear``, ``W12Linear``) issues, right after its own GEMM, an L2 prefetch of the head
-of the next linear layer's weight (``kernels/prefetch.py``), so that the short kernels in between
-(norms, the recurrence, attention) overlap the first bytes of the next weight read. "Next" is the
-order ``record_order()`` saw in one eager forward (the graph capture's first warm-up), wrapping
-from the last layer (lm_head) to the first. A prefetch writes nothing: outputs cannot change.
 """
 from __future__ import annotations
 
@@ -36,8 +28,6 @@ from torch import nn
 
 FUSE_GEMV = True   # False: F.linear at every M (benchmarks' A/B)
 _TWIN = False      # True inside graph_twin()
-L2_PREFETCH: tuple | None = None   # (mode, amount) of kernels.prefetch.weight_prefetcher, or off
-_ORDER: list | None = None         # the layers called so far, inside record_order()
 
 
 def _gemv_device(x: torch.Tensor) -> bool:
@@ -64,36 +54,6 @@ def graph_twin():
         _TWIN = old
 
 
-@contextlib.contextmanager
-def record_order():
-    """Within the block, our linear layers note the order they are called in; on exit each one
-    links to the next (``_l2_next``; the last to the first) for the L2 prefetch. A layer called
-    twice keeps its first place."""
-    global _ORDER
-    old, _ORDER = _ORDER, []
-    try:
-        yield
-        order = list(dict.fromkeys(_ORDER))
-        for i, module in enumerate(order):
-            # a plain attribute: nn.Module.__setattr__ would register the next layer as a child
-            # (a cycle through the model: state_dict() would recurse forever)
-            object.__setattr__(module, "_l2_next", order[(i + 1) % len(order)])
-    finally:
-        _ORDER = old
-
-
-def l2_prefetch_hook(module: nn.Module) -> None:
-    """Called by a linear layer after its GEMM: note it (inside ``record_order``) and, inside a
-    graph with ``L2_PREFETCH`` on, prefetch the head of the next layer's weight."""
-    if _ORDER is not None:
-        _ORDER.append(module)
-    nxt = getattr(module, "_l2_next", None)
-    if L2_PREFETCH is not None and nxt is not None and _in_graph():
-        from specpilot.kernels.prefetch import weight_prefetcher
-
-        weight_prefetcher(nxt.l2_weight(), *L2_PREFETCH)()
-
-
 class GemvLinear(nn.Linear):
     """``nn.Linear`` whose bf16 forward at one activation row on CUDA is ``bf16_gemv`` inside
     CUDA graphs. Eager calls keep ``F.linear``: a Triton launch from Python costs far more host
@@ -112,18 +72,11 @@ class GemvLinear(nn.Linear):
                 y = gemv.bf16_gemv(x2, self.weight)
                 if self.bias is not None:
                     y = y + self.bias
-                l2_prefetch_hook(self)
                 return y.reshape(*x.shape[:-1], self.out_features)
             if not getattr(self, "_gemv_tuned", False):
                 gemv.bf16_gemv_config(x2, self.weight)   # tuned now, cached for the capture
                 self._gemv_tuned = True
-        y = F.linear(x, self.weight, self.bias)
-        l2_prefetch_hook(self)
-        return y
-
-    def l2_weight(self) -> torch.Tensor:
-        """What the L2 prefetch of this layer reads: its bf16 weight."""
-        return self.weight
+        return F.linear(x, self.weight, self.bias)
 
 
 def gemv_wanted(device: torch.device, dtype: torch.dtype) -> bool:

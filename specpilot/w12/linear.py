@@ -12,8 +12,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specpilot.layers.linear import l2_prefetch_hook
-
 from . import kernel
 from .convert import PARTS, should_code
 from .format import ESC_THRESHOLD, W12Tensor, decode, encode_auto
@@ -78,15 +76,6 @@ class W12Linear(nn.Module):
         return self.w12_hb.numel() > 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self._forward(x)
-        l2_prefetch_hook(self)
-        return y
-
-    def l2_weight(self) -> kernel.W12Planes:
-        """What the L2 prefetch of this layer reads: its planes (the GEMV's escape index)."""
-        return self.planes()
-
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type == "cpu":
             return F.linear(x, decode(self.w12_tensor()), self.bias)
         if not x.is_cuda:

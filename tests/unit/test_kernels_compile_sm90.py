@@ -36,8 +36,6 @@ ROPE_SIG = {"pos_ptr": "*i64", "cos_ptr": "*fp32", "sin_ptr": "*fp32", "q_ptr": 
             "R": "i32", "q_blocks": "i32", "q_scale": "fp32", "q_eps": "fp32", "k_eps": "fp32",
             "inv_d": "fp32", "Q_NORM": "constexpr", "K_NORM": "constexpr",
             "Q_SCALED": "constexpr", "BLOCK_H": "constexpr", "BLOCK_D": "constexpr"}
-PREFETCH_SIG = {"base": "*u8", "n_rows": "i32", "row_stride": "i32", "nbytes": "i32",
-                "BLOCK": "constexpr"}
 ROWS = (1, 8, 16, 40)  # decode, verify 8 / 16, a uniform prefill
 
 
@@ -47,7 +45,7 @@ def _compile_all() -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from specpilot.kernels import conv, prefetch, rope, selector, topk
+    from specpilot.kernels import conv, rope, selector, topk
 
     target, out = GPUTarget("cuda", 90, 32), {}
 
@@ -76,23 +74,14 @@ def _compile_all() -> dict:
     for qn, kn, scaled in ((0, 0, False), (1, 1, False), (4, 4, True)):
         build(rope._rope_kernel, ROPE_SIG, dict(Q_NORM=qn, K_NORM=kn, Q_SCALED=scaled,
                                                 BLOCK_H=16, BLOCK_D=128), f"rope norm {qn}")
-    # the L2 prefetch (inline PTX the interpreter cannot run: this is its only check off the GPU)
-    k = triton.compile(ASTSource(fn=prefetch._prefetch_rows_kernel, signature=PREFETCH_SIG,
-                                 constexprs=dict(BLOCK=prefetch.BLOCK_ROWS)), target=target)
-    out["l2 prefetch"] = spills(k.asm["ptx"])
-    prefetches = k.asm["ptx"].count("cp.async.bulk.prefetch.L2.global")
-    return {"compiles": out, "prefetch instructions": prefetches}
+    return out
 
 
 def test_new_kernels_compile_for_sm90_without_spills():
     result = run_in_subprocess(__file__)
-    compiles = result["compiles"]
-    assert len(compiles) == 2 * len(ROWS) + 9
-    spilled = {k: v for k, v in compiles.items() if v not in (None, 0)}
+    assert len(result) == 2 * len(ROWS) + 8
+    spilled = {k: v for k, v in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
-    # the prefetch's asm has no used result: it must survive as one instruction per row
-    # (unrolled over the rows a thread holds), not be dropped as dead code
-    assert result["prefetch instructions"] >= 1
 
 
 if __name__ == "__main__":
