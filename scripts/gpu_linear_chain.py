@@ -24,6 +24,10 @@ run of it bit for bit (checked). The same layers are also replayed grouped by sh
 the same weights and footprint, a kernel switch only where the shape changes), and with
 --uniform every W12 layer can run one given config (one compiled kernel for the whole chain):
 if model order is slower than both, the switches between kernels cost the difference.
+--pdl also replays each GEMV kind's chain with programmatic dependent launch (kernels/pdl.py: a
+layer's programs start, and load their first weight tiles, while the layer before it finishes),
+same weights and configs: the next layer launched at a layer's start ("<kind> pdl") or after its
+main loop ("<kind> pdl-end").
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gpu_w12_bench as WB  # noqa: E402  (layer shapes, weight helpers, report / finish)
 import gpu_w12_gemv_bench as GB  # noqa: E402  (weights built as the GEMV bench builds them)
+from specpilot.kernels import pdl  # noqa: E402
 from specpilot.w12 import gemv as G  # noqa: E402
 from specpilot.w12 import kernel as K  # noqa: E402
 
@@ -168,6 +173,8 @@ def main() -> int:
     ap.add_argument("--uniform", default="",
                     help="comma-separated W12 GEMV config labels (GemvConfig.short): each also "
                          "runs the w12 chain with that one config for every shape")
+    ap.add_argument("--pdl", action="store_true",
+                    help="also each GEMV chain with programmatic dependent launch")
     ap.add_argument("--out", default="linear_chain.json")
     args = ap.parse_args()
     kinds = args.kinds.split(",")
@@ -191,6 +198,15 @@ def main() -> int:
     uniform = [G.GemvConfig.from_short(u) for u in args.uniform.split(",") if u]
     for kind in kinds:
         RESULTS["timing"].append(run_kind(kind, args.target, seq, weights, configs, args))
+        for trigger, tag in ((1, "pdl"), (2, "pdl-end")) if args.pdl and kind != "cublas" else ():
+            pdl.ENABLED, old = True, dict(pdl.GEMV_TRIGGER)
+            pdl.GEMV_TRIGGER.update({kind: trigger})
+            try:
+                RESULTS["timing"].append(run_kind(kind, args.target, seq, weights, configs,
+                                                  args, label=f"{kind} {tag}"))
+            finally:
+                pdl.ENABLED = False
+                pdl.GEMV_TRIGGER.update(old)
     for u in uniform:   # one kernel for every layer: no switch between compiled kernels at all
         same = {("w12", N, Kd): u for N, Kd in shapes}
         RESULTS["timing"].append(run_kind("w12", args.target, seq, weights, same, args,

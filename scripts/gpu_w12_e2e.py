@@ -20,8 +20,10 @@
    the same seed so both engines hold the same weights), both engines resident and timed in
    alternation (``--rounds``), with the plain and the overlapped scheduler: milliseconds per
    step side by side, the speedup of the medians and per round, and the weight bytes each step
-   reads. ``--l2-prefetch rows:1024`` adds both engines with the L2 prefetch of the next linear
-   layer inside their graphs (captured again before each timing; overlapped scheduler only).
+   reads. ``--pdl`` adds both engines with programmatic dependent launch of the GEMVs, norms and
+   SiLU-mul inside their graphs (``kernels/pdl.py``; graphs captured again before each timing;
+   overlapped scheduler only), a GEMV letting the next kernel launch at its start ("+pdl") or
+   after its main loop ("+pdl-end").
    Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
 """
 from __future__ import annotations
@@ -42,8 +44,7 @@ from gpu_real_shapes import decode_ms_per_step  # noqa: E402
 
 from specpilot.config import ServerArgs  # noqa: E402
 from specpilot.core import SamplingParams  # noqa: E402
-from specpilot.kernels.prefetch import parse_setting  # noqa: E402
-from specpilot.layers import linear as linear_layers  # noqa: E402
+from specpilot.kernels import pdl  # noqa: E402
 from specpilot.offline import OfflineEngine  # noqa: E402
 from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 from specpilot.settings import ASSETS_DIR  # noqa: E402
@@ -166,9 +167,9 @@ def real_shape(a) -> dict:
     for fmt in FORMATS:
         engines[fmt], info[fmt] = build_format(a, fmt)
     scheds = [("plain", False), ("overlap", True)]
-    settings = {"": None}
-    if a.l2_prefetch:   # the same engines, graphs captured again with the prefetch on
-        settings.update(a.l2_prefetch)
+    settings = {"": 0}   # PDL off, or where the GEMVs let the next kernel launch (1, 2)
+    if a.pdl:   # the same engines, graphs captured again with PDL on
+        settings.update({"+pdl": 1, "+pdl-end": 2})
         scheds = [("overlap", True)]
     rows = {}
     for bs in a.batch:
@@ -177,7 +178,8 @@ def real_shape(a) -> dict:
             for fmt in FORMATS:
                 for tag, setting in settings.items():
                     if len(settings) > 1:
-                        linear_layers.L2_PREFETCH = setting
+                        pdl.ENABLED = setting > 0
+                        pdl.GEMV_TRIGGER.update(w12=setting or 1, bf16=setting or 1)
                         engines[fmt].runner.enable_cuda_graphs(max(a.batch))
                     if len(settings) > 1 or r == 0:
                         for _, ov in scheds:   # warm-up: JIT, the GEMV / W12 tuning, graphs
@@ -188,7 +190,7 @@ def real_shape(a) -> dict:
             print(f"  bs {bs} round {r + 1}: " + ", ".join(
                 f"{key} {name} {v[-1]:.2f}" for (key, name), v in times.items()) + " ms/step",
                 flush=True)
-        linear_layers.L2_PREFETCH = None
+        pdl.ENABLED = False
         row = {}
         for tag in settings:
             for name, _ in scheds:
@@ -205,8 +207,8 @@ def real_shape(a) -> dict:
             for fmt in FORMATS:
                 off = median(times[(fmt, "overlap")])
                 on = median(times[(fmt + tag, "overlap")])
-                row[f"l2_gain_{fmt}{tag}"] = off / on
-                print(f"{a.target} ar bs {bs} {fmt}: L2 prefetch {tag[1:]}: {off:.2f} -> "
+                row[f"gain_{fmt}{tag}"] = off / on
+                print(f"{a.target} ar bs {bs} {fmt}: {tag[1:]}: {off:.2f} -> "
                       f"{on:.2f} ms ({off / on:.3f}x)", flush=True)
         rows[bs] = row
     for fmt in FORMATS:
@@ -231,21 +233,15 @@ def main() -> int:
     ap.add_argument("--reproducible", action="store_true",
                     help="demo: also the exact check against our bf16 Triton GEMM (module doc)")
     ap.add_argument("--device", default="cuda", help="cpu: a plumbing check only (reference path)")
-    ap.add_argument("--l2-prefetch", default=None,
-                    help="also time both engines with the L2 prefetch of the next linear layer "
-                         "(layers/linear.py; comma-separated settings 'rows:<weights per row>' or "
-                         "'head:<MB>'), graphs captured again before each timing; overlapped "
+    ap.add_argument("--pdl", action="store_true",
+                    help="also time both engines with programmatic dependent launch "
+                         "(kernels/pdl.py), graphs captured again before each timing; overlapped "
                          "scheduler only")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(b) for b in a.batch.split(",")]
-    try:   # {"+<setting>": (mode, amount)}
-        a.l2_prefetch = {"+" + t.strip(): parse_setting(t) for t in (a.l2_prefetch or "").split(",")
-                         if parse_setting(t) is not None}
-    except ValueError as e:
-        ap.error(str(e))
-    if a.l2_prefetch and a.device != "cuda":
-        ap.error("--l2-prefetch needs --device cuda")
+    if a.pdl and a.device != "cuda":
+        ap.error("--pdl needs --device cuda")
     res = {}
     if a.demo_model:
         res["demo"] = demo(a)

@@ -143,6 +143,7 @@ class ModelRunner:
             self.w12_report = to_w12(self.model, "target")
         elif gemv_wanted(self.device, self.dtype):
             log.info("bf16 GEMV at one row: %d linear layers", use_gemv(self.model))
+        self._pdl_setting()
         num_layers, kv_heads, head_dim = self.model.kv_cache_spec()
         per_token = KVCache.bytes_per_token(num_layers, kv_heads, head_dim, self.dtype)
         num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)
@@ -185,6 +186,20 @@ class ModelRunner:
         if self.attention_backend != "triton":
             return "the torch attention backend loops over requests on the host"
         return None
+
+    def _pdl_setting(self) -> None:
+        """``$SPECPILOT_PDL=1`` (off by default): our GEMVs, norms and SiLU-mul are launched with
+        programmatic dependent launch (kernels/pdl.py), on CUDA GPUs of compute capability >= 9;
+        asking for it elsewhere is an error. The setting is process-wide (read at each launch,
+        so at graph capture)."""
+        from specpilot.kernels import pdl
+
+        on = pdl.setting_from_env()
+        if on and not pdl.supported(self.device):
+            raise ValueError("$SPECPILOT_PDL=1 needs a CUDA GPU of compute capability >= 9")
+        pdl.ENABLED = on
+        if on:
+            log.info("programmatic dependent launch: GEMVs, norms, SiLU-mul")
 
     def enable_cuda_graphs(self, max_bs: int, capture: bool = True) -> None:
         """Capture DECODE graphs for batch buckets up to max_bs (the `ar` engine)."""

@@ -29,6 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
+from specpilot.kernels import pdl
+
 MAX_NORM_DIM = 8192  # one row is held in registers by one program
 _PLAIN, _ZERO_CENTRED, _GATED, _FP32_WEIGHT, _NO_WEIGHT = 0, 1, 2, 3, 4
 _SILU_BLOCK = 1024  # elements of a row one silu_mul program handles
@@ -74,10 +76,14 @@ def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, pre_w_ptr, out_ptr, h_ptr,
                      stride_xo, stride_xi, stride_ro, stride_ri, stride_go, stride_gi,
                      inner, D, inv_d, eps, pre_eps,
                      STYLE: tl.constexpr, HAS_RES: tl.constexpr, MID: tl.constexpr,
-                     PRE: tl.constexpr, BLOCK: tl.constexpr):
+                     PRE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     """Grid (rows,). Row r sits at (r // inner) * stride_*o + (r % inner) * stride_*i; outputs
     (out, h) are contiguous [rows, D]. MID: the dtype of weight * normed (plain / gated).
-    PRE (with HAS_RES): the residual's own norm style (1, 3 or 4; -1: none), weight pre_w."""
+    PRE (with HAS_RES): the residual's own norm style (1, 3 or 4; -1: none), weight pre_w.
+    PDL (kernels/pdl.py): the next kernel may launch at once; this one waits for the previous
+    one before anything else."""
+    pdl.launch_dependents(PDL)
+    pdl.wait(PDL)
     row = tl.program_id(0)
     o = (row // inner).to(tl.int64)
     i = (row % inner).to(tl.int64)
@@ -105,8 +111,12 @@ def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, pre_w_ptr, out_ptr, h_ptr,
 
 
 @triton.jit
-def _silu_mul_kernel(gate_ptr, up_ptr, out_ptr, stride_g, stride_u, N, BLOCK: tl.constexpr):
-    """Grid (rows, cdiv(N, BLOCK)): out[r] = silu(gate[r]) * up[r], each rounded to out's dtype."""
+def _silu_mul_kernel(gate_ptr, up_ptr, out_ptr, stride_g, stride_u, N, BLOCK: tl.constexpr,
+                     PDL: tl.constexpr = False):
+    """Grid (rows, cdiv(N, BLOCK)): out[r] = silu(gate[r]) * up[r], each rounded to out's dtype.
+    PDL: as in _rms_norm_kernel."""
+    pdl.launch_dependents(PDL)
+    pdl.wait(PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < N
@@ -180,7 +190,7 @@ def _norm(x, weight, eps, style, residual=None, gate=None, pre=None):
         x3.shape[1], dim, 1.0 / dim, eps, pre[1] if pre is not None else 0.0,
         STYLE=style, HAS_RES=residual is not None, MID=_TL_DTYPE[mid],
         PRE=pre[2] if pre is not None else -1, BLOCK=block,
-        num_warps=min(max(block // 256, 1), 16))
+        num_warps=min(max(block // 256, 1), 16), **pdl.launch_args(x))
     return out, h
 
 
@@ -227,5 +237,6 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     u2 = u2 if u2.stride(-1) == 1 else u2.contiguous()
     block = min(_SILU_BLOCK, triton.next_power_of_2(n))
     _silu_mul_kernel[(g2.shape[0], triton.cdiv(n, block))](
-        g2, u2, out, g2.stride(0), u2.stride(0), n, BLOCK=block, num_warps=4)
+        g2, u2, out, g2.stride(0), u2.stride(0), n, BLOCK=block, num_warps=4,
+        **pdl.launch_args(out))
     return out

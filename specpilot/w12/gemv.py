@@ -34,6 +34,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from specpilot.kernels import pdl as _pdl
+
 from . import kernel as _k
 from .kernel import ESC_PRE_CAND, ESC_PRE_VALUES, GROUP, W12Planes, _cdiv, prepare
 
@@ -160,7 +162,8 @@ if _k.HAS_TRITON:
                      BM: tl.constexpr, BMP: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                      IR: tl.constexpr, NRB: tl.constexpr, ESC_CH: tl.constexpr,
                      ESC_PRE: tl.constexpr,
-                     ESC_LATE: tl.constexpr, STAGES: tl.constexpr, AHEAD: tl.constexpr):
+                     ESC_LATE: tl.constexpr, STAGES: tl.constexpr, AHEAD: tl.constexpr,
+                     PDL: tl.constexpr = 0):
         """y[M, N] = x[M, K] @ W[N, K]^T on CUDA cores; W from W12 planes (W12) or bf16 (w_ptr).
 
         Grid (cdiv(N, BN), SPLIT_K, cdiv(M, BM)); program s of SPLIT_K owns the K-steps
@@ -198,7 +201,15 @@ if _k.HAS_TRITON:
         one round trip before their first weight loads; ESC_LATE instead issues the entry loads
         inside the first K-step, after its weight loads (predicated off in the other steps, the
         previous value kept), so that no wait is exposed.
+
+        PDL (launched with programmatic dependent launch, ``kernels/pdl.py``; 0: not): the
+        program loads what no earlier kernel writes (the escape prologue, the first weight
+        tiles with AHEAD) and waits for the previous kernel before the main loop, its first read
+        of x; every write comes after that. It lets the next kernel launch at its start (PDL 1)
+        or after its main loop (PDL 2: the next kernel's programs then take no SM slots while
+        this one streams its weights).
         """
+        _pdl.launch_dependents(PDL == 1)
         pid_n = tl.program_id(0)
         pid_k = tl.program_id(1)
         pid_m = tl.program_id(2)
@@ -245,6 +256,7 @@ if _k.HAS_TRITON:
         if AHEAD:   # the first K-step's raw weight tiles, loaded before the loop
             w_m0, w_m1, _, _ = _w_masks(s0 * BK, xk, n_ok, HALF, K, W12, EVEN_K)
             a, b, c = _load_w(w_tile, h_tile, s0 * BK, HALF, w_m0, w_m1, W12)
+        _pdl.wait(PDL > 0)   # x (and every write) only after the previous kernel has completed
         for s in tl.range(s0, s1, num_stages=STAGES):
             j = s * BK
             w_m0, w_m1, x_m0, x_m1 = _w_masks(j, xk, n_ok, HALF, K, W12, EVEN_K)
@@ -279,6 +291,7 @@ if _k.HAS_TRITON:
             if AHEAD:
                 a, b, c = an, bn, cn
 
+        _pdl.launch_dependents(PDL == 2)
         # the BM row results as columns of out [BN, BMP] (epilogue, once per program)
         out = tl.zeros((BN, BMP), dtype=tl.float32)
         out = _row_out(out, acc0, 0, ACC)
@@ -511,8 +524,16 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         IR=p.ir, NRB=_cdiv(cfg.block_n, p.ir), ESC_CH=ESC_CHUNK,
         ESC_PRE=cfg.esc_pre if w12 else 0,
         ESC_LATE=bool(w12 and cfg.esc_late), STAGES=cfg.num_stages, AHEAD=bool(cfg.ahead),
-        num_warps=cfg.num_warps, num_stages=1)
+        num_warps=cfg.num_warps, num_stages=1, **_pdl_args(x, w12))
     return p.y
+
+
+def _pdl_args(x: torch.Tensor, w12: bool) -> dict:
+    """PDL's launch arguments (``kernels/pdl.py``): where the next kernel may launch,
+    ``pdl.GEMV_TRIGGER`` of this form (1 at the start, 2 after the main loop); none when off."""
+    if not _pdl.active(x):
+        return {}
+    return {"PDL": _pdl.GEMV_TRIGGER["w12" if w12 else "bf16"], "launch_pdl": True}
 
 
 def _rows(x: torch.Tensor, K: int) -> torch.Tensor:

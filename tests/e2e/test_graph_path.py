@@ -134,3 +134,25 @@ def test_backend_flag_checks(setup):
     eng = OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=256))
     assert eng.runner.attention_backend == "torch" and eng.runner.graphs is None
     assert "CUDA" in eng.runner.graph_support()
+
+
+@pytest.mark.gpu
+def test_gpu_ar_graphs_with_pdl_equal_without(setup, monkeypatch):
+    """Programmatic dependent launch in the captured DECODE graphs (kernels/pdl.py: the bf16
+    GEMVs, norms and SiLU-mul; $SPECPILOT_PDL, read by the model runner) leaves greedy output
+    unchanged: every PDL-launched kernel waits for the one before it before reading its
+    output."""
+    from specpilot.kernels import pdl
+
+    target, _, _ = setup
+    outs = {}
+    for on in ("0", "1"):
+        monkeypatch.setenv("SPECPILOT_PDL", on)
+        eng = OfflineEngine(ServerArgs(model_path=target, device="cuda", dtype="bfloat16",
+                                       max_total_tokens=1024, attention_backend="triton",
+                                       cuda_graph_max_bs=4))
+        assert eng.runner.graphs is not None and eng.runner.graphs.captured
+        assert pdl.ENABLED is (on == "1")
+        outs[on] = [o.output_ids for o in eng.generate(prompts(), GREEDY)]
+        del eng
+    assert outs["1"] == outs["0"]

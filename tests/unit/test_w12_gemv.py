@@ -380,7 +380,7 @@ def _compile_cases():
                       BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
                       IR=16, NRB=-(-c.block_n // 16), ESC_CH=gemv.ESC_CHUNK,
                       ESC_PRE=c.esc_pre if w12 else 0, ESC_LATE=bool(w12 and c.esc_late),
-                      STAGES=c.num_stages, AHEAD=bool(c.ahead))
+                      STAGES=c.num_stages, AHEAD=bool(c.ahead), PDL=0)
         sig.update({k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
