@@ -52,6 +52,8 @@ import torch
 import triton
 import triton.language as tl
 
+from specpilot.kernels import pdl
+
 _FULL, _CAUSAL, _TREE = 0, 1, 2
 _LOG2E = 1.4426950408889634
 MAX_SPLITS = 32  # partial outputs one row may be split into
@@ -169,9 +171,12 @@ def _paged_attention_kernel(
         HEAD_DIM: tl.constexpr, GROUP: tl.constexpr, UNIFORM_EXT: tl.constexpr,
         DENSE_NEW: tl.constexpr, MASK_MODE: tl.constexpr, HAS_QPOS: tl.constexpr,
         SPLIT: tl.constexpr, HAS_GATE: tl.constexpr, BLOCK_M: tl.constexpr,
-        BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DOT_PREC: tl.constexpr):
+        BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DOT_PREC: tl.constexpr,
+        PDL: tl.constexpr = False):
     """Grid (query-row tiles, num_splits, requests * Hkv). UNIFORM_EXT > 0: every request has
     that many rows, request b's start at b * UNIFORM_EXT (ext_lens / q_starts unused)."""
+    pdl.launch_dependents(PDL)   # kernels/pdl.py
+    pdl.wait(PDL)
     tile = tl.program_id(0)
     split = tl.program_id(1)
     b = tl.program_id(2) // num_kv_heads
@@ -262,9 +267,12 @@ def _paged_attention_kernel(
 @triton.jit
 def _merge_splits_kernel(part_ptr, lse_ptr, out_ptr, gate_ptr, stride_ot, stride_oh, stride_gt,
                          stride_gh, num_heads, num_splits, HEAD_DIM: tl.constexpr,
-                         HAS_GATE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+                         HAS_GATE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+                         PDL: tl.constexpr = False):
     """Grid (T, Hq): out[t, h] = sum_s w_s part[t, h, s] / sum_s w_s with w_s = 2^lse[t, h, s]
     (times the output gate with HAS_GATE)."""
+    pdl.launch_dependents(PDL)   # kernels/pdl.py
+    pdl.wait(PDL)
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
     offs_s = tl.arange(0, BLOCK_S)
@@ -372,13 +380,13 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         HAS_QPOS=q_pos is not None, SPLIT=split, HAS_GATE=out_gate is not None,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_D=block_d,
         DOT_PREC="ieee" if q.dtype == torch.float32 else "tf32",
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl.launch_args(out))
     if split:
         _merge_splits_kernel[(num_tokens, num_heads)](
             part, lse, out, gate, out.stride(0), out.stride(1), gate.stride(0), gate.stride(1),
             num_heads, num_splits, HEAD_DIM=head_dim, HAS_GATE=out_gate is not None,
             BLOCK_S=max(2, triton.next_power_of_2(num_splits)), BLOCK_D=block_d,
-            num_warps=4 if head_dim >= 128 else 2)
+            num_warps=4 if head_dim >= 128 else 2, **pdl.launch_args(out))
     return out
 
 

@@ -29,6 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
+from specpilot.kernels import pdl
+
 _BLOCK_C = 128  # channels per program at one row per chunk; fewer as the chunk grows
 _MAX_TC = 16  # rows per chunk
 
@@ -45,7 +47,10 @@ def _causal_conv_kernel(x_ptr, w_ptr, state_ptr, y_ptr, rows_ptr, fresh_ptr,
                         sx_ptr, skv_ptr, stride_x, stride_w, stride_sr, stride_sx, stride_skv,
                         T, C, KD,
                         K: tl.constexpr, KP: tl.constexpr, BLOCK_C: tl.constexpr,
-                        TC: tl.constexpr, WRITE_STATE: tl.constexpr, STASH: tl.constexpr):
+                        TC: tl.constexpr, WRITE_STATE: tl.constexpr, STASH: tl.constexpr,
+                        PDL: tl.constexpr = False):
+    pdl.launch_dependents(PDL)   # kernels/pdl.py
+    pdl.wait(PDL)
     b = tl.program_id(0)
     cb = tl.program_id(1)
     row = tl.load(rows_ptr + b).to(tl.int64)
@@ -135,16 +140,20 @@ def causal_conv(x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor,
         x, weight, conv_state, y, rows, fresh, sx, skv,
         x.stride(0), weight.stride(0), conv_state.stride(0), sx.stride(0), skv.stride(0),
         t, c, kd, K=k, KP=triton.next_power_of_2(k), BLOCK_C=block_c, TC=tc,
-        WRITE_STATE=write_state, STASH=stash is not None, num_warps=4)
+        WRITE_STATE=write_state, STASH=stash is not None, num_warps=4,
+        **pdl.launch_args(y))
     return y
 
 
 @triton.jit
 def _commit_windows_kernel(conv_ptr, sx_ptr, rows_ptr, fresh_ptr, keep_ptr,
                            stride_cl, stride_cr, stride_sl, stride_sx, T, C,
-                           K: tl.constexpr, KP: tl.constexpr, BLOCK_C: tl.constexpr):
+                           K: tl.constexpr, KP: tl.constexpr, BLOCK_C: tl.constexpr,
+                           PDL: tl.constexpr = False):
     """Grid (L, N, cdiv(C, BLOCK_C)): window[i] = seq[keep + i] for i < K - 1, seq = the old
     window (zeros when fresh) followed by the request's T stashed inputs."""
+    pdl.launch_dependents(PDL)   # kernels/pdl.py
+    pdl.wait(PDL)
     layer = tl.program_id(0).to(tl.int64)
     b = tl.program_id(1)
     cb = tl.program_id(2)
@@ -186,4 +195,4 @@ def commit_windows(conv: torch.Tensor, stash_x: torch.Tensor, rows: torch.Tensor
     _commit_windows_kernel[grid](
         conv, stash_x, rows, fresh, keep, conv.stride(0), conv.stride(1), stash_x.stride(0),
         stash_x.stride(1), t, c, K=k1 + 1, KP=triton.next_power_of_2(k1 + 1),
-        BLOCK_C=_BLOCK_C, num_warps=4)
+        BLOCK_C=_BLOCK_C, num_warps=4, **pdl.launch_args(conv))

@@ -34,6 +34,8 @@ import torch
 import triton
 import triton.language as tl
 
+from specpilot.kernels import pdl
+
 
 @triton.jit
 def _l2norm(x, eps):
@@ -69,7 +71,9 @@ def _gated_delta_kernel(
         HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
         BK: tl.constexpr, BV: tl.constexpr,
         WRITE_OUT: tl.constexpr, WRITE_STATE: tl.constexpr, GATE: tl.constexpr,
-        STASH: tl.constexpr):
+        STASH: tl.constexpr, PDL: tl.constexpr = False):
+    pdl.launch_dependents(PDL)   # kernels/pdl.py
+    pdl.wait(PDL)
     b = tl.program_id(0)
     lh = tl.program_id(1)
     vb = tl.program_id(2)
@@ -151,7 +155,8 @@ def _conv_delta_decode_kernel(
         x_ptr, cw_ptr, cs_ptr, a_ptr, b_ptr, out_ptr, state_ptr, rows_ptr, fresh_ptr, cnt_ptr,
         a_log_ptr, dt_bias_ptr, stride_x, stride_ab, stride_cr, stride_sr, scale, eps,
         HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
-        BK: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, KP: tl.constexpr):
+        BK: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, KP: tl.constexpr,
+        PDL: tl.constexpr = False):
     """DECODE (one row per request) of a Gated DeltaNet layer in one launch: the short conv of
     the row's q, k and v channels (from the conv inputs x and the window pool), then the gated
     delta rule with in-kernel gates, writing the state and the conv windows back.
@@ -160,6 +165,8 @@ def _conv_delta_decode_kernel(
     the q and k channels of key head hk are read by all rep * (Dv / BV) programs of that key
     head, so the last of them to finish reading (an atomic count per request and key head in
     cnt_ptr, left at zero again) writes their new windows."""
+    pdl.launch_dependents(PDL)   # kernels/pdl.py
+    pdl.wait(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1)
     vb = tl.program_id(2)
@@ -252,7 +259,8 @@ def conv_gated_delta_decode(x: torch.Tensor, conv_weight: torch.Tensor, conv_sta
         x, conv_weight, conv_state, a, b, out, state, rows, fresh, counters, *gate,
         x.stride(0), a.stride(0), conv_state.stride(0), state.stride(0), scale, eps,
         HK=key_heads, HV=hv, DK=dk, DV=dv, BK=max(triton.next_power_of_2(dk), 16), BV=bv,
-        K=k, KP=triton.next_power_of_2(k), num_warps=num_warps or NUM_WARPS)
+        K=k, KP=triton.next_power_of_2(k), num_warps=num_warps or NUM_WARPS,
+        **pdl.launch_args(out))
     return out
 
 
@@ -346,5 +354,6 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
         state.stride(0) if layered else 0, state.stride(-4), scale, eps,
         HK=key_heads, HV=hv, DK=dk, DV=dv, BK=bk, BV=bv,
         WRITE_OUT=q is not None, WRITE_STATE=write_state, GATE=gate is not None,
-        STASH=stash_gates is not None, num_warps=num_warps or NUM_WARPS)
+        STASH=stash_gates is not None, num_warps=num_warps or NUM_WARPS,
+        **pdl.launch_args(state))
     return out

@@ -19,6 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
+from specpilot.kernels import pdl
+
 MAX_HEAD_DIM = 8192
 _TILE = 1024  # elements (heads x padded head dim) of k, and of v, one program copies
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # element size -> type
@@ -27,8 +29,10 @@ _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # elem
 @triton.jit
 def _store_kv_kernel(loc_ptr, k_ptr, v_ptr, kc_ptr, vc_ptr,
                      stride_kt, stride_kh, stride_vt, stride_vh, H, D,
-                     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+                     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):
     """Grid (T, cdiv(H, BLOCK_H)); see the module docstring."""
+    pdl.launch_dependents(PDL)   # kernels/pdl.py
+    pdl.wait(PDL)
     t = tl.program_id(0).to(tl.int64)
     heads = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)).to(tl.int64)[:, None]
     d = tl.arange(0, BLOCK_D)[None, :]
@@ -79,4 +83,4 @@ def store_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, loc: torch.Tensor, k:
     _store_kv_kernel[(t, triton.cdiv(hkv, block_h))](
         loc, k, v, _bits(k_cache), _bits(v_cache), k.stride(0), k.stride(1), v.stride(0),
         v.stride(1), hkv, dim, BLOCK_H=block_h, BLOCK_D=block_d,
-        num_warps=min(max(block_h * block_d // 256, 1), 8))
+        num_warps=min(max(block_h * block_d // 256, 1), 8), **pdl.launch_args(k_cache))

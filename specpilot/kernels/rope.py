@@ -32,6 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
+from specpilot.kernels import pdl
+
 from specpilot.kernels.norm import _NO_WEIGHT, _PLAIN, _gain, _rms_factor
 
 MAX_HEAD_DIM = 8192
@@ -81,8 +83,11 @@ def _rope_kernel(pos_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, qo_ptr, ko_ptr, qw_ptr
                  stride_qt, stride_qh, stride_kt, stride_kh, stride_tab,
                  Hq, Hkv, D, R, q_blocks, q_scale, q_eps, k_eps, inv_d,
                  Q_NORM: tl.constexpr, K_NORM: tl.constexpr,
-                 Q_SCALED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+                 Q_SCALED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+                 PDL: tl.constexpr = False):
     """Grid (T, q_blocks + cdiv(Hkv, BLOCK_H)); see the module docstring."""
+    pdl.launch_dependents(PDL)   # kernels/pdl.py
+    pdl.wait(PDL)
     t = tl.program_id(0).to(tl.int64)
     blk = tl.program_id(1)
     pos = tl.load(pos_ptr + t).to(tl.int64)
@@ -164,5 +169,6 @@ def rope(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_table: t
         hq, hkv, dim, r, q_blocks, 1.0 if q_scale is None else float(q_scale), q_eps, k_eps,
         1.0 / dim, Q_NORM=q_style, K_NORM=k_style,
         Q_SCALED=q_scale is not None, BLOCK_H=block_h, BLOCK_D=block_d,
-        num_warps=min(max(block_h * block_d // 512, 1), 8), enable_fp_fusion=False)
+        num_warps=min(max(block_h * block_d // 512, 1), 8), enable_fp_fusion=False,
+        **pdl.launch_args(q_out))
     return q_out, k_out

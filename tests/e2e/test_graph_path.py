@@ -156,3 +156,27 @@ def test_gpu_ar_graphs_with_pdl_equal_without(setup, monkeypatch):
         outs[on] = [o.output_ids for o in eng.generate(prompts(), GREEDY)]
         del eng
     assert outs["1"] == outs["0"]
+
+
+@pytest.mark.gpu
+def test_gpu_hybrid_ar_and_stock_with_pdl_equal_without(tmp_path, monkeypatch):
+    """The same on a hybrid (Gated DeltaNet) target, `ar` and `stock`: the conv + recurrence
+    decode kernel, the verify recurrence and the conv-window commit, RoPE, the KV store and the
+    attention kernels launched with PDL too."""
+    from specpilot.kernels import pdl
+
+    target = make_tiny("qwen3_5", tmp_path / "q35")
+    drafter = make_drafter("dflash", tmp_path / "d", target_layers=(1, 5), num_target_layers=8)
+    outs = {}
+    for on in ("0", "1"):
+        monkeypatch.setenv("SPECPILOT_PDL", on)
+        for name, kw in (("ar", {}), ("stock", dict(speculative_draft_model_path=drafter,
+                                                     speculative_num_draft_tokens=4))):
+            eng = OfflineEngine(ServerArgs(model_path=target, device="cuda", dtype="bfloat16",
+                                           max_total_tokens=1024, attention_backend="triton",
+                                           cuda_graph_max_bs=4, **kw))
+            assert pdl.ENABLED is (on == "1")
+            outs[(name, on)] = [o.output_ids for o in eng.generate(prompts(), GREEDY)]
+            del eng
+    assert outs[("ar", "1")] == outs[("ar", "0")]
+    assert outs[("stock", "1")] == outs[("stock", "0")]

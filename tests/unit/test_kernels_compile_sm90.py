@@ -49,9 +49,12 @@ def _compile_all() -> dict:
 
     target, out = GPUTarget("cuda", 90, 32), {}
 
-    def build(fn, sig, consts, name):
+    def build(fn, sig, consts, name, pdl=False):
+        if "PDL" in fn.arg_names:   # kernels/pdl.py: off unless asked for
+            sig, consts = {**sig, "PDL": "constexpr"}, {**consts, "PDL": pdl}
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=target)
         out[name] = spills(k.asm["ptx"])
+        assert ("griddepcontrol.wait" in k.asm["ptx"]) == pdl, name
 
     for t in ROWS:
         tc, block_c = conv._tile(t)
@@ -74,12 +77,17 @@ def _compile_all() -> dict:
     for qn, kn, scaled in ((0, 0, False), (1, 1, False), (4, 4, True)):
         build(rope._rope_kernel, ROPE_SIG, dict(Q_NORM=qn, K_NORM=kn, Q_SCALED=scaled,
                                                 BLOCK_H=16, BLOCK_D=128), f"rope norm {qn}")
+    # with programmatic dependent launch (kernels/pdl.py)
+    build(rope._rope_kernel, ROPE_SIG, dict(Q_NORM=1, K_NORM=1, Q_SCALED=False, BLOCK_H=16,
+                                            BLOCK_D=128), "rope pdl", pdl=True)
+    build(conv._commit_windows_kernel, COMMIT_SIG, dict(K=4, KP=4, BLOCK_C=conv._BLOCK_C),
+          "commit_windows pdl", pdl=True)
     return out
 
 
 def test_new_kernels_compile_for_sm90_without_spills():
     result = run_in_subprocess(__file__)
-    assert len(result) == 2 * len(ROWS) + 8
+    assert len(result) == 2 * len(ROWS) + 10
     spilled = {k: v for k, v in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
 
