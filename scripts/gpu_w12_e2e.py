@@ -23,7 +23,8 @@
    reads. ``--pdl`` adds both engines with programmatic dependent launch of the GEMVs, norms and
    SiLU-mul inside their graphs (``kernels/pdl.py``; graphs captured again before each timing;
    overlapped scheduler only), a GEMV letting the next kernel launch at its start ("+pdl") or
-   after its main loop ("+pdl-end").
+   after its main loop ("+pdl-end"); the plain rows are then without PDL (without ``--pdl`` they
+   run the engines' default: on for sm_90, ``$SPECPILOT_PDL``).
    Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
 """
 from __future__ import annotations

@@ -188,18 +188,18 @@ class ModelRunner:
         return None
 
     def _pdl_setting(self) -> None:
-        """``$SPECPILOT_PDL=1`` (off by default): our GEMVs, norms and SiLU-mul are launched with
-        programmatic dependent launch (kernels/pdl.py), on CUDA GPUs of compute capability >= 9;
-        asking for it elsewhere is an error. The setting is process-wide (read at each launch,
-        so at graph capture)."""
+        """Programmatic dependent launch of our Triton kernels (kernels/pdl.py): on for CUDA GPUs
+        of compute capability >= 9 unless ``$SPECPILOT_PDL=0``; ``$SPECPILOT_PDL=1`` elsewhere is
+        an error. Process-wide (read at each launch, so at graph capture)."""
         from specpilot.kernels import pdl
 
-        on = pdl.setting_from_env()
-        if on and not pdl.supported(self.device):
+        asked = pdl.setting_from_env()
+        ok = pdl.supported(self.device)
+        if asked and not ok:
             raise ValueError("$SPECPILOT_PDL=1 needs a CUDA GPU of compute capability >= 9")
-        pdl.ENABLED = on
-        if on:
-            log.info("programmatic dependent launch: GEMVs, norms, SiLU-mul")
+        pdl.ENABLED = ok if asked is None else asked
+        if pdl.ENABLED:
+            log.info("programmatic dependent launch of our Triton kernels ($SPECPILOT_PDL=0: off)")
 
     def enable_cuda_graphs(self, max_bs: int, capture: bool = True) -> None:
         """Capture DECODE graphs for batch buckets up to max_bs (the `ar` engine)."""

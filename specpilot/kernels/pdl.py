@@ -14,12 +14,20 @@ Rules that keep it exact:
   read of anything an earlier kernel writes and before its first write (so it neither reads stale
   data nor overwrites what the previous kernel still reads).
 - ``launch_dependents`` only lets the next kernel start early; where that kernel was launched
-  without PDL, or on GPUs before sm_90, the instruction does nothing. Our short kernels (norms,
-  SiLU-mul) call it first thing when PDL is on, so the GEMV after them overlaps them.
+  without PDL, or on GPUs before sm_90, the instruction does nothing.
 
-Off by default (``ENABLED``; the model runner sets it from ``$SPECPILOT_PDL``); ``active(t)``
-says whether launches on ``t``'s device use it. The interpreter cannot run the instructions
-(inline PTX), so PDL is never active on CPU tensors.
+Which kernels: every Triton kernel of a decode / verify step (the GEMVs, norms, SiLU-mul, RoPE,
+the KV store, attention and its merge, the conv and Gated DeltaNet kernels) waits first thing
+(the GEMVs: after loading their escape entries and first weight tiles) and lets the next kernel
+launch at once; the GEMVs let it launch only after their main loop (``GEMV_TRIGGER`` 2: with the
+trigger at their start the next kernels' programs took SM slots while the GEMV streamed its
+weights, the bf16 `ar` step 0.90x; after the loop: `ar` at one request 1.02-1.04x faster, bf16
+on both target shapes and W12 on Qwen3.8-27B, H200, docs/benchmarks/w12.md, session 29). cuBLAS and torch's own kernels are launched
+as before (a PDL kernel after one of them starts when it ends).
+
+``ENABLED`` is set by the model runner: on for CUDA GPUs of compute capability >= 9 unless
+``$SPECPILOT_PDL=0``; ``active(t)`` says whether launches on ``t``'s device use it. The
+interpreter cannot run the instructions (inline PTX), so PDL is never active on CPU tensors.
 """
 from __future__ import annotations
 
@@ -38,15 +46,16 @@ except ImportError:   # CPU-only installs: nothing here runs
 ENABLED = False
 # where our GEMV (w12/gemv.py) lets the next kernel launch, per weight form: 1 at its start, 2
 # after its main loop
-GEMV_TRIGGER = {"w12": 1, "bf16": 1}
+GEMV_TRIGGER = {"w12": 2, "bf16": 2}
 
 
-def setting_from_env() -> bool:
-    """``$SPECPILOT_PDL``: "1" on, "0" or unset off; anything else is an error."""
-    v = os.environ.get("SPECPILOT_PDL", "0")
-    if v not in ("0", "1"):
+def setting_from_env() -> bool | None:
+    """``$SPECPILOT_PDL``: "1" on, "0" off, unset None (on where ``supported``); anything else
+    is an error."""
+    v = os.environ.get("SPECPILOT_PDL")
+    if v not in (None, "0", "1"):
         raise ValueError(f"$SPECPILOT_PDL must be 0 or 1, got {v!r}")
-    return v == "1"
+    return None if v is None else v == "1"
 
 
 def supported(device: torch.device) -> bool:

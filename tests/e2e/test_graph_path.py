@@ -180,3 +180,18 @@ def test_gpu_hybrid_ar_and_stock_with_pdl_equal_without(tmp_path, monkeypatch):
             del eng
     assert outs[("ar", "1")] == outs[("ar", "0")]
     assert outs[("stock", "1")] == outs[("stock", "0")]
+
+
+def test_pdl_setting_on_cpu(setup, monkeypatch):
+    """$SPECPILOT_PDL: unset means on where supported (not on a CPU); 1 where it is not supported
+    is an error, not a silent fallback."""
+    from specpilot.kernels import pdl
+
+    target, _, _ = setup
+    monkeypatch.setenv("SPECPILOT_PDL", "1")
+    with pytest.raises(ValueError, match="SPECPILOT_PDL=1 needs a CUDA GPU"):
+        OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=256))
+    monkeypatch.delenv("SPECPILOT_PDL")
+    monkeypatch.setattr(pdl, "ENABLED", True)
+    OfflineEngine(ServerArgs(model_path=target, device="cpu", max_total_tokens=256))
+    assert pdl.ENABLED is False

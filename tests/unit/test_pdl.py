@@ -1,9 +1,11 @@
-"""Programmatic dependent launch (kernels/pdl.py) in the GEMV and the norm kernels.
+"""Programmatic dependent launch (kernels/pdl.py) in the GEMV and the other Triton kernels.
 
 CPU: the setting, that launches on CPU tensors (the interpreter) never ask for it, and the sm_90
-compile of the kernels with PDL on: both instructions present, the wait before every write, the
-GEMV's look-ahead weight loads before the wait (what it is for) and no instruction at all with PDL
-off. GPU: a graph of dependent norm -> GEMV layers gives the same bits with and without PDL."""
+compile of the GEMV and norm kernels with PDL on (the other kernels: test_kernels_compile_sm90):
+both instructions present, the wait before every write, the GEMV's look-ahead weight loads and
+escape entries before the wait (what it is for), the trigger after the main loop in its mode 2,
+and no instruction at all with PDL off. GPU: a graph of dependent norm -> GEMV layers gives the
+same bits with and without PDL (tests/e2e/test_graph_path.py: the engines' greedy output)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from specpilot.kernels import pdl
 
 def test_setting_from_env(monkeypatch):
     monkeypatch.delenv("SPECPILOT_PDL", raising=False)
+    assert pdl.setting_from_env() is None   # the model runner's default: on where supported
+    monkeypatch.setenv("SPECPILOT_PDL", "0")
     assert pdl.setting_from_env() is False
     monkeypatch.setenv("SPECPILOT_PDL", "1")
     assert pdl.setting_from_env() is True
