@@ -49,3 +49,15 @@ def run_in_subprocess(module_file: str):
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def w12_kernel_signature(fn, w12: bool) -> dict:
+    """The runtime arguments' types shared by the W12 GEMV and GEMM kernels (``w12/gemv.py``
+    ``_gemv_kernel``, ``w12/kernel.py`` ``_gemm_kernel``): ten pointers (planes as bytes, or a bf16
+    weight) and ten 32-bit integers; constexprs are added by the caller."""
+    ptr = "*u8" if w12 else "*bf16"
+    sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
+           "w_ptr": ptr, "h_ptr": ptr, "hb_ptr": ptr, "koff_ptr": "*i32", "kent_ptr": "*i32",
+           "kval_ptr": "*i16"}
+    sig.update({a: "i32" for a in list(fn.arg_names)[10:20]})
+    return sig

@@ -59,6 +59,7 @@ def _compile_cases():
 
     from specpilot.kernels import norm
     from specpilot.w12 import gemv
+    from tests.unit.sm90 import w12_kernel_signature
 
     target = GPUTarget("cuda", 90, 32)
 
@@ -71,14 +72,9 @@ def _compile_cases():
 
     out = {}
     fn = gemv._gemv_kernel
-    names = list(fn.arg_names)
     for kind, ahead, split in (("w12", False, 1), ("bf16", True, 1), ("w12", True, 4)):
         w12 = kind == "w12"
-        ptr = "*u8" if w12 else "*bf16"
-        sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
-               "w_ptr": ptr, "h_ptr": ptr, "hb_ptr": ptr, "koff_ptr": "*i32",
-               "kent_ptr": "*i32", "kval_ptr": "*i16"}
-        sig.update({a: "i32" for a in names[10:20]})
+        sig = w12_kernel_signature(fn, w12)
         for on in (1, 2, 0):
             consts = dict(W12=w12, HB_PER_ROW=False, USE_SPLIT=split > 1, EVEN_K=True, PTX=True,
                           ACC=gemv.ACC_ELEMENTWISE, BM=1, BMP=1, BN=16, BK=128, IR=16, NRB=1,

@@ -350,7 +350,7 @@ def _compile_cases():
     from triton.compiler import ASTSource
 
     from specpilot.w12 import gemv
-    from tests.unit.sm90 import spills
+    from tests.unit.sm90 import spills, w12_kernel_signature
 
     fn = gemv._gemv_kernel
     names = list(fn.arg_names)
@@ -370,11 +370,7 @@ def _compile_cases():
                False)]
     for kind, c, even_k, per_row in cases:
         w12 = kind == "w12"
-        ptr = "*u8" if w12 else "*bf16"
-        sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
-               "w_ptr": ptr, "h_ptr": ptr, "hb_ptr": ptr, "koff_ptr": "*i32",
-               "kent_ptr": "*i32", "kval_ptr": "*i16"}
-        sig.update({a: "i32" for a in names[10:20]})
+        sig = w12_kernel_signature(fn, w12)
         consts = dict(W12=w12, HB_PER_ROW=per_row and w12, USE_SPLIT=c.split_k > 1,
                       EVEN_K=even_k, PTX=True, ACC=c.acc, BM=c.block_m,
                       BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
@@ -400,11 +396,7 @@ def _compile_cases():
             (False, 0, False, 2, 0, 64), (True, 1, True, 4, 64, 64), (True, 1, False, 1, 64, 64),
             (True, 1, True, 4, 64, 16)):
         c = kernel.default_config(1, 5120, 17408)
-        ptr = "*u8" if w12 else "*bf16"
-        sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
-               "w_ptr": ptr, "h_ptr": ptr, "hb_ptr": ptr, "koff_ptr": "*i32",
-               "kent_ptr": "*i32", "kval_ptr": "*i16"}
-        sig.update({a: "i32" for a in names[10:20]})
+        sig = w12_kernel_signature(fn, w12)
         consts = dict(W12=w12, HB_PER_ROW=False, ESC_MODE=esc, USE_SPLIT=split > 1, EVEN_K=True,
                       DOT_F32=False, PTX=True, BM=16, BN=c.block_n, BK=c.block_k,
                       IR=ir, NRB=-(-c.block_n // ir), CARRY=carry,
