@@ -26,8 +26,8 @@ the same weights and footprint, a kernel switch only where the shape changes), a
 if model order is slower than both, the switches between kernels cost the difference.
 --pdl also replays each GEMV kind's chain with programmatic dependent launch (kernels/pdl.py: a
 layer's programs start, and load their first weight tiles, while the layer before it finishes),
-same weights and configs: the next layer launched at a layer's start ("<kind> pdl") or after its
-main loop ("<kind> pdl-end").
+same weights and configs, at each GEMV trigger (pdl.GEMV_TRIGGER: the next layer launched at a
+layer's start, "<kind> pdl1"; after its main loop, "pdl2"; right after its wait, "pdl3").
 """
 from __future__ import annotations
 
@@ -198,12 +198,12 @@ def main() -> int:
     uniform = [G.GemvConfig.from_short(u) for u in args.uniform.split(",") if u]
     for kind in kinds:
         RESULTS["timing"].append(run_kind(kind, args.target, seq, weights, configs, args))
-        for trigger, tag in ((1, "pdl"), (2, "pdl-end")) if args.pdl and kind != "cublas" else ():
+        for trigger in (1, 2, 3) if args.pdl and kind != "cublas" else ():
             pdl.ENABLED, old = True, dict(pdl.GEMV_TRIGGER)
             pdl.GEMV_TRIGGER.update({kind: trigger})
             try:
                 RESULTS["timing"].append(run_kind(kind, args.target, seq, weights, configs,
-                                                  args, label=f"{kind} {tag}"))
+                                                  args, label=f"{kind} pdl{trigger}"))
             finally:
                 pdl.ENABLED = False
                 pdl.GEMV_TRIGGER.update(old)

@@ -20,11 +20,11 @@
    the same seed so both engines hold the same weights), both engines resident and timed in
    alternation (``--rounds``), with the plain and the overlapped scheduler: milliseconds per
    step side by side, the speedup of the medians and per round, and the weight bytes each step
-   reads. ``--pdl`` adds both engines with programmatic dependent launch of the GEMVs, norms and
-   SiLU-mul inside their graphs (``kernels/pdl.py``; graphs captured again before each timing;
-   overlapped scheduler only), a GEMV letting the next kernel launch at its start ("+pdl") or
-   after its main loop ("+pdl-end"); the plain rows are then without PDL (without ``--pdl`` they
-   run the engines' default: on for sm_90, ``$SPECPILOT_PDL``).
+   reads. ``--pdl 1/2,2/3`` adds both engines with programmatic dependent launch in their graphs
+   at each given setting ``<pdl.MODE>/<pdl.GEMV_TRIGGER>`` (``kernels/pdl.py``; graphs captured
+   again before each timing; overlapped scheduler only; rows "+pdl1/2" ...); the plain rows are
+   then without PDL (without ``--pdl`` they run the engines' default: on for sm_90,
+   ``$SPECPILOT_PDL``).
    Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
 """
 from __future__ import annotations
@@ -168,10 +168,11 @@ def real_shape(a) -> dict:
     for fmt in FORMATS:
         engines[fmt], info[fmt] = build_format(a, fmt)
     scheds = [("plain", False), ("overlap", True)]
-    settings = {"": 0}   # PDL off, or where the GEMVs let the next kernel launch (1, 2)
+    settings = {"": None}   # PDL off, or (pdl.MODE, pdl.GEMV_TRIGGER)
     if a.pdl:   # the same engines, graphs captured again with PDL on
-        settings.update({"+pdl": 1, "+pdl-end": 2})
+        settings.update({f"+pdl{m}/{g}": (m, g) for m, g in a.pdl})
         scheds = [("overlap", True)]
+    saved = (pdl.ENABLED, pdl.MODE, dict(pdl.GEMV_TRIGGER))   # the engines' setting
     rows = {}
     for bs in a.batch:
         times = {}
@@ -179,8 +180,9 @@ def real_shape(a) -> dict:
             for fmt in FORMATS:
                 for tag, setting in settings.items():
                     if len(settings) > 1:
-                        pdl.ENABLED = setting > 0
-                        pdl.GEMV_TRIGGER.update(w12=setting or 1, bf16=setting or 1)
+                        pdl.ENABLED = setting is not None
+                        pdl.MODE, trigger = setting or (1, 2)
+                        pdl.GEMV_TRIGGER.update(w12=trigger, bf16=trigger)
                         engines[fmt].runner.enable_cuda_graphs(max(a.batch))
                     if len(settings) > 1 or r == 0:
                         for _, ov in scheds:   # warm-up: JIT, the GEMV / W12 tuning, graphs
@@ -191,7 +193,8 @@ def real_shape(a) -> dict:
             print(f"  bs {bs} round {r + 1}: " + ", ".join(
                 f"{key} {name} {v[-1]:.2f}" for (key, name), v in times.items()) + " ms/step",
                 flush=True)
-        pdl.ENABLED = False
+        pdl.ENABLED, pdl.MODE, trigger = saved
+        pdl.GEMV_TRIGGER.update(trigger)
         row = {}
         for tag in settings:
             for name, _ in scheds:
@@ -234,13 +237,20 @@ def main() -> int:
     ap.add_argument("--reproducible", action="store_true",
                     help="demo: also the exact check against our bf16 Triton GEMM (module doc)")
     ap.add_argument("--device", default="cuda", help="cpu: a plumbing check only (reference path)")
-    ap.add_argument("--pdl", action="store_true",
-                    help="also time both engines with programmatic dependent launch "
-                         "(kernels/pdl.py), graphs captured again before each timing; overlapped "
-                         "scheduler only")
+    ap.add_argument("--pdl", default="",
+                    help="also time both engines with programmatic dependent launch at these "
+                         "settings, comma-separated '<pdl.MODE>/<pdl.GEMV_TRIGGER>' (e.g. "
+                         "'1/2,2/3'; kernels/pdl.py), graphs captured again before each timing; "
+                         "overlapped scheduler only")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(b) for b in a.batch.split(",")]
+    try:
+        a.pdl = [tuple(int(v) for v in t.split("/")) for t in a.pdl.split(",") if t]
+    except ValueError:
+        ap.error(f"--pdl: comma-separated <mode>/<trigger> pairs, got {a.pdl!r}")
+    if any(len(t) != 2 or t[0] not in (1, 2) or t[1] not in (1, 2, 3) for t in a.pdl):
+        ap.error("--pdl: mode 1 or 2, GEMV trigger 1, 2 or 3")
     if a.pdl and a.device != "cuda":
         ap.error("--pdl needs --device cuda")
     res = {}

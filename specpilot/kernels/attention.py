@@ -172,11 +172,10 @@ def _paged_attention_kernel(
         DENSE_NEW: tl.constexpr, MASK_MODE: tl.constexpr, HAS_QPOS: tl.constexpr,
         SPLIT: tl.constexpr, HAS_GATE: tl.constexpr, BLOCK_M: tl.constexpr,
         BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, DOT_PREC: tl.constexpr,
-        PDL: tl.constexpr = False):
+        PDL: tl.constexpr = 0):
     """Grid (query-row tiles, num_splits, requests * Hkv). UNIFORM_EXT > 0: every request has
     that many rows, request b's start at b * UNIFORM_EXT (ext_lens / q_starts unused)."""
-    pdl.launch_dependents(PDL)   # kernels/pdl.py
-    pdl.wait(PDL)
+    pdl.start(PDL)   # kernels/pdl.py
     tile = tl.program_id(0)
     split = tl.program_id(1)
     b = tl.program_id(2) // num_kv_heads
@@ -268,11 +267,10 @@ def _paged_attention_kernel(
 def _merge_splits_kernel(part_ptr, lse_ptr, out_ptr, gate_ptr, stride_ot, stride_oh, stride_gt,
                          stride_gh, num_heads, num_splits, HEAD_DIM: tl.constexpr,
                          HAS_GATE: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
-                         PDL: tl.constexpr = False):
+                         PDL: tl.constexpr = 0):
     """Grid (T, Hq): out[t, h] = sum_s w_s part[t, h, s] / sum_s w_s with w_s = 2^lse[t, h, s]
     (times the output gate with HAS_GATE)."""
-    pdl.launch_dependents(PDL)   # kernels/pdl.py
-    pdl.wait(PDL)
+    pdl.start(PDL)   # kernels/pdl.py
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
     offs_s = tl.arange(0, BLOCK_S)

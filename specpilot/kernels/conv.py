@@ -48,9 +48,8 @@ def _causal_conv_kernel(x_ptr, w_ptr, state_ptr, y_ptr, rows_ptr, fresh_ptr,
                         T, C, KD,
                         K: tl.constexpr, KP: tl.constexpr, BLOCK_C: tl.constexpr,
                         TC: tl.constexpr, WRITE_STATE: tl.constexpr, STASH: tl.constexpr,
-                        PDL: tl.constexpr = False):
-    pdl.launch_dependents(PDL)   # kernels/pdl.py
-    pdl.wait(PDL)
+                        PDL: tl.constexpr = 0):
+    pdl.start(PDL)   # kernels/pdl.py
     b = tl.program_id(0)
     cb = tl.program_id(1)
     row = tl.load(rows_ptr + b).to(tl.int64)
@@ -149,11 +148,10 @@ def causal_conv(x: torch.Tensor, weight: torch.Tensor, conv_state: torch.Tensor,
 def _commit_windows_kernel(conv_ptr, sx_ptr, rows_ptr, fresh_ptr, keep_ptr,
                            stride_cl, stride_cr, stride_sl, stride_sx, T, C,
                            K: tl.constexpr, KP: tl.constexpr, BLOCK_C: tl.constexpr,
-                           PDL: tl.constexpr = False):
+                           PDL: tl.constexpr = 0):
     """Grid (L, N, cdiv(C, BLOCK_C)): window[i] = seq[keep + i] for i < K - 1, seq = the old
     window (zeros when fresh) followed by the request's T stashed inputs."""
-    pdl.launch_dependents(PDL)   # kernels/pdl.py
-    pdl.wait(PDL)
+    pdl.start(PDL)   # kernels/pdl.py
     layer = tl.program_id(0).to(tl.int64)
     b = tl.program_id(1)
     cb = tl.program_id(2)

@@ -71,9 +71,8 @@ def _gated_delta_kernel(
         HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
         BK: tl.constexpr, BV: tl.constexpr,
         WRITE_OUT: tl.constexpr, WRITE_STATE: tl.constexpr, GATE: tl.constexpr,
-        STASH: tl.constexpr, PDL: tl.constexpr = False):
-    pdl.launch_dependents(PDL)   # kernels/pdl.py
-    pdl.wait(PDL)
+        STASH: tl.constexpr, PDL: tl.constexpr = 0):
+    pdl.start(PDL)   # kernels/pdl.py
     b = tl.program_id(0)
     lh = tl.program_id(1)
     vb = tl.program_id(2)
@@ -156,7 +155,7 @@ def _conv_delta_decode_kernel(
         a_log_ptr, dt_bias_ptr, stride_x, stride_ab, stride_cr, stride_sr, scale, eps,
         HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
         BK: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, KP: tl.constexpr,
-        PDL: tl.constexpr = False):
+        PDL: tl.constexpr = 0):
     """DECODE (one row per request) of a Gated DeltaNet layer in one launch: the short conv of
     the row's q, k and v channels (from the conv inputs x and the window pool), then the gated
     delta rule with in-kernel gates, writing the state and the conv windows back.
@@ -165,8 +164,7 @@ def _conv_delta_decode_kernel(
     the q and k channels of key head hk are read by all rep * (Dv / BV) programs of that key
     head, so the last of them to finish reading (an atomic count per request and key head in
     cnt_ptr, left at zero again) writes their new windows."""
-    pdl.launch_dependents(PDL)   # kernels/pdl.py
-    pdl.wait(PDL)
+    pdl.start(PDL)   # kernels/pdl.py
     b = tl.program_id(0)
     h = tl.program_id(1)
     vb = tl.program_id(2)

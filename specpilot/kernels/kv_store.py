@@ -29,10 +29,9 @@ _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # elem
 @triton.jit
 def _store_kv_kernel(loc_ptr, k_ptr, v_ptr, kc_ptr, vc_ptr,
                      stride_kt, stride_kh, stride_vt, stride_vh, H, D,
-                     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):
+                     BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = 0):
     """Grid (T, cdiv(H, BLOCK_H)); see the module docstring."""
-    pdl.launch_dependents(PDL)   # kernels/pdl.py
-    pdl.wait(PDL)
+    pdl.start(PDL)   # kernels/pdl.py
     t = tl.program_id(0).to(tl.int64)
     heads = (tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)).to(tl.int64)[:, None]
     d = tl.arange(0, BLOCK_D)[None, :]

@@ -76,14 +76,12 @@ def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, pre_w_ptr, out_ptr, h_ptr,
                      stride_xo, stride_xi, stride_ro, stride_ri, stride_go, stride_gi,
                      inner, D, inv_d, eps, pre_eps,
                      STYLE: tl.constexpr, HAS_RES: tl.constexpr, MID: tl.constexpr,
-                     PRE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+                     PRE: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = 0):
     """Grid (rows,). Row r sits at (r // inner) * stride_*o + (r % inner) * stride_*i; outputs
     (out, h) are contiguous [rows, D]. MID: the dtype of weight * normed (plain / gated).
     PRE (with HAS_RES): the residual's own norm style (1, 3 or 4; -1: none), weight pre_w.
-    PDL (kernels/pdl.py): the next kernel may launch at once; this one waits for the previous
-    one before anything else."""
-    pdl.launch_dependents(PDL)
-    pdl.wait(PDL)
+    PDL (kernels/pdl.py, pdl.start): waits for the previous kernel before anything else."""
+    pdl.start(PDL)
     row = tl.program_id(0)
     o = (row // inner).to(tl.int64)
     i = (row % inner).to(tl.int64)
@@ -112,11 +110,10 @@ def _rms_norm_kernel(x_ptr, res_ptr, gate_ptr, w_ptr, pre_w_ptr, out_ptr, h_ptr,
 
 @triton.jit
 def _silu_mul_kernel(gate_ptr, up_ptr, out_ptr, stride_g, stride_u, N, BLOCK: tl.constexpr,
-                     PDL: tl.constexpr = False):
+                     PDL: tl.constexpr = 0):
     """Grid (rows, cdiv(N, BLOCK)): out[r] = silu(gate[r]) * up[r], each rounded to out's dtype.
     PDL: as in _rms_norm_kernel."""
-    pdl.launch_dependents(PDL)
-    pdl.wait(PDL)
+    pdl.start(PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < N

@@ -17,13 +17,21 @@ Rules that keep it exact:
   without PDL, or on GPUs before sm_90, the instruction does nothing.
 
 Which kernels: every Triton kernel of a decode / verify step (the GEMVs, norms, SiLU-mul, RoPE,
-the KV store, attention and its merge, the conv and Gated DeltaNet kernels) waits first thing
-(the GEMVs: after loading their escape entries and first weight tiles) and lets the next kernel
-launch at once; the GEMVs let it launch only after their main loop (``GEMV_TRIGGER`` 2: with the
-trigger at their start the next kernels' programs took SM slots while the GEMV streamed its
-weights, the bf16 `ar` step 0.90x; after the loop: `ar` at one request 1.02-1.04x faster, bf16
-on both target shapes and W12 on Qwen3.8-27B, H200, docs/benchmarks/w12.md, session 29). cuBLAS and torch's own kernels are launched
-as before (a PDL kernel after one of them starts when it ends).
+the KV store, attention and its merge, the conv and Gated DeltaNet kernels). Where each lets the
+next kernel launch is a setting, because it decides how many kernels' programs are parked in SM
+slots at once:
+- ``MODE`` (all but the GEMVs, ``start(PDL)``): 1 trigger then wait (the default: the next
+  kernel may launch while this one still waits for its predecessor, so launches can run several
+  kernels ahead), 2 wait then trigger (at most one kernel ahead of the running one).
+- ``GEMV_TRIGGER`` (per weight form, ``w12/gemv.py``): 1 at the start, before the wait; 2 after
+  the main loop (the default); 3 right after the wait. The GEMVs load their escape entries and
+  first weight tiles before the wait.
+Measured on the H200 (docs/benchmarks/w12.md, session 29), with ``MODE`` 1: the GEMVs at 1 let
+launches pile up (the bf16 `ar` step 0.90x; a GEMV's programs parked through the whole of the one
+before), at 2 `ar` at one request runs 1.02-1.04x faster (bf16 on both target shapes, W12 on
+Qwen3.8-27B). ``MODE`` 2 and ``GEMV_TRIGGER`` 3 are built for the next A/B, not yet measured.
+cuBLAS and torch's own kernels are launched as before (a PDL kernel after one of them starts when
+it ends).
 
 ``ENABLED`` is set by the model runner: on for CUDA GPUs of compute capability >= 9 unless
 ``$SPECPILOT_PDL=0``; ``active(t)`` says whether launches on ``t``'s device use it. The
@@ -44,9 +52,8 @@ except ImportError:   # CPU-only installs: nothing here runs
     tl = None
 
 ENABLED = False
-# where our GEMV (w12/gemv.py) lets the next kernel launch, per weight form: 1 at its start, 2
-# after its main loop
-GEMV_TRIGGER = {"w12": 2, "bf16": 2}
+MODE = 1                             # start(): 1 trigger then wait, 2 wait then trigger
+GEMV_TRIGGER = {"w12": 2, "bf16": 2}  # 1 at the start, 2 after the main loop, 3 after the wait
 
 
 def setting_from_env() -> bool | None:
@@ -77,10 +84,10 @@ def active(t: torch.Tensor) -> bool:
 
 
 def launch_args(t: torch.Tensor) -> dict:
-    """Keyword arguments of a launch on ``t``'s device of a kernel with a ``PDL`` constexpr:
-    ``PDL=True, launch_pdl=True`` when active, else none (the interpreter knows no
+    """Keyword arguments of a launch on ``t``'s device of a kernel that begins with
+    ``start(PDL)``: ``PDL=MODE, launch_pdl=True`` when active, else none (the interpreter knows no
     ``launch_pdl``)."""
-    return {"PDL": True, "launch_pdl": True} if active(t) else {}
+    return {"PDL": MODE, "launch_pdl": True} if active(t) else {}
 
 
 if triton is not None:
@@ -99,3 +106,11 @@ if triton is not None:
         if ON:
             tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [],
                                       dtype=tl.int32, is_pure=False, pack=1)
+
+    @triton.jit
+    def start(PDL: tl.constexpr):
+        """First thing in a kernel launched with ``launch_args``: PDL 0 nothing; 1 let the next
+        kernel launch, then wait for the previous one; 2 wait, then let the next one launch."""
+        launch_dependents(PDL == 1)
+        wait(PDL > 0)
+        launch_dependents(PDL == 2)

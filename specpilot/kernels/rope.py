@@ -84,10 +84,9 @@ def _rope_kernel(pos_ptr, cos_ptr, sin_ptr, q_ptr, k_ptr, qo_ptr, ko_ptr, qw_ptr
                  Hq, Hkv, D, R, q_blocks, q_scale, q_eps, k_eps, inv_d,
                  Q_NORM: tl.constexpr, K_NORM: tl.constexpr,
                  Q_SCALED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
-                 PDL: tl.constexpr = False):
+                 PDL: tl.constexpr = 0):
     """Grid (T, q_blocks + cdiv(Hkv, BLOCK_H)); see the module docstring."""
-    pdl.launch_dependents(PDL)   # kernels/pdl.py
-    pdl.wait(PDL)
+    pdl.start(PDL)   # kernels/pdl.py
     t = tl.program_id(0).to(tl.int64)
     blk = tl.program_id(1)
     pos = tl.load(pos_ptr + t).to(tl.int64)

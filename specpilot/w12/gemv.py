@@ -205,9 +205,8 @@ if _k.HAS_TRITON:
         PDL (launched with programmatic dependent launch, ``kernels/pdl.py``; 0: not): the
         program loads what no earlier kernel writes (the escape prologue, the first weight
         tiles with AHEAD) and waits for the previous kernel before the main loop, its first read
-        of x; every write comes after that. It lets the next kernel launch at its start (PDL 1)
-        or after its main loop (PDL 2: the next kernel's programs then take no SM slots while
-        this one streams its weights).
+        of x; every write comes after that. It lets the next kernel launch at its start (PDL 1,
+        before its wait), after its main loop (PDL 2) or right after its wait (PDL 3).
         """
         _pdl.launch_dependents(PDL == 1)
         pid_n = tl.program_id(0)
@@ -257,6 +256,7 @@ if _k.HAS_TRITON:
             w_m0, w_m1, _, _ = _w_masks(s0 * BK, xk, n_ok, HALF, K, W12, EVEN_K)
             a, b, c = _load_w(w_tile, h_tile, s0 * BK, HALF, w_m0, w_m1, W12)
         _pdl.wait(PDL > 0)   # x (and every write) only after the previous kernel has completed
+        _pdl.launch_dependents(PDL == 3)
         for s in tl.range(s0, s1, num_stages=STAGES):
             j = s * BK
             w_m0, w_m1, x_m0, x_m1 = _w_masks(j, xk, n_ok, HALF, K, W12, EVEN_K)
@@ -530,7 +530,7 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
 
 def _pdl_args(x: torch.Tensor, w12: bool) -> dict:
     """PDL's launch arguments (``kernels/pdl.py``): where the next kernel may launch,
-    ``pdl.GEMV_TRIGGER`` of this form (1 at the start, 2 after the main loop); none when off."""
+    ``pdl.GEMV_TRIGGER`` of this form (see ``_gemv_kernel``'s PDL); none when off."""
     if not _pdl.active(x):
         return {}
     return {"PDL": _pdl.GEMV_TRIGGER["w12" if w12 else "bf16"], "launch_pdl": True}

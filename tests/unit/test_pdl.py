@@ -75,7 +75,7 @@ def _compile_cases():
     for kind, ahead, split in (("w12", False, 1), ("bf16", True, 1), ("w12", True, 4)):
         w12 = kind == "w12"
         sig = w12_kernel_signature(fn, w12)
-        for on in (1, 2, 0):
+        for on in (1, 2, 3, 0):
             consts = dict(W12=w12, HB_PER_ROW=False, USE_SPLIT=split > 1, EVEN_K=True, PTX=True,
                           ACC=gemv.ACC_ELEMENTWISE, BM=1, BMP=1, BN=16, BK=128, IR=16, NRB=1,
                           ESC_CH=gemv.ESC_CHUNK, ESC_PRE=16 if w12 else 0, ESC_LATE=False,
@@ -89,19 +89,20 @@ def _compile_cases():
            "stride_xi": "i32", "stride_ro": "i32", "stride_ri": "i32", "stride_go": "i32",
            "stride_gi": "i32", "inner": "i32", "D": "i32", "inv_d": "fp32", "eps": "fp32",
            "pre_eps": "fp32"}
-    consts = dict(STYLE=0, HAS_RES=True, MID=triton.language.bfloat16, PRE=-1, BLOCK=2048,
-                  PDL=True)
-    sig.update({k: "constexpr" for k in consts})
-    k = triton.compile(ASTSource(fn=norm._rms_norm_kernel, signature=sig, constexprs=consts),
-                       target=target, options=dict(num_warps=8))
-    out["rms_norm"] = facts(k.asm["ptx"])
+    for mode in (1, 2):
+        consts = dict(STYLE=0, HAS_RES=True, MID=triton.language.bfloat16, PRE=-1, BLOCK=2048,
+                      PDL=mode)
+        sig.update({k: "constexpr" for k in consts})
+        k = triton.compile(ASTSource(fn=norm._rms_norm_kernel, signature=sig, constexprs=consts),
+                           target=target, options=dict(num_warps=8))
+        out[f"rms_norm mode={mode}"] = facts(k.asm["ptx"])
     sig = {"gate_ptr": "*bf16", "up_ptr": "*bf16", "out_ptr": "*bf16", "stride_g": "i32",
            "stride_u": "i32", "N": "i32"}
-    consts = dict(BLOCK=1024, PDL=True)
+    consts = dict(BLOCK=1024, PDL=1)
     sig.update({k: "constexpr" for k in consts})
     k = triton.compile(ASTSource(fn=norm._silu_mul_kernel, signature=sig, constexprs=consts),
                        target=target, options=dict(num_warps=4))
-    out["silu_mul"] = facts(k.asm["ptx"])
+    out["silu_mul mode=1"] = facts(k.asm["ptx"])
     return out
 
 
@@ -109,19 +110,23 @@ def test_pdl_instructions_in_the_sm90_ptx():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert len(res) == 11, res
+    assert len(res) == 3 * 4 + 3, res
     for case, f in res.items():
         if case.endswith("pdl=0"):
             assert f["wait"] == -1 and f["launch_dependents"] == -1, case
             continue
-        if case.endswith("pdl=2"):   # the next kernel launched after the main loop
-            assert 0 <= f["wait"] < f["launch_dependents"] < f["st.global"], (case, f)
-        else:                        # at the start
+        if case.endswith(("pdl=1", "mode=1")):   # the next kernel may launch before the wait
             assert 0 <= f["launch_dependents"] < f["wait"], (case, f)
+        else:   # GEMV 2 (after the main loop), 3 (after the wait); start() mode 2
+            assert 0 <= f["wait"] < f["launch_dependents"] < f["st.global"], (case, f)
         for op in ("st.global", "atom."):   # every write after the wait
             assert f[op] == -1 or f[op] > f["wait"], (case, op, f)
-        if case in ("rms_norm", "silu_mul"):   # they wait first thing
+        if not case.startswith("gemv"):   # the others wait first thing
             assert f["ld.global"] > f["wait"], (case, f)
+    # the GEMV's trigger after the main loop comes after its x loads, the one after the wait
+    # before them
+    assert (res["gemv w12 ahead=False split=1 pdl=3"]["launch_dependents"]
+            < res["gemv w12 ahead=False split=1 pdl=2"]["launch_dependents"])
     # the GEMV's first weight tiles (look-ahead) and escape entries load before the wait
     for case in ("gemv bf16 ahead=True split=1 pdl=1", "gemv w12 ahead=True split=4 pdl=1",
                  "gemv w12 ahead=False split=1 pdl=2"):
@@ -170,9 +175,11 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
            False: gemv.gemv_default_config(1, D, D)}
     monkeypatch.setattr(gemv, "_tuned_config", lambda x, w, N, K_, w12: cfg[w12])
     results = {}
-    for on in (0, 1, 2):   # off; the GEMVs let the next kernel launch at their start / loop end
-        monkeypatch.setattr(pdl, "ENABLED", on > 0)
-        monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": on or 1, "bf16": on or 1})
+    # (start() mode, GEMV trigger): off, and every mode of each
+    for on in ((0, 0), (1, 1), (1, 2), (2, 3), (2, 2)):
+        monkeypatch.setattr(pdl, "ENABLED", on[0] > 0)
+        monkeypatch.setattr(pdl, "MODE", on[0] or 1)
+        monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": on[1] or 2, "bf16": on[1] or 2})
         eager = _chain(layers, x0, nw)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
@@ -183,8 +190,8 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
         torch.cuda.synchronize()
         assert all(torch.equal(a, b) for a, b in zip(eager, outs)), on
         results[on] = [o.clone() for o in outs]
-    for on in (1, 2):
-        assert all(torch.equal(a, b) for a, b in zip(results[0], results[on])), on
+    for on in list(results)[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(results[(0, 0)], results[on])), on
 
 
 if __name__ == "__main__":
