@@ -26,10 +26,10 @@ slots at once:
 - ``GEMV_TRIGGER`` (per weight form, ``w12/gemv.py``): 1 at the start, before the wait; 2 after
   the main loop (the default); 3 right after the wait. The GEMVs load their escape entries and
   first weight tiles before the wait.
-Measured on the H200 (docs/benchmarks/w12.md, session 29), with ``MODE`` 1: the GEMVs at 1 let
-launches pile up (the bf16 `ar` step 0.90x; a GEMV's programs parked through the whole of the one
-before), at 2 `ar` at one request runs 1.02-1.04x faster (bf16 on both target shapes, W12 on
-Qwen3.8-27B). ``MODE`` 2 and ``GEMV_TRIGGER`` 3 are built for the next A/B, not yet measured.
+Measured on the H200 (docs/benchmarks/w12.md, session 29), with ``MODE`` 1: the GEMVs at 1 made
+the bf16 `ar` step 0.90x (presumably later kernels' programs parked in SM slots through whole
+GEMVs; not profiled), at 2 `ar` at one request runs 1.02-1.04x faster (bf16 on both target
+shapes, W12 on Qwen3.8-27B). ``MODE`` 2 and ``GEMV_TRIGGER`` 3 are built for the next A/B, not yet measured.
 cuBLAS and torch's own kernels are launched as before (a PDL kernel after one of them starts when
 it ends).
 
