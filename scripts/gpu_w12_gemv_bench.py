@@ -127,7 +127,7 @@ SWEEP = [(256, 512, False, WB.ALL_EDGES, 64), (300, 1000, False, WB.FINITE_EDGES
 
 def check_gemv(tag: str, p, w: torch.Tensor, m_values, extra: str = "") -> bool:
     """w12_gemv and bf16_gemv (default configs, passed explicitly: without a config they would
-    autotune every shape and M here, unbudgeted, which stalled sessions 28's M >= 2 sweeps) vs
+    autotune every shape and M here, unbudgeted, which stalled session 28's M >= 2 sweeps) vs
     fp32 torch on w at every M: one line."""
     worst, floor, pattern = 0.0, 0.0, True
     for M in m_values:

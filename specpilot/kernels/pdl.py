@@ -83,11 +83,13 @@ def active(t: torch.Tensor) -> bool:
     return ENABLED and t.is_cuda and supported(t.device)
 
 
-def launch_args(t: torch.Tensor) -> dict:
-    """Keyword arguments of a launch on ``t``'s device of a kernel that begins with
-    ``start(PDL)``: ``PDL=MODE, launch_pdl=True`` when active, else none (the interpreter knows no
-    ``launch_pdl``)."""
-    return {"PDL": MODE, "launch_pdl": True} if active(t) else {}
+def launch_args(t: torch.Tensor, mode: int | None = None) -> dict:
+    """Keyword arguments of a launch on ``t``'s device of a kernel with a ``PDL`` constexpr:
+    ``PDL=mode, launch_pdl=True`` when active (``mode`` default ``MODE``, for kernels that begin
+    with ``start(PDL)``), else none (the interpreter knows no ``launch_pdl``)."""
+    if not active(t):
+        return {}
+    return {"PDL": MODE if mode is None else mode, "launch_pdl": True}
 
 
 if triton is not None:

@@ -524,16 +524,9 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         IR=p.ir, NRB=_cdiv(cfg.block_n, p.ir), ESC_CH=ESC_CHUNK,
         ESC_PRE=cfg.esc_pre if w12 else 0,
         ESC_LATE=bool(w12 and cfg.esc_late), STAGES=cfg.num_stages, AHEAD=bool(cfg.ahead),
-        num_warps=cfg.num_warps, num_stages=1, **_pdl_args(x, w12))
+        num_warps=cfg.num_warps, num_stages=1,
+        **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12" if w12 else "bf16"]))
     return p.y
-
-
-def _pdl_args(x: torch.Tensor, w12: bool) -> dict:
-    """PDL's launch arguments (``kernels/pdl.py``): where the next kernel may launch,
-    ``pdl.GEMV_TRIGGER`` of this form (see ``_gemv_kernel``'s PDL); none when off."""
-    if not _pdl.active(x):
-        return {}
-    return {"PDL": _pdl.GEMV_TRIGGER["w12" if w12 else "bf16"], "launch_pdl": True}
 
 
 def _rows(x: torch.Tensor, K: int) -> torch.Tensor:

@@ -35,7 +35,17 @@ def test_cpu_launches_never_use_it(monkeypatch):
     t = torch.zeros(4)
     assert not pdl.active(t) and pdl.launch_args(t) == {}
     monkeypatch.setattr(pdl, "ENABLED", False)
-    assert pdl.launch_args(t) == {}
+    assert pdl.launch_args(t) == {} and pdl.launch_args(t, 2) == {}
+
+
+def test_launch_args_on_an_active_device(monkeypatch):
+    """Where PDL is active: MODE by default, the given mode (the GEMVs' trigger) otherwise."""
+    monkeypatch.setattr(pdl, "ENABLED", True)
+    monkeypatch.setattr(pdl, "MODE", 2)
+    monkeypatch.setattr(pdl, "active", lambda t: True)
+    t = torch.zeros(1)
+    assert pdl.launch_args(t) == {"PDL": 2, "launch_pdl": True}
+    assert pdl.launch_args(t, 3) == {"PDL": 3, "launch_pdl": True}
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
