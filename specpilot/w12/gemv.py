@@ -143,6 +143,29 @@ if _k.HAS_TRITON:
         return acc
 
     @triton.jit
+    def _rows_step(acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7, w0, w1, x_row0, x_row1,
+                   x_row2, x_row3, x_row4, x_row5, x_row6, x_row7, j, HALF, x_m0, x_m1,
+                   BM: tl.constexpr, ACC: tl.constexpr, PTX: tl.constexpr):
+        """``_row_step`` for each of the BM activation rows (constexpr-unrolled, one accumulator
+        per row; the accumulators past BM come back unchanged)."""
+        acc0 = _row_step(acc0, w0, w1, x_row0, j, HALF, x_m0, x_m1, ACC, PTX)
+        if BM > 1:
+            acc1 = _row_step(acc1, w0, w1, x_row1, j, HALF, x_m0, x_m1, ACC, PTX)
+        if BM > 2:
+            acc2 = _row_step(acc2, w0, w1, x_row2, j, HALF, x_m0, x_m1, ACC, PTX)
+        if BM > 3:
+            acc3 = _row_step(acc3, w0, w1, x_row3, j, HALF, x_m0, x_m1, ACC, PTX)
+        if BM > 4:
+            acc4 = _row_step(acc4, w0, w1, x_row4, j, HALF, x_m0, x_m1, ACC, PTX)
+        if BM > 5:
+            acc5 = _row_step(acc5, w0, w1, x_row5, j, HALF, x_m0, x_m1, ACC, PTX)
+        if BM > 6:
+            acc6 = _row_step(acc6, w0, w1, x_row6, j, HALF, x_m0, x_m1, ACC, PTX)
+        if BM > 7:
+            acc7 = _row_step(acc7, w0, w1, x_row7, j, HALF, x_m0, x_m1, ACC, PTX)
+        return acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7
+
+    @triton.jit
     def _row_out(out, acc, m: tl.constexpr, ACC: tl.constexpr):
         """Write row m's result (acc reduced over BK if needed) into column m of out [BN, BMP]."""
         if ACC == 0:
@@ -182,10 +205,13 @@ if _k.HAS_TRITON:
         Rows past N and x rows past M are clamped to the last valid row, so with EVEN_K no load
         is masked; their results are never stored. STAGES 1: a plain loop (latency hidden by
         the other programs on the SM); STAGES >= 2: Triton's software pipeline (cp.async of the
-        plane and x tiles into shared memory, STAGES - 1 steps ahead). AHEAD: the weight tiles
+        plane and x tiles into shared memory, STAGES - 1 steps ahead). AHEAD 1: the weight tiles
         of step s + 1 are loaded into registers before step s is computed, so each program keeps
         two steps of weight loads in flight (faster for the bf16 form; the W12 form's decode
-        registers then cost it occupancy, see gemv_candidates).
+        registers then cost it occupancy, see gemv_candidates). AHEAD 2: only the first step's
+        tiles are loaded early, before the PDL wait, and that step is peeled off the loop, so
+        the loop holds no more registers than the plain one (with PDL the first loads overlap
+        the previous kernel's tail; without, it is the plain loop reordered).
 
         Escapes (W12): the program's entries of the escape index (those of its own BN rows in
         its K range: the index is sorted by IR-row block, IR = 16 by default; ~25-100 per 16
@@ -204,7 +230,7 @@ if _k.HAS_TRITON:
 
         PDL (launched with programmatic dependent launch, ``kernels/pdl.py``; 0: not): the
         program loads what no earlier kernel writes (the escape prologue, the first weight
-        tiles with AHEAD) and waits for the previous kernel before the main loop, its first read
+        tiles with AHEAD 1 or 2) and waits for the previous kernel before the main loop, its first read
         of x; every write comes after that. It lets the next kernel launch at its start (PDL 1,
         before its wait), after its main loop (PDL 2) or right after its wait (PDL 3).
         """
@@ -252,16 +278,29 @@ if _k.HAS_TRITON:
         acc5 = acc0
         acc6 = acc0
         acc7 = acc0
-        if AHEAD:   # the first K-step's raw weight tiles, loaded before the loop
+        if AHEAD == 1:   # the first K-step's raw weight tiles, loaded before the loop
             w_m0, w_m1, _, _ = _w_masks(s0 * BK, xk, n_ok, HALF, K, W12, EVEN_K)
             a, b, c = _load_w(w_tile, h_tile, s0 * BK, HALF, w_m0, w_m1, W12)
+        if AHEAD == 2:   # the same, for the peeled first step below (names of their own, so the
+            #              loop does not carry them)
+            w_m0, w_m1, _, _ = _w_masks(s0 * BK, xk, n_ok, HALF, K, W12, EVEN_K)
+            a_f, b_f, c_f = _load_w(w_tile, h_tile, s0 * BK, HALF, w_m0, w_m1, W12)
         _pdl.wait(PDL > 0)   # x (and every write) only after the previous kernel has completed
         _pdl.launch_dependents(PDL == 3)
-        for s in tl.range(s0, s1, num_stages=STAGES):
+        s_lo = s0
+        if AHEAD == 2:   # the first K-step on the tiles loaded before the wait (every split range
+            #              has >= 1 step: kernel._plan)
+            _, _, x_m0, x_m1 = _w_masks(s0 * BK, xk, n_ok, HALF, K, W12, EVEN_K)
+            w0, w1 = _w_fp32(a_f, b_f, c_f, hbt, W12, PTX)
+            acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7 = _rows_step(
+                acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7, w0, w1, x_row0, x_row1, x_row2,
+                x_row3, x_row4, x_row5, x_row6, x_row7, s0 * BK, HALF, x_m0, x_m1, BM, ACC, PTX)
+            s_lo = s0 + 1
+        for s in tl.range(s_lo, s1, num_stages=STAGES):
             j = s * BK
             w_m0, w_m1, x_m0, x_m1 = _w_masks(j, xk, n_ok, HALF, K, W12, EVEN_K)
-            if AHEAD:   # issue the next step's loads before this step's math (the last step
-                #         loads itself again, a cache hit)
+            if AHEAD == 1:   # issue the next step's loads before this step's math (the last
+                #              step loads itself again, a cache hit)
                 jn = tl.minimum(s + 1, s1 - 1) * BK
                 n_m0, n_m1, _, _ = _w_masks(jn, xk, n_ok, HALF, K, W12, EVEN_K)
                 an, bn, cn = _load_w(w_tile, h_tile, jn, HALF, n_m0, n_m1, W12)
@@ -273,22 +312,10 @@ if _k.HAS_TRITON:
                                             ent_p, val_p, ESC_PRE)
             w0, w1 = _w_fp32(a, b, c, hbt, W12, PTX)
             # one accumulator per activation row (constexpr-unrolled)
-            acc0 = _row_step(acc0, w0, w1, x_row0, j, HALF, x_m0, x_m1, ACC, PTX)
-            if BM > 1:
-                acc1 = _row_step(acc1, w0, w1, x_row1, j, HALF, x_m0, x_m1, ACC, PTX)
-            if BM > 2:
-                acc2 = _row_step(acc2, w0, w1, x_row2, j, HALF, x_m0, x_m1, ACC, PTX)
-            if BM > 3:
-                acc3 = _row_step(acc3, w0, w1, x_row3, j, HALF, x_m0, x_m1, ACC, PTX)
-            if BM > 4:
-                acc4 = _row_step(acc4, w0, w1, x_row4, j, HALF, x_m0, x_m1, ACC, PTX)
-            if BM > 5:
-                acc5 = _row_step(acc5, w0, w1, x_row5, j, HALF, x_m0, x_m1, ACC, PTX)
-            if BM > 6:
-                acc6 = _row_step(acc6, w0, w1, x_row6, j, HALF, x_m0, x_m1, ACC, PTX)
-            if BM > 7:
-                acc7 = _row_step(acc7, w0, w1, x_row7, j, HALF, x_m0, x_m1, ACC, PTX)
-            if AHEAD:
+            acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7 = _rows_step(
+                acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7, w0, w1, x_row0, x_row1, x_row2,
+                x_row3, x_row4, x_row5, x_row6, x_row7, j, HALF, x_m0, x_m1, BM, ACC, PTX)
+            if AHEAD == 1:
                 a, b, c = an, bn, cn
 
         _pdl.launch_dependents(PDL == 2)
@@ -330,7 +357,7 @@ else:
 # Configs
 # ---------------------------------------------------------------------------------------------
 
-_SHORT = re.compile(r"n(\d+)k(\d+)s(\d+)w(\d+)p(\d+)m(\d+)([er])(a?)(?:x(\d+))?(l?)")  # .short
+_SHORT = re.compile(r"n(\d+)k(\d+)s(\d+)w(\d+)p(\d+)m(\d+)([er])([af]?)(?:x(\d+))?(l?)")  # .short
 
 
 @dataclass(frozen=True)
@@ -342,6 +369,8 @@ class GemvConfig:
     (1..8, unrolled; normally M); acc: ``ACC_ELEMENTWISE`` or ``ACC_REDUCE``; num_stages 1 = a
     plain loop, >= 2 = Triton's software pipeline over that many stages; ahead 1 = the plain loop
     with the next K-step's weights loaded into registers a step early (two steps in flight);
+    ahead 2 = the first K-step's weights loaded before the PDL wait and that step peeled off the
+    plain loop (label ``f``);
     esc_pre (W12 only) > 0: the program's escape list (offsets) and its first esc_pre entries
     loaded before the main loop, the rest esc_pre at a time (see _gemv_kernel); 0: all of them
     after the loop, ``ESC_CHUNK`` at a time; esc_late 1 (with esc_pre): those entries loaded
@@ -376,12 +405,14 @@ class GemvConfig:
             bad.append("num_warps must be 1, 2, 4, 8 or 16")
         if self.acc not in (ACC_ELEMENTWISE, ACC_REDUCE):
             bad.append("acc must be ACC_ELEMENTWISE (0) or ACC_REDUCE (1)")
-        if self.ahead not in (0, 1) or (self.ahead and self.num_stages > 1):
-            bad.append("ahead must be 0 or 1, and 0 with num_stages > 1")
+        if self.ahead not in (0, 1, 2) or (self.ahead and self.num_stages > 1):
+            bad.append("ahead must be 0, 1 or 2, and 0 with num_stages > 1")
         if self.esc_pre not in ESC_PRE_VALUES:
             bad.append(f"esc_pre must be one of {ESC_PRE_VALUES}")
         if self.esc_late not in (0, 1) or (self.esc_late and not self.esc_pre):
             bad.append("esc_late must be 0 or 1, and 0 without esc_pre")
+        if self.esc_late and self.ahead == 2:
+            bad.append("esc_late loads in the loop's first step, which ahead 2 peels off")
         if not bad and self.block_n * self.block_k < 4 * 32 * self.num_warps:
             bad.append("block_n * block_k must be >= 4 * 32 * num_warps (4 pair columns per "
                        "thread)")
@@ -395,20 +426,21 @@ class GemvConfig:
         m = _SHORT.fullmatch(label.strip())
         if m is None:
             raise ValueError(f"not a GemvConfig label: {label!r} (expected e.g. n16k256s1w4p1m1e, "
-                             f"optionally followed by a, x<esc_pre>, l)")
+                             f"optionally followed by a or f, x<esc_pre>, l)")
         bn, bk, sk, nw, ns, bm, acc, ahead, pre, late = m.groups()
         return cls(block_n=int(bn), block_k=int(bk), split_k=int(sk), num_warps=int(nw),
                    num_stages=int(ns), block_m=int(bm),
-                   acc=ACC_ELEMENTWISE if acc == "e" else ACC_REDUCE, ahead=int(bool(ahead)),
+                   acc=ACC_ELEMENTWISE if acc == "e" else ACC_REDUCE,
+                   ahead={"": 0, "a": 1, "f": 2}[ahead],
                    esc_pre=int(pre or 0), esc_late=int(bool(late)))
 
     @property
     def short(self) -> str:
-        """Compact label: bn/bk/split/warps/stages/bm/acc, then 'a' if ahead, 'x<esc_pre>' if
-        esc_pre, 'l' if esc_late."""
+        """Compact label: bn/bk/split/warps/stages/bm/acc, then 'a' for ahead 1 / 'f' for ahead 2,
+        'x<esc_pre>' if esc_pre, 'l' if esc_late."""
         return (f"n{self.block_n}k{self.block_k}s{self.split_k}w{self.num_warps}"
                 f"p{self.num_stages}m{self.block_m}{'e' if self.acc == ACC_ELEMENTWISE else 'r'}"
-                f"{'a' if self.ahead else ''}{f'x{self.esc_pre}' if self.esc_pre else ''}"
+                f"{('', 'a', 'f')[self.ahead]}{f'x{self.esc_pre}' if self.esc_pre else ''}"
                 f"{'l' if self.esc_late else ''}")
 
 
@@ -455,37 +487,43 @@ def gemv_default_config(M: int, N: int, K: int, n_sm: int = 132) -> GemvConfig:
 # 1-2 weight rows per thread; stages >= 2 use Triton's cp.async pipeline, ahead 1 the register
 # look-ahead of the plain loop (bf16 only: it won 9 of 11 layer shapes of the bf16 GEMV at M = 1
 # and none of the W12 GEMV's, where the decode's registers make it 30-57% slower; H200 sweep of
-# session 25, docs/benchmarks/w12.md).
+# session 25, docs/benchmarks/w12.md), ahead 2 the first step's loads before the PDL wait.
+# M <= 2: no pipelined or 64-column tilings (1.6-4x and 1.3-1.9x slower than the best at M = 1 on
+# all 11 layer shapes, both kinds, session 28's sweep); 512 pair columns at 8 / 4 warps keep
+# twice the bytes in flight per program at the same registers per thread (narrow layers have
+# only 2-5 programs per SM).
 _E, _R = ACC_ELEMENTWISE, ACC_REDUCE
 _BASES_SMALL_M = [  # M <= 2
-    (16, 256, 4, 1, _E, 0), (16, 128, 4, 1, _E, 1), (32, 128, 4, 1, _E, 0), (16, 256, 4, 1, _E, 1),
-    (16, 128, 4, 1, _E, 0), (8, 256, 2, 1, _E, 1), (32, 128, 4, 3, _E, 0), (8, 256, 2, 1, _E, 0),
-    (32, 256, 8, 1, _E, 0), (16, 128, 4, 2, _E, 0), (32, 128, 4, 1, _R, 0), (32, 64, 2, 1, _E, 0),
+    (16, 256, 4, 1, _E, 0), (8, 256, 2, 1, _E, 1), (16, 256, 4, 1, _E, 2), (8, 256, 2, 1, _E, 0),
+    (8, 256, 2, 1, _E, 2), (16, 512, 8, 1, _E, 0), (16, 512, 8, 1, _E, 2), (8, 512, 4, 1, _E, 0),
+    (16, 128, 4, 1, _E, 1), (32, 128, 4, 1, _E, 0), (16, 256, 4, 1, _E, 1), (16, 128, 4, 1, _E, 0),
+    (32, 256, 8, 1, _E, 0), (32, 128, 4, 1, _R, 0),
 ]
 _BASES_LARGE_M = [  # M >= 3
     (8, 128, 4, 1, _E, 0), (16, 128, 4, 1, _R, 0), (16, 64, 4, 1, _E, 0), (32, 128, 4, 1, _R, 0),
     (16, 256, 8, 1, _R, 0), (8, 64, 2, 1, _E, 0), (16, 128, 4, 2, _R, 0), (4, 256, 2, 3, _R, 0),
     (8, 256, 2, 1, _R, 0), (32, 64, 2, 1, _R, 0),
 ]
+MAX_CANDIDATES = 36
 
 
 def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") -> list:
-    """The tuning space for one shape: up to 36 configs, most promising first.
+    """The tuning space for one shape: the first ``MAX_CANDIDATES`` configs, most promising first.
 
-    Twelve tilings for M <= 2 (``_BASES_SMALL_M``, four of them with the register look-ahead,
-    which only the bf16 kind sweeps), ten above (``_BASES_LARGE_M``); block_n 4..32, block_k
-    64..256 pair columns, 2-8 warps, 1-4 stages, both accumulate modes; each at the split-K that
-    gives >= 2 programs per SM (kernel._pick_split: N = 5120 has 160 tiles of 32 rows -> split
-    2) and then all of them at twice that split. block_m = M. Pipelined tilings whose shared
-    memory exceeds SMEM_LIMIT are left out. The W12 kind has each plain-loop tiling twice:
-    escapes after the main loop (esc_pre 0) and read before it (``ESC_PRE_CAND``)."""
+    Fourteen tilings for M <= 2 (``_BASES_SMALL_M``; the three with the register look-ahead
+    only for the bf16 kind), ten above (``_BASES_LARGE_M``); block_n 4..32, block_k 64..512
+    pair columns, 2-8 warps, 1-4 stages, both accumulate modes; each at the split-K that gives
+    >= 2 programs per SM (kernel._pick_split: N = 5120 has 160 tiles of 32 rows -> split 2) and
+    then all of them at twice that split. block_m = M. Pipelined tilings whose shared memory
+    exceeds SMEM_LIMIT are left out. The W12 kind has each plain-loop tiling twice: escapes
+    after the main loop (esc_pre 0) and read before it (``ESC_PRE_CAND``)."""
     bm = min(max(int(M), 1), MAX_M)
     bases = _BASES_SMALL_M if bm <= 2 else _BASES_LARGE_M
     out: dict = {}
     for mult in (1, 2):
         for bn, bk, warps, stages, acc, ahead in bases:
             bk = _k._block_k(bk, K)
-            if bn * bk < 4 * 32 * warps or (ahead and kind == "w12"):
+            if bn * bk < 4 * 32 * warps or (ahead == 1 and kind == "w12"):
                 continue
             split = _k._pick_split(_cdiv(N, bn), _cdiv(_half(K), bk), n_sm)
             split = min(32, mult * split, _cdiv(_half(K), bk))
@@ -495,7 +533,7 @@ def gemv_candidates(M: int, N: int, K: int, n_sm: int = 132, kind: str = "w12") 
                                  num_stages=stages, block_m=bm, acc=acc, ahead=ahead, esc_pre=pre)
                 if _smem_bytes(cfg, kind == "w12") <= SMEM_LIMIT:
                     out[cfg] = None
-    return list(out)
+    return list(out)[:MAX_CANDIDATES]
 
 
 # interpreter / CPU: small tiles, split-K on so the tests cover the ticketed reduction
@@ -523,7 +561,7 @@ def _launch(x: torch.Tensor, w, cfg: GemvConfig, w12: bool) -> torch.Tensor:
         BM=bm, BMP=1 << (bm - 1).bit_length(), BN=cfg.block_n, BK=cfg.block_k,
         IR=p.ir, NRB=_cdiv(cfg.block_n, p.ir), ESC_CH=ESC_CHUNK,
         ESC_PRE=cfg.esc_pre if w12 else 0,
-        ESC_LATE=bool(w12 and cfg.esc_late), STAGES=cfg.num_stages, AHEAD=bool(cfg.ahead),
+        ESC_LATE=bool(w12 and cfg.esc_late), STAGES=cfg.num_stages, AHEAD=int(cfg.ahead),
         num_warps=cfg.num_warps, num_stages=1,
         **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12" if w12 else "bf16"]))
     return p.y

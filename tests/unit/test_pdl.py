@@ -78,11 +78,13 @@ def _compile_cases():
         wait = body.find("griddepcontrol.wait")
         first = {op: body.find(op) for op in ("st.global", "atom.", "ld.global")}
         return {"launch_dependents": body.find("griddepcontrol.launch_dependents"),
-                "wait": wait, **first}
+                "wait": wait, "loads_before_wait": body[:max(wait, 0)].count("ld.global"),
+                **first}
 
     out = {}
     fn = gemv._gemv_kernel
-    for kind, ahead, split in (("w12", False, 1), ("bf16", True, 1), ("w12", True, 4)):
+    for kind, ahead, split in (("w12", 0, 1), ("bf16", 1, 1), ("w12", 1, 4), ("bf16", 2, 1),
+                               ("w12", 2, 1)):
         w12 = kind == "w12"
         sig = w12_kernel_signature(fn, w12)
         for on in (1, 2, 3, 0):
@@ -120,7 +122,7 @@ def test_pdl_instructions_in_the_sm90_ptx():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert len(res) == 3 * 4 + 3, res
+    assert len(res) == 5 * 4 + 3, res
     for case, f in res.items():
         if case.endswith("pdl=0"):
             assert f["wait"] == -1 and f["launch_dependents"] == -1, case
@@ -135,13 +137,18 @@ def test_pdl_instructions_in_the_sm90_ptx():
             assert f["ld.global"] > f["wait"], (case, f)
     # the GEMV's trigger after the main loop comes after its x loads, the one after the wait
     # before them
-    assert (res["gemv w12 ahead=False split=1 pdl=3"]["launch_dependents"]
-            < res["gemv w12 ahead=False split=1 pdl=2"]["launch_dependents"])
-    # the GEMV's first weight tiles (look-ahead) and escape entries load before the wait
-    for case in ("gemv bf16 ahead=True split=1 pdl=1", "gemv w12 ahead=True split=4 pdl=1",
-                 "gemv w12 ahead=False split=1 pdl=2"):
+    assert (res["gemv w12 ahead=0 split=1 pdl=3"]["launch_dependents"]
+            < res["gemv w12 ahead=0 split=1 pdl=2"]["launch_dependents"])
+    # the GEMV's first weight tiles (ahead 1 and 2) and escape entries load before the wait
+    for case in ("gemv bf16 ahead=1 split=1 pdl=1", "gemv w12 ahead=1 split=4 pdl=1",
+                 "gemv w12 ahead=0 split=1 pdl=2", "gemv bf16 ahead=2 split=1 pdl=2",
+                 "gemv w12 ahead=2 split=1 pdl=2"):
         f = res[case]
         assert 0 <= f["ld.global"] < f["wait"], (case, f)
+    # bf16 has no escape prologue: nothing before the wait without a look-ahead
+    assert res["gemv bf16 ahead=2 split=1 pdl=2"]["loads_before_wait"] > 0
+    assert res["gemv w12 ahead=2 split=1 pdl=2"]["loads_before_wait"] > res[
+        "gemv w12 ahead=0 split=1 pdl=2"]["loads_before_wait"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,29 +187,32 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
         layers.append(K.prepare(encode(w), "cuda") if i % 2 == 0 else w.cuda())
     x0 = torch.randn(1, D, device="cuda").bfloat16()
     nw = torch.randn(D, device="cuda").bfloat16()
-    # fixed configs (no tuning); the W12 layers split K (the lock-ordered reduction under PDL)
-    cfg = {True: replace(gemv.gemv_default_config(1, D, D), split_k=4),
-           False: gemv.gemv_default_config(1, D, D)}
-    monkeypatch.setattr(gemv, "_tuned_config", lambda x, w, N, K_, w12: cfg[w12])
+    # fixed configs (no tuning); the W12 layers split K (the lock-ordered reduction under PDL);
+    # ahead 2: the first K-step's weights loaded before the wait (the plain loop's sums, bit for
+    # bit)
     results = {}
-    # (start() mode, GEMV trigger): off, and every mode of each
-    for on in ((0, 0), (1, 1), (1, 2), (2, 3), (2, 2)):
-        monkeypatch.setattr(pdl, "ENABLED", on[0] > 0)
-        monkeypatch.setattr(pdl, "MODE", on[0] or 1)
-        monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": on[1] or 2, "bf16": on[1] or 2})
-        eager = _chain(layers, x0, nw)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            outs = _chain(layers, x0, nw)
-        for _ in range(3):
-            g.replay()
-        torch.cuda.synchronize()
-        assert all(torch.equal(a, b) for a, b in zip(eager, outs)), on
-        results[on] = [o.clone() for o in outs]
-    for on in list(results)[1:]:
-        assert all(torch.equal(a, b) for a, b in zip(results[(0, 0)], results[on])), on
-
+    for ahead in (0, 2):
+        cfg = {True: replace(gemv.gemv_default_config(1, D, D), split_k=4, ahead=ahead),
+               False: replace(gemv.gemv_default_config(1, D, D), ahead=ahead)}
+        monkeypatch.setattr(gemv, "_tuned_config", lambda x, w, N, K_, w12, cfg=cfg: cfg[w12])
+        # (start() mode, GEMV trigger): off, and every mode of each
+        for on in ((0, 0), (1, 1), (1, 2), (2, 3), (2, 2)):
+            monkeypatch.setattr(pdl, "ENABLED", on[0] > 0)
+            monkeypatch.setattr(pdl, "MODE", on[0] or 1)
+            monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": on[1] or 2, "bf16": on[1] or 2})
+            eager = _chain(layers, x0, nw)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                outs = _chain(layers, x0, nw)
+            for _ in range(3):
+                g.replay()
+            torch.cuda.synchronize()
+            assert all(torch.equal(a, b) for a, b in zip(eager, outs)), (ahead, on)
+            results[ahead, on] = [o.clone() for o in outs]
+    base = results[0, (0, 0)]
+    for key in list(results)[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(base, results[key])), key
 
 if __name__ == "__main__":
     print(json.dumps(_compile_cases()))

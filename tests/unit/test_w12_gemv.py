@@ -52,8 +52,10 @@ E, R = G.ACC_ELEMENTWISE, G.ACC_REDUCE
 # 96 with block_k 64 leaves a partial step): masked tails; N = 130: a partial tile, three escape
 # row blocks; block_n 128: two escape row blocks in one program; block_m < M: several row blocks;
 # ahead: the register look-ahead (one step per split range, a partial last step, split ranges
-# of unequal length); esc_pre: the escape index read before the main loop (16: more entries
-# than that per program, so the chunks after the loop run too), esc_late: in its first step
+# of unequal length); ahead 2: the first step loaded early and peeled off the loop (split ranges
+# of one step, a partial step); esc_pre: the escape index read before the main loop (16: more
+# entries than that per program, so the chunks after the loop run too), esc_late: in its first
+# step
 CASES = [
     (64, 96, 1, False, None),
     (130, 200, 3, True, cfg(32, 32, split=3, bm=3, acc=R)),
@@ -66,6 +68,9 @@ CASES = [
     (130, 200, 1, True, cfg(32, 32, split=3, ahead=1)),
     (64, 96, 2, False, cfg(16, 32, split=3, bm=2, ahead=1)),
     (7, 200, 3, False, cfg(8, 64, bm=3, acc=R, ahead=1)),
+    (130, 200, 1, True, cfg(32, 32, split=7, ahead=2)),
+    (64, 96, 2, False, cfg(16, 64, split=2, bm=2, ahead=2, esc_pre=16)),
+    (7, 200, 3, False, cfg(8, 64, bm=3, acc=R, ahead=2)),
     (130, 200, 1, True, cfg(32, 32, split=3, esc_pre=16)),
     (64, 96, 3, False, cfg(16, 64, bm=3, acc=R, esc_pre=64)),
     (7, 200, 2, False, cfg(8, 64, split=2, bm=2, esc_pre=128)),
@@ -112,6 +117,21 @@ def test_split_k_deterministic_and_counters_reset():
     assert same_bits(y1, y2)
     check_close(y1, a.cpu(), x)
     assert all(int(buf.abs().sum()) == 0 for buf in K._LOCKS.values())
+
+
+@pytest.mark.parametrize("split,bm,acc", [(1, 1, E), (3, 2, R), (5, 3, E)])
+def test_first_step_peeled_is_the_plain_loop_bit_for_bit(split, bm, acc):
+    """ahead 2 (the first K-step's weights loaded before the PDL wait, that step peeled off the
+    loop) adds the same products in the same order as the plain loop: equal bits, both kinds
+    (split 5 of 7 steps: ranges of one and two steps)."""
+    x = make_weight(48, 448, 40 + split, n_edges=40)
+    p, a, xd = K.prepare(encode(x), DEV), acts(bm, 448, 3 + bm).to(DEV), x.to(DEV)
+    plain = cfg(16, 32, split=split, bm=bm, acc=acc, esc_pre=16)
+    first = dataclasses.replace(plain, ahead=2)
+    y = G.w12_gemv(a, p, config=first)
+    assert same_bits(y, G.w12_gemv(a, p, config=plain))
+    assert same_bits(G.bf16_gemv(a, xd, config=first), G.bf16_gemv(a, xd, config=plain))
+    check_close(y, a.cpu(), x)
 
 
 @pytest.mark.parametrize("esc_pre,late", [(16, 0), (64, 0), (16, 1)])
@@ -164,8 +184,11 @@ def test_configs():
             assert all(c.num_stages == 1 for c in cands if c.esc_pre)
             assert not any(c.esc_pre for c in G.gemv_candidates(M, N, K_, kind="bf16"))
             assert {c.acc for c in cands} == {E, R}
-            assert not any(c.ahead for c in cands)   # the look-ahead: bf16 candidates only
-            assert any(c.ahead for c in G.gemv_candidates(M, N, K_, kind="bf16")) == (M <= 2)
+            bf = G.gemv_candidates(M, N, K_, kind="bf16")
+            assert not any(c.ahead == 1 for c in cands)   # the look-ahead: bf16 candidates only
+            assert any(c.ahead == 1 for c in bf) == (M <= 2)
+            # the first step before the PDL wait: both kinds, M <= 2
+            assert any(c.ahead == 2 for c in cands) == any(c.ahead == 2 for c in bf) == (M <= 2)
             if N == 5120:   # narrow layers: >= 2 programs per SM (132 SMs) at the first split
                 assert all(-(-N // c.block_n) * c.split_k >= 2 * 132 for c in cands[:4])
     with pytest.raises(ValueError):
@@ -174,6 +197,12 @@ def test_configs():
         G.GemvConfig(block_m=9)
     with pytest.raises(ValueError):
         G.GemvConfig(num_stages=2, ahead=1)   # the look-ahead is a form of the plain loop
+    with pytest.raises(ValueError):
+        G.GemvConfig(num_stages=2, ahead=2)
+    with pytest.raises(ValueError):
+        G.GemvConfig(ahead=3)
+    with pytest.raises(ValueError):
+        G.GemvConfig(ahead=2, esc_pre=64, esc_late=1)   # its first step is peeled off the loop
     with pytest.raises(ValueError):
         G.GemvConfig(block_n=4, block_k=64, num_warps=4)   # 2 pair columns per thread
     with pytest.raises(ValueError):
@@ -189,7 +218,9 @@ def test_configs():
 
 
 def test_config_label_round_trip():
+    assert G.GemvConfig(ahead=2, esc_pre=64).short.endswith("efx64")
     for cfg in (G.GemvConfig(), G.GemvConfig(block_n=8, block_k=256, num_warps=2, ahead=1),
+                G.GemvConfig(block_n=16, block_k=512, num_warps=8, ahead=2, esc_pre=64),
                 G.GemvConfig(block_n=32, block_k=128, split_k=4, acc=G.ACC_REDUCE, esc_pre=64,
                              esc_late=1), G.GemvConfig(block_m=8, num_stages=3)):
         assert G.GemvConfig.from_short(cfg.short) == cfg
@@ -361,13 +392,18 @@ def _compile_cases():
     out = {}
     cases = [("w12", gemv.gemv_default_config(m, 5120, 17408), True, False) for m in (1, 2, 4, 8)]
     cands = gemv.gemv_candidates(1, 5120, 17408)
-    cases += [("w12", next(c for c in cands if c.num_stages > 1), True, True),   # pipelined
+    cases += [("w12", next(c for c in gemv.gemv_candidates(4, 5120, 17408)
+                           if c.num_stages > 1), True, True),                 # pipelined
               ("bf16", next(c for c in gemv.gemv_candidates(1, 5120, 17408, kind="bf16")
                             if c.ahead), True, False),                        # look-ahead
               ("bf16", gemv.gemv_default_config(1, 5120, 17408), False, True),
               ("w12", next(c for c in cands if c.esc_pre), True, False),     # escapes early
               ("w12", dataclasses.replace(next(c for c in cands if c.esc_pre), esc_late=1), True,
-               False)]
+               False),
+              ("w12", next(c for c in cands if c.ahead == 2 and c.esc_pre), True, False),
+              ("w12", next(c for c in cands if c.block_k == 512 and c.ahead == 2), True, False),
+              ("bf16", next(c for c in gemv.gemv_candidates(1, 5120, 17408, kind="bf16")
+                            if c.block_k == 512 and c.ahead == 2), True, False)]
     for kind, c, even_k, per_row in cases:
         w12 = kind == "w12"
         sig = w12_kernel_signature(fn, w12)
@@ -376,7 +412,7 @@ def _compile_cases():
                       BMP=1 << (c.block_m - 1).bit_length(), BN=c.block_n, BK=c.block_k,
                       IR=16, NRB=-(-c.block_n // 16), ESC_CH=gemv.ESC_CHUNK,
                       ESC_PRE=c.esc_pre if w12 else 0, ESC_LATE=bool(w12 and c.esc_late),
-                      STAGES=c.num_stages, AHEAD=bool(c.ahead), PDL=0)
+                      STAGES=c.num_stages, AHEAD=c.ahead, PDL=0)
         sig.update({k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
@@ -415,7 +451,7 @@ def test_gemv_compiles_for_sm90():
     from tests.unit.sm90 import run_in_subprocess
 
     result = run_in_subprocess(__file__)
-    assert len(result) == 9 + 7  # 9 GEMV cases, 7 tensor-core GEMM ones (compiled, not checked)
+    assert len(result) == 12 + 7  # 12 GEMV cases, 7 tensor-core GEMM ones (compiled, not checked)
     spilled = {k: v for k, (v, _) in result.items() if v not in (None, 0)}
     assert not spilled, f"register spills (bytes): {spilled}"
     assert all(smem <= G.SMEM_LIMIT + 4096 for k, (_, smem) in result.items()
@@ -440,6 +476,10 @@ def test_gpu_gemv_large_and_graph():
             check_close(G.w12_gemv(a, p, config=c), a.cpu(), x)
         for c in [c for c in G.gemv_candidates(M, N, K_, kind="bf16") if c.ahead][:2]:
             check_close(G.bf16_gemv(a, xc, config=c), a.cpu(), x)
+        for c in [c for c in G.gemv_candidates(M, N, K_) if c.ahead == 2 or c.block_k == 512]:
+            y = G.w12_gemv(a, p, config=c)   # the peeled first step adds as the plain loop does
+            check_close(y, a.cpu(), x)
+            assert same_bits(y, G.w12_gemv(a, p, config=dataclasses.replace(c, ahead=0)))
     a = acts(4, K_, 4).cuda()
     c = dataclasses.replace(G.gemv_default_config(4, N, K_), split_k=4)
     y_eager = G.w12_gemv(a, p, config=c)   # deterministic split-K: the graph's output equals it
