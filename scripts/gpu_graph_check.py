@@ -13,7 +13,8 @@
 
     python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--batch 1,4,8,16,32]
         [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--draft-graph]
-        [--graph-split] [--unfused [NAMES]] [--blas cublas|cublaslt] [--out result.json]
+        [--graph-split] [--unfused [NAMES]] [--blas cublas|cublaslt] [--ab NAME [--rounds 3]]
+        [--out result.json]
 
 --graph-split instead times, per batch, a step's wall clock against the GPU time inside its graph
 replays (CUDA events around each replay): what is left is eager work and host stalls. With
@@ -29,6 +30,9 @@ Hybrid targets (--target qwen38-27b) run their Gated DeltaNet layers through ker
 graphed like the rest. --blas picks torch's BLAS library for the GEMMs that stay on it (verify
 and drafter rows, and every GEMM with --unfused bf16_gemv): cuBLAS (torch's default) or
 cuBLASLt, whose heuristics may pick other small-M kernels (an A/B, nothing else changes).
+--ab NAME (a name of --unfused) times `stock` at the first batch with that fusion on and off in
+the same process, the worker's graphs captured again before each timing, --rounds alternating
+rounds: an A/B within the 2-4% that separate processes differ by.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import importlib
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -57,12 +62,13 @@ from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
 # --unfused: name -> (module, switch). Gated attention's sigmoid gate in the attention kernel,
 # Muse's post-norms in the next pre-norm, the Gated DeltaNet conv inside the recurrence kernel
-# (DECODE), the drafter's fused GEMMs (q | kv per layer, gate_up, one context-K/V GEMM), the
-# attention's q / k head norms inside the RoPE launch, our bf16 GEMV for one-row linear layers
-# instead of cuBLAS.
+# (DECODE; VERIFY with its stash), the drafter's fused GEMMs (q | kv per layer, gate_up, one
+# context-K/V GEMM), the attention's q / k head norms inside the RoPE launch, our bf16 GEMV for
+# one-row linear layers instead of cuBLAS.
 FUSIONS = {"out_gate": ("specpilot.engine.triton_backend", "FUSE_OUT_GATE"),
            "pre_norm": ("specpilot.layers.norm", "FUSE_PRE_NORM"),
            "conv_decode": ("specpilot.engine.state_pool", "FUSE_CONV_DECODE"),
+           "conv_verify": ("specpilot.engine.state_pool", "FUSE_CONV_VERIFY"),
            "drafter": ("specpilot.spec.draft_loader", "FUSE"),
            "qk_norm_rope": ("specpilot.layers.rotary", "FUSE_QK_NORM"),
            "bf16_gemv": ("specpilot.layers.linear", "FUSE_GEMV")}
@@ -198,6 +204,8 @@ def speed(a, bw: float) -> dict:
         rows.append(row)
         print(rows[-1], flush=True)
     extra = {}
+    if a.ab:
+        extra["fusion_ab"] = fusion_ab(a, eng, mk, vocab)
     ms, tps = decode_ms_per_step(mk(), 1, a.long, 16, vocab)
     extra["ar_long_ctx"] = dict(ctx=a.long, ms=ms, tps=tps, roofline=floor_ms / ms)
     graphs = rn.graphs
@@ -218,6 +226,36 @@ def speed(a, bw: float) -> dict:
     gc.collect()
     torch.cuda.empty_cache()
     return res
+
+
+def fusion_ab(a, eng, mk, vocab) -> dict:
+    """--ab NAME: `stock` at the first batch size with FUSIONS[NAME] on and off in one process,
+    the worker's graphs captured again before each timing, --rounds alternating rounds (plain
+    step and, with --draft-graph, the overlap scheduler): per-round ms and the medians."""
+    module, attr = FUSIONS[a.ab]
+    mod = importlib.import_module(module)
+    saved, bs, times = getattr(mod, attr), a.batch[0], {}
+    for r in range(a.rounds):
+        for on in (True, False):
+            setattr(mod, attr, on)
+            eng.worker.enable_cuda_graphs(max(a.batch), draft=a.draft_graph)
+            decode_ms_per_step(eng.scheduler, bs, a.prompt_len, 8, vocab)  # warm-up
+            times.setdefault((on, "stock"), []).append(
+                decode_ms_per_step(eng.scheduler, bs, a.prompt_len, a.new, vocab)[0])
+            if a.draft_graph:
+                times.setdefault((on, "spec-overlap"), []).append(decode_ms_per_step(
+                    mk(True, eng.worker), bs, a.prompt_len, a.new, vocab)[0])
+        print(f"ab {a.ab} bs {bs} round {r + 1}: " + ", ".join(
+            f"{'on' if on else 'off'} {name} {v[-1]:.2f}" for (on, name), v in times.items())
+            + " ms/step", flush=True)
+    setattr(mod, attr, saved)
+    eng.worker.enable_cuda_graphs(max(a.batch), draft=a.draft_graph)
+    out = {f"{'on' if on else 'off'} {name}": statistics.median(v)
+           for (on, name), v in times.items()}
+    print(f"ab {a.ab} bs {bs} medians of {a.rounds}: " + ", ".join(
+        f"{k} {v:.2f}" for k, v in out.items()) + " ms/step", flush=True)
+    return dict(name=a.ab, batch=bs, rounds={f"{'on' if on else 'off'} {n}": v
+                                             for (on, n), v in times.items()}, medians=out)
 
 
 class GraphTimer:
@@ -318,6 +356,10 @@ def main() -> int:
     ap.add_argument("--blas", choices=("cublas", "cublaslt"), default=None,
                     help="torch.backends.cuda.preferred_blas_library for the whole run "
                          "(default: torch's own choice)")
+    ap.add_argument("--ab", choices=sorted(FUSIONS), default=None,
+                    help="also time stock at the first batch with this fusion on and off in "
+                         "this process (graphs captured again, --rounds alternating rounds)")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(x) for x in a.batch.split(",")]

@@ -262,6 +262,169 @@ def conv_gated_delta_decode(x: torch.Tensor, conv_weight: torch.Tensor, conv_sta
     return out
 
 
+@triton.jit
+def _conv_verify_row(x_ptr, cw_ptr, cs_ptr, c, mask, s_row, live, base, t, stride_x,
+                     K: tl.constexpr, KP: tl.constexpr):
+    """Row t of a request's verify rows (x rows base, base + 1, ...) of the short conv for
+    channels c, as _conv_taps computes a decode row: silu(round(conv)) rounded to x's dtype, as
+    fp32 [len(c)]. seq[t + j], j < K: window entry t + j while t + j < K - 1 (window row s_row,
+    zeros unless live), else x row base + t + j - (K - 1)."""
+    j = tl.arange(0, KP)
+    q = t + j[None, :]
+    m2 = mask[:, None] & (j[None, :] < K)
+    in_win = q < K - 1
+    win = tl.load(cs_ptr + s_row + c[:, None] * (K - 1) + q, mask=m2 & in_win, other=0.0)
+    win = tl.where(live, win, 0.0).to(x_ptr.dtype.element_ty).to(tl.float32)
+    xs = tl.load(x_ptr + (base + q - (K - 1)) * stride_x + c[:, None], mask=m2 & (q >= K - 1),
+                 other=0.0).to(tl.float32)
+    seq = tl.where(in_win, win, xs)
+    w = tl.load(cw_ptr + c[:, None] * K + j[None, :], mask=m2, other=0.0).to(tl.float32)
+    g = tl.sum(seq * w, axis=1).to(x_ptr.dtype.element_ty).to(tl.float32)
+    return tl.div_rn(g, 1.0 + tl.exp(-g)).to(x_ptr.dtype.element_ty).to(tl.float32)
+
+
+@triton.jit
+def _stash_row(x_ptr, sx_ptr, skv_ptr, r, c, mask, y, stride_x, stride_sx, stride_skv, key_dim):
+    """VERIFY's stash of row r, channels c (where mask): the conv inputs x to sx, the conv
+    outputs y of the k | v channels (c >= key_dim) to skv."""
+    mask = mask != 0   # (the interpreter hands a boolean argument over as int32)
+    xr = tl.load(x_ptr + r * stride_x + c, mask=mask, other=0.0)
+    tl.store(sx_ptr + r * stride_sx + c, xr.to(sx_ptr.dtype.element_ty), mask=mask)
+    tl.store(skv_ptr + r * stride_skv + (c - key_dim), y.to(skv_ptr.dtype.element_ty),
+             mask=mask & (c >= key_dim))
+
+
+@triton.jit
+def _conv_delta_verify_kernel(
+        x_ptr, cw_ptr, cs_ptr, a_ptr, b_ptr, out_ptr, state_ptr, rows_ptr, fresh_ptr,
+        sx_ptr, skv_ptr, sa_ptr, sb_ptr, a_log_ptr, dt_bias_ptr, T,
+        stride_x, stride_ab, stride_cr, stride_sr, stride_sx, stride_skv, stride_sab,
+        scale, eps,
+        HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
+        BK: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, KP: tl.constexpr,
+        PDL: tl.constexpr = 0):
+    """VERIFY (T rows per request) of a Gated DeltaNet layer in one launch: per row the short
+    conv of its q, k and v channels, the stash of its inputs (conv inputs x, conv outputs k | v,
+    raw gate projections a, b) and the gated delta rule with in-kernel gates; neither the state
+    nor the conv windows are written (the commit replays the stash).
+
+    Grid (N, Hv, Dv / BV), as _gated_delta_kernel's. Each program convolves its v channels and
+    its key head's q and k channels (computed again by every program of that key head); the q
+    and k stash is written by the key head's first program (h % rep == 0, vb == 0), the v stash
+    by each program for its channels, the gates by the vb == 0 programs."""
+    pdl.start(PDL)   # kernels/pdl.py
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    vb = tl.program_id(2)
+    rep: tl.constexpr = HV // HK
+    hk = h // rep
+    row = tl.load(rows_ptr + b).to(tl.int64)
+    live = tl.load(fresh_ptr + b) == 0
+    base = b.to(tl.int64) * T
+    c_row = row * stride_cr
+
+    offs_k = tl.arange(0, BK)
+    offs_v = vb * BV + tl.arange(0, BV)
+    mask_k = offs_k < DK
+    mask_v = offs_v < DV
+    key_dim = HK * DK
+    c_q = hk * DK + offs_k
+    c_k = key_dim + hk * DK + offs_k
+    c_v = 2 * key_dim + h * DV + offs_v
+    qk_stash = mask_k & ((h % rep + vb) == 0)   # the key head's first program
+
+    s_ptrs = state_ptr + row * stride_sr + h * DK * DV + offs_k[:, None] * DV + offs_v[None, :]
+    s = tl.load(s_ptrs, mask=mask_k[:, None] & mask_v[None, :], other=0.0)
+    s = tl.where(live, s, 0.0)
+    decay_rate = tl.exp(tl.load(a_log_ptr + h))
+    dt_bias = tl.load(dt_bias_ptr + h)
+    for t in range(T):
+        r = base + t
+        qt = _conv_verify_row(x_ptr, cw_ptr, cs_ptr, c_q, mask_k, c_row, live, base, t,
+                              stride_x, K, KP)
+        kt = _conv_verify_row(x_ptr, cw_ptr, cs_ptr, c_k, mask_k, c_row, live, base, t,
+                              stride_x, K, KP)
+        vt = _conv_verify_row(x_ptr, cw_ptr, cs_ptr, c_v, mask_v, c_row, live, base, t,
+                              stride_x, K, KP)
+        # the stash the commit replays (kernels/conv.py and _gated_delta_kernel write the same)
+        _stash_row(x_ptr, sx_ptr, skv_ptr, r, c_q, qk_stash, qt, stride_x, stride_sx,
+                   stride_skv, key_dim)
+        _stash_row(x_ptr, sx_ptr, skv_ptr, r, c_k, qk_stash, kt, stride_x, stride_sx,
+                   stride_skv, key_dim)
+        _stash_row(x_ptr, sx_ptr, skv_ptr, r, c_v, mask_v, vt, stride_x, stride_sx,
+                   stride_skv, key_dim)
+        ar = tl.load(a_ptr + r * stride_ab + h)
+        br = tl.load(b_ptr + r * stride_ab + h)
+        tl.store(sa_ptr + r * stride_sab + h, ar.to(sa_ptr.dtype.element_ty), mask=vb == 0)
+        tl.store(sb_ptr + r * stride_sab + h, br.to(sb_ptr.dtype.element_ty), mask=vb == 0)
+        gt, bt = _gates(ar, br, decay_rate, dt_bias)
+        s = _delta_update(s, _l2norm(kt, eps), vt, gt, bt)
+        o = tl.sum(s * (_l2norm(qt, eps) * scale)[:, None], axis=0)
+        tl.store(out_ptr + r * (HV * DV) + h * DV + offs_v, o.to(out_ptr.dtype.element_ty),
+                 mask=mask_v)
+
+
+def conv_gated_delta_verify(x: torch.Tensor, conv_weight: torch.Tensor,
+                            conv_state: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                            state: torch.Tensor, rows: torch.Tensor, fresh: torch.Tensor,
+                            rows_per_request: int, stash: tuple, *, key_heads: int,
+                            gate: tuple[torch.Tensor, torch.Tensor], scale: float = 1.0,
+                            eps: float = 1e-6, block_v: int | None = None,
+                            num_warps: int | None = None) -> torch.Tensor:
+    """VERIFY of one Gated DeltaNet layer in one launch: kernels/conv.causal_conv (T rows per
+    request, windows not written, x and k | v stashed) followed by gated_delta_rule (gates formed
+    in the kernel, a and b stashed, state not written), with the decode kernel's numbers.
+
+    x [N*T, C] the conv inputs (rows may be strided), conv_weight [C, K], conv_state
+    [R, C, K-1] fp32 contiguous (one layer), a, b [N*T, Hv] the raw gate projections (one row
+    stride), state [R, Hv, Dk, Dv] fp32 contiguous, rows, fresh int32 [N], stash (sx [N*T, C],
+    skv [N*T, C - Hk Dk], sa, sb [N*T, Hv]; contiguous last dims, sa and sb of one layout), gate
+    (A_log, dt_bias) fp32 [Hv]. Returns out [N*T, Hv, Dv] in x's dtype."""
+    n, t = rows.shape[0], rows_per_request
+    hv, dk, dv = state.shape[-3:]
+    c, k = conv_weight.shape
+    kd = key_heads * dk
+    if state.dtype != torch.float32 or not state.is_contiguous() or state.dim() != 4:
+        raise ValueError("conv_gated_delta_verify: state must be contiguous fp32 [R, Hv, Dk, Dv]")
+    if (conv_state.dtype != torch.float32 or not conv_state.is_contiguous()
+            or tuple(conv_state.shape[1:]) != (c, k - 1)):
+        raise ValueError(f"conv_gated_delta_verify: conv_state must be contiguous fp32 "
+                         f"[R, {c}, {k - 1}]")
+    if c != 2 * kd + hv * dv or hv % key_heads:
+        raise ValueError(f"conv_gated_delta_verify: {c} conv channels are not 2 x {key_heads} x "
+                         f"{dk} + {hv} x {dv}")
+    if (x.dim() != 2 or x.shape != (n * t, c) or x.stride(-1) != 1
+            or not conv_weight.is_contiguous()):
+        raise ValueError(f"conv_gated_delta_verify: x must be [{n} * {t}, {c}] with contiguous "
+                         "channels and conv_weight contiguous")
+    if (a.shape != (n * t, hv) or b.shape != a.shape or a.stride() != b.stride()
+            or a.stride(-1) != 1):
+        raise ValueError(f"conv_gated_delta_verify: a and b must be [{n * t}, {hv}] of one "
+                         "layout")
+    sx, skv, sa, sb = stash
+    if (tuple(sx.shape) != (n * t, c) or tuple(skv.shape) != (n * t, c - kd)
+            or tuple(sa.shape) != (n * t, hv) or sa.shape != sb.shape
+            or sa.stride() != sb.stride()
+            or any(s.stride(-1) != 1 for s in (sx, skv, sa))):
+        raise ValueError(f"conv_gated_delta_verify: stash must be [{n * t}, {c}], "
+                         f"[{n * t}, {c - kd}] and two [{n * t}, {hv}] of one layout, with "
+                         "contiguous last dims")
+    if any(g.dtype != torch.float32 or g.numel() != hv for g in gate):
+        raise ValueError(f"conv_gated_delta_verify: gate parameters must be fp32 [{hv}]")
+    out = torch.empty(n * t, hv, dv, dtype=x.dtype, device=x.device)
+    if n == 0 or t == 0:
+        return out
+    bv = min(max(triton.next_power_of_2(dv), 8), block_v or BLOCK_V)
+    _conv_delta_verify_kernel[(n, hv, triton.cdiv(dv, bv))](
+        x, conv_weight, conv_state, a, b, out, state, rows, fresh, sx, skv, sa, sb, *gate, t,
+        x.stride(0), a.stride(0), conv_state.stride(0), state.stride(0), sx.stride(0),
+        skv.stride(0), sa.stride(0), scale, eps,
+        HK=key_heads, HV=hv, DK=dk, DV=dv, BK=max(triton.next_power_of_2(dk), 16), BV=bv,
+        K=k, KP=triton.next_power_of_2(k), num_warps=num_warps or NUM_WARPS,
+        **pdl.launch_args(out))
+    return out
+
+
 # Tile width over Dv and warps per program (the defaults), and launch_config() per kind of call.
 # Smaller tiles mean more programs with less work per row, so a program walks its rows faster.
 # H200, Qwen3.8-27B heads (scripts/gpu_gdn_bench.py --sweep, docs/benchmarks/hybrid.md):

@@ -178,3 +178,63 @@ def test_fused_conv_decode_equals_conv_then_recurrence(dtype, block_v):
     with pytest.raises(ValueError, match="conv channels"):
         conv_gated_delta_decode(x, weight, conv1, a, b, rec1, r, f, counters, key_heads=1,
                                 gate=gate)
+
+
+@pytest.mark.parametrize("block_v", [None, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_fused_conv_verify_equals_conv_then_recurrence(dtype, block_v):
+    """conv_gated_delta_verify (VERIFY: T rows per request; conv, stash, gates and recurrence in
+    one launch) == kernels/conv.causal_conv (stashing x and k | v, windows not written) followed
+    by gated_delta_rule (stashing a, b, state not written): outputs and the four stashes, for
+    requests over shuffled pool rows with a fresh one among them (T = 5 > K - 1: rows reading
+    only x, rows reading the window); state and windows untouched. block_v 8: 3 value tiles per
+    head, so one program of six writes a key head's q / k stash."""
+    from specpilot.kernels.conv import causal_conv
+    from specpilot.kernels.gdn import conv_gated_delta_verify
+
+    torch.manual_seed(11)
+    c, kk, t = 2 * HK * DK + HV * DV, 4, 5
+    rows, fresh = [4, 1, 2], [0, 1, 0]
+    n = len(rows)
+    wide = torch.randn(n * t, c + 9, dtype=dtype)
+    x = wide[:, 3:3 + c]  # row-strided, as a slice of the fused projection
+    ab = torch.randn(n * t, 2 * HV, dtype=dtype) * 2
+    b, a = ab[:, :HV], ab[:, HV:]
+    weight = torch.randn(c, kk) * 0.5
+    gate = (torch.randn(HV) * 0.5, torch.randn(HV))
+    conv0 = torch.randn(6, c, kk - 1).to(dtype).float()  # windows hold x-dtype values
+    rec0 = torch.randn(6, HV, DK, DV)
+    r, f = (torch.tensor(v, dtype=torch.int32) for v in (rows, fresh))
+    kd = HK * DK
+
+    def stash():
+        return (torch.zeros(n * t, c, dtype=dtype), torch.zeros(n * t, c - kd, dtype=dtype),
+                torch.zeros(n * t, HV, dtype=dtype), torch.zeros(n * t, HV, dtype=dtype))
+
+    conv_ref, rec_ref = conv0.clone(), rec0.clone()
+    want_st = stash()
+    y = causal_conv(x, weight, conv_ref, r, f, t, write_state=False,
+                    stash=(want_st[0], want_st[1], kd))
+    q, k, v = y.split([kd, kd, HV * DV], dim=-1)
+    starts = torch.arange(0, n * t, t, dtype=torch.int32)
+    lens = torch.full((n,), t, dtype=torch.int32)
+    want = gated_delta_rule(q, k, v, a, b, rec_ref, r, f, starts, lens, key_heads=HK,
+                            scale=DK ** -0.5, gate=gate, out_dtype=dtype, write_state=False,
+                            stash_gates=want_st[2:])
+    conv1, rec1 = conv0.clone(), rec0.clone()
+    got_st = stash()
+    got = conv_gated_delta_verify(x, weight, conv1, a, b, rec1, r, f, t, got_st, key_heads=HK,
+                                  gate=gate, scale=DK ** -0.5, block_v=block_v)
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(got, want, **tol)
+    assert torch.equal(got_st[0], want_st[0]) and torch.equal(got_st[0], x)  # inputs: copies
+    torch.testing.assert_close(got_st[1], want_st[1], **tol)  # conv outputs k | v
+    assert torch.equal(got_st[2], a) and torch.equal(got_st[3], b)
+    assert torch.equal(conv1, conv0) and torch.equal(rec1, rec0)  # VERIFY writes neither
+    with pytest.raises(ValueError, match="stash"):
+        conv_gated_delta_verify(x, weight, conv1, a, b, rec1, r, f, t, got_st[:3] + (
+            got_st[3][:2],), key_heads=HK, gate=gate)
+    with pytest.raises(ValueError, match="conv channels"):
+        conv_gated_delta_verify(x, weight, conv1, a, b, rec1, r, f, t, got_st, key_heads=1,
+                                gate=gate)
