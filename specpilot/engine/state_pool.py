@@ -35,7 +35,6 @@ from specpilot.layers.gdn import causal_conv, delta_rule
 log = logging.getLogger(__name__)
 CHUNKED_MIN_ROWS = 64  # an EXTEND batch whose longest request has this many rows: fla chunked
 FUSE_CONV_DECODE = True  # DECODE: conv and recurrence in one launch (False: two; benchmarks)
-FUSE_CONV_VERIFY = True  # VERIFY: conv, stash and recurrence in one launch (False: two)
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,9 +179,7 @@ class TensorRecurrentBatch:
             b: torch.Tensor, scale: float) -> torch.Tensor:
         """A Gated DeltaNet layer's token mixing: conv() of the conv inputs x [T, C], split into
         q | k | v, then delta() -> out [T, Hv, Dv] in x's dtype. DECODE (one row per request)
-        runs both in one launch (kernels/gdn.conv_gated_delta_decode, the same numbers), and so
-        does VERIFY (kernels/gdn.conv_gated_delta_verify, stashing what conv() and delta()
-        would)."""
+        runs both in one launch (kernels/gdn.conv_gated_delta_decode, the same numbers)."""
         p = self.pool
         if FUSE_CONV_DECODE and self.uniform == 1 and not self.verify and self.chunked is None:
             from specpilot.kernels.gdn import conv_gated_delta_decode, launch_config
@@ -192,16 +189,6 @@ class TensorRecurrentBatch:
                 x, weight, p.conv[layer], a, b, p.rec[layer], rows, fresh, self.counters,
                 key_heads=self.key_heads, gate=tuple(t[layer] for t in p.gate), scale=scale,
                 **launch_config(1))
-        if FUSE_CONV_VERIFY and self.verify and self.chunked is None:
-            from specpilot.kernels.gdn import conv_gated_delta_verify, launch_config
-
-            st, tot = self.stash, self.total
-            rows, fresh = self.meta[0, :self.n], self.meta[1, :self.n]
-            return conv_gated_delta_verify(
-                x, weight, p.conv[layer], a, b, p.rec[layer], rows, fresh, self.uniform,
-                tuple(st[name][layer, :tot] for name in ("x", "kv", "a", "b")),
-                key_heads=self.key_heads, gate=tuple(t[layer] for t in p.gate), scale=scale,
-                **launch_config(self.uniform))
         y = self.conv(layer, x, weight)
         q, k, v = y.split([p.key_dim, p.key_dim, p.conv_dim - 2 * p.key_dim], dim=-1)
         return self.delta(layer, q, k, v, a, b, scale)
