@@ -16,8 +16,6 @@ Rows timed (one layer unless noted; median of graph replays of 20 launches each)
             compared with ours eager too)
   conv      kernels/conv.py against the torch ops it replaced (bf16, C = 10240), diff and time
 
---prefetch: only gated_delta_rule's prefetch_rows (0 / 4 / 8 rows' inputs loaded at once) for
-verify and the 48-layer commit at the engine's launch_config, outputs checked equal.
 --fused: only the one-launch DECODE conv + recurrence kernel (conv_gated_delta_decode) against
 the two launches it replaces (causal_conv, then gated_delta_rule), one layer, bf16, over a few
 (block_v, num_warps) settings; max abs diff of the outputs. (Graph replays of one kernel back to
@@ -163,47 +161,6 @@ def sweep() -> list[dict]:
         out.append(row)
         print(f"sweep {row['case']:7} {n:3} x {t:2}: default {row['default_us']:8.1f} us; best "
               + ", ".join(f"{u:.1f} (bv {b}, warps {w})" for u, b, w in res[:3]), flush=True)
-    return out
-
-
-def prefetch_rows() -> list[dict]:
-    """gated_delta_rule's prefetch_rows P (P rows' inputs loaded at once) against row by row, at
-    the engine's launch_config: verify (outputs, gates stashed, state not written) and the
-    48-layer commit; graph time per launch, outputs and states checked equal to P = 0."""
-    from specpilot.kernels.gdn import launch_config
-
-    out = []
-    for n, t, commit in ((1, 8, False), (1, 16, False), (8, 8, False), (1, 8, True),
-                         (1, 16, True), (8, 8, True)):
-        layers = LAYERS if commit else 0
-        q, k, v, g, beta = inputs(n, t, layers=layers)
-        lens = t // 2 if commit else None
-        m = meta(n, t, lens=lens)
-        cfg = launch_config(lens or t, layers or 1)
-        base = torch.randn(*((LAYERS,) if commit else ()), n + 1, HV, DK, DV, device="cuda")
-        stash = (torch.empty(n * t, HV, device="cuda", dtype=torch.bfloat16),
-                 torch.empty(n * t, HV, device="cuda", dtype=torch.bfloat16))
-        res, ref = {}, None
-        for pre in (0, 4, 8) + (() if commit or t > 8 else ()):
-            pool = base.clone()
-            if commit:
-                fn = lambda: gated_delta_rule(None, k, v, g, beta, pool, *m,  # noqa: E731
-                                              key_heads=HK, prefetch_rows=pre, **cfg)
-            else:
-                fn = lambda: gated_delta_rule(q, k, v, g, beta, pool, *m,  # noqa: E731
-                                              key_heads=HK, scale=DK ** -0.5, write_state=False,
-                                              stash_gates=stash, prefetch_rows=pre, **cfg)
-            got = fn()
-            got = pool if commit else got
-            same = ref is None or torch.equal(got, ref)
-            ref = got.clone() if ref is None else ref
-            res[pre] = (1000 * graph_ms(fn, launches=3 if commit else 10, reps=7), same)
-        row = dict(case="commit" if commit else "verify", requests=n, rows=t, config=cfg,
-                   us={p: u for p, (u, _) in res.items()}, equal=all(e for _, e in res.values()))
-        out.append(row)
-        print(f"prefetch {row['case']:6} {n:2} x {t:2} ({cfg}): " + ", ".join(
-            f"P={p} {u:.1f} us" for p, (u, _) in res.items())
-            + f"; outputs equal: {row['equal']}", flush=True)
     return out
 
 
@@ -429,12 +386,10 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true", help="only the tile / warps sweep")
     ap.add_argument("--fused", action="store_true",
                     help="only the one-launch decode conv + recurrence kernel against two launches")
-    ap.add_argument("--prefetch", action="store_true",
-                    help="only prefetch_rows (rows' inputs loaded at once) against row by row")
     a = ap.parse_args()
-    if a.sweep or a.fused or a.prefetch:
+    if a.sweep or a.fused:
         print(torch.cuda.get_device_name(), torch.__version__, flush=True)
-        res = sweep() if a.sweep else fused_rows() if a.fused else prefetch_rows()
+        res = sweep() if a.sweep else fused_rows()
         if a.out:
             with open(a.out, "w") as f:
                 json.dump(res, f, indent=2)

@@ -63,28 +63,6 @@ def _delta_update(s, kt, vt, gt, bt):
 
 
 @triton.jit
-def _take_row(tile, sel):
-    """Row i of a [P, W] tile as fp32 [W] (sel: offs_p == i; exact, -0.0 comes out as +0.0)."""
-    return tl.sum(tl.where(sel[:, None], tile.to(tl.float32), 0.0), axis=0)
-
-
-@triton.jit
-def _delta_row(s, kt, vt, gt, bt, qt, out_ptr, r, h, offs_v, mask_v, decay_rate, dt_bias, scale,
-               eps, HV: tl.constexpr, DV: tl.constexpr, WRITE_OUT: tl.constexpr,
-               GATE: tl.constexpr):
-    """One row of the recurrence from its inputs (k, v, q as fp32; g, beta raw, or a, b under
-    GATE): the updated state, and the row's output written when WRITE_OUT."""
-    if GATE:
-        gt, bt = _gates(gt, bt, decay_rate, dt_bias)
-    s = _delta_update(s, _l2norm(kt, eps), vt, gt, bt)
-    if WRITE_OUT:
-        o = tl.sum(s * (_l2norm(qt, eps) * scale)[:, None], axis=0)
-        tl.store(out_ptr + r * (HV * DV) + h * DV + offs_v, o.to(out_ptr.dtype.element_ty),
-                 mask=mask_v)
-    return s
-
-
-@triton.jit
 def _gated_delta_kernel(
         q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, out_ptr, state_ptr,
         rows_ptr, fresh_ptr, starts_ptr, lens_ptr, a_log_ptr, dt_bias_ptr, sg_ptr, sb_ptr,
@@ -93,7 +71,7 @@ def _gated_delta_kernel(
         HK: tl.constexpr, HV: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr,
         BK: tl.constexpr, BV: tl.constexpr,
         WRITE_OUT: tl.constexpr, WRITE_STATE: tl.constexpr, GATE: tl.constexpr,
-        STASH: tl.constexpr, PRE: tl.constexpr = 0, PDL: tl.constexpr = 0):
+        STASH: tl.constexpr, PDL: tl.constexpr = 0):
     pdl.start(PDL)   # kernels/pdl.py
     b = tl.program_id(0)
     lh = tl.program_id(1)
@@ -123,62 +101,26 @@ def _gated_delta_kernel(
     if GATE:  # g_ptr / beta_ptr hold the raw projections a, b: the gates are computed here
         decay_rate = tl.exp(tl.load(a_log_ptr + layer * HV + h))
         dt_bias = tl.load(dt_bias_ptr + layer * HV + h)
-    else:
-        decay_rate = 0.0
-        dt_bias = 0.0
-    if PRE == 0:
-        for t in range(n):
-            r = start + t
-            kt = tl.load(k_base + r * stride_kt + offs_k, mask=mask_k, other=0.0).to(tl.float32)
-            vt = tl.load(v_base + r * stride_vt + offs_v, mask=mask_v, other=0.0).to(tl.float32)
-            gt = tl.load(g_base + r * stride_gt)
-            bt = tl.load(b_base + r * stride_gt)
-            if STASH:  # one copy per row and head: the first Dv tile's program writes it
-                tl.store(sg_ptr + r * stride_sgt + h, gt.to(sg_ptr.dtype.element_ty),
-                         mask=vb == 0)
-                tl.store(sb_ptr + r * stride_sgt + h, bt.to(sb_ptr.dtype.element_ty),
-                         mask=vb == 0)
-            if WRITE_OUT:
-                qt = tl.load(q_ptr + r * stride_qt + hk * DK + offs_k, mask=mask_k,
-                             other=0.0).to(tl.float32)
-            else:
-                qt = kt
-            s = _delta_row(s, kt, vt, gt, bt, qt, out_ptr, r, h, offs_v, mask_v, decay_rate,
-                           dt_bias, scale, eps, HV, DV, WRITE_OUT, GATE)
-    else:
-        # PRE rows' inputs at a time (k, v, q, gates: nothing the state feeds), loaded together,
-        # then the rows taken out of the tiles one by one: one memory round trip per PRE rows
-        # instead of one per row
-        offs_p = tl.arange(0, PRE)
-        for t0 in range(0, n, PRE):
-            rp = start + t0 + offs_p
-            mp = t0 + offs_p < n
-            kc = tl.load(k_base + rp[:, None] * stride_kt + offs_k[None, :],
-                         mask=mp[:, None] & mask_k[None, :], other=0.0)
-            vc = tl.load(v_base + rp[:, None] * stride_vt + offs_v[None, :],
-                         mask=mp[:, None] & mask_v[None, :], other=0.0)
-            gc = tl.load(g_base + rp * stride_gt, mask=mp, other=0.0)
-            bc = tl.load(b_base + rp * stride_gt, mask=mp, other=0.0)
-            if WRITE_OUT:
-                qc = tl.load(q_ptr + rp[:, None] * stride_qt + hk * DK + offs_k[None, :],
-                             mask=mp[:, None] & mask_k[None, :], other=0.0)
-            else:
-                qc = kc
-            if STASH:  # (the != 0: the interpreter makes a tensor & scalar flag int32)
-                first = (mp & (vb == 0)) != 0
-                tl.store(sg_ptr + rp * stride_sgt + h, gc.to(sg_ptr.dtype.element_ty),
-                         mask=first)
-                tl.store(sb_ptr + rp * stride_sgt + h, bc.to(sb_ptr.dtype.element_ty),
-                         mask=first)
-            for i in range(0, tl.minimum(PRE, n - t0)):
-                sel = offs_p == i
-                kt = _take_row(kc, sel)
-                vt = _take_row(vc, sel)
-                qt = _take_row(qc, sel)
-                gt = tl.sum(tl.where(sel, gc.to(tl.float32), 0.0), axis=0).to(gc.dtype)
-                bt = tl.sum(tl.where(sel, bc.to(tl.float32), 0.0), axis=0).to(bc.dtype)
-                s = _delta_row(s, kt, vt, gt, bt, qt, out_ptr, start + t0 + i, h, offs_v,
-                               mask_v, decay_rate, dt_bias, scale, eps, HV, DV, WRITE_OUT, GATE)
+    for t in range(n):
+        r = start + t
+        kt = tl.load(k_base + r * stride_kt + offs_k, mask=mask_k, other=0.0).to(tl.float32)
+        kt = _l2norm(kt, eps)
+        vt = tl.load(v_base + r * stride_vt + offs_v, mask=mask_v, other=0.0).to(tl.float32)
+        gt = tl.load(g_base + r * stride_gt)
+        bt = tl.load(b_base + r * stride_gt)
+        if STASH:  # one copy per row and head: the first Dv tile's program writes it
+            tl.store(sg_ptr + r * stride_sgt + h, gt.to(sg_ptr.dtype.element_ty), mask=vb == 0)
+            tl.store(sb_ptr + r * stride_sgt + h, bt.to(sb_ptr.dtype.element_ty), mask=vb == 0)
+        if GATE:
+            gt, bt = _gates(gt, bt, decay_rate, dt_bias)
+        s = _delta_update(s, kt, vt, gt, bt)
+        if WRITE_OUT:
+            qt = tl.load(q_ptr + r * stride_qt + hk * DK + offs_k, mask=mask_k,
+                         other=0.0).to(tl.float32)
+            qt = _l2norm(qt, eps) * scale
+            o = tl.sum(s * qt[:, None], axis=0)
+            tl.store(out_ptr + r * (HV * DV) + h * DV + offs_v, o.to(out_ptr.dtype.element_ty),
+                     mask=mask_v)
     if WRITE_STATE:
         tl.store(s_ptrs, s, mask=s_mask)
 
@@ -353,8 +295,8 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
                      gate: tuple[torch.Tensor, torch.Tensor] | None = None,
                      out_dtype: torch.dtype = torch.float32,
                      stash_gates: tuple[torch.Tensor, torch.Tensor] | None = None,
-                     block_v: int | None = None, num_warps: int | None = None,
-                     prefetch_rows: int = 0) -> torch.Tensor | None:
+                     block_v: int | None = None, num_warps: int | None = None
+                     ) -> torch.Tensor | None:
     """Run the recurrence for len(rows) requests (see the module docstring for layouts).
 
     q None: no output (the commit); else returns out [T, Hv, Dv] (out_dtype) for q's T rows.
@@ -365,9 +307,6 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
     g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) (rounded to b's dtype, as torch).
     stash_gates (sg, sb), each [T, Hv] with a contiguous head dim and one row stride (one layer
     only): g and beta as given (the raw a, b under `gate`) are copied there, in the stash's dtype.
-    prefetch_rows (0 or a power of two): 0 loads each row's inputs when its turn comes (one
-    memory round trip per row, in series with the recurrence); P loads P rows' inputs at once
-    and walks them from registers (the same numbers).
     """
     layered = state.dim() == 5
     num_layers = state.shape[0] if layered else 1
@@ -383,9 +322,6 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
     if gate is not None and any(x.dtype != torch.float32 or x.numel() != num_layers * hv
                                 for x in gate):
         raise ValueError(f"gated_delta_rule: gate parameters must be fp32 [{num_layers}, {hv}]")
-    if prefetch_rows < 0 or prefetch_rows & (prefetch_rows - 1):
-        raise ValueError(f"gated_delta_rule: prefetch_rows must be 0 or a power of two, got "
-                         f"{prefetch_rows}")
     kl, kt = _row_strides(k, layered)
     vl, vt = _row_strides(v, layered)
     gl, gt = _row_strides(g, layered)
@@ -416,6 +352,6 @@ def gated_delta_rule(q: torch.Tensor | None, k: torch.Tensor, v: torch.Tensor, g
         state.stride(0) if layered else 0, state.stride(-4), scale, eps,
         HK=key_heads, HV=hv, DK=dk, DV=dv, BK=bk, BV=bv,
         WRITE_OUT=q is not None, WRITE_STATE=write_state, GATE=gate is not None,
-        STASH=stash_gates is not None, PRE=prefetch_rows, num_warps=num_warps or NUM_WARPS,
+        STASH=stash_gates is not None, num_warps=num_warps or NUM_WARPS,
         **pdl.launch_args(state))
     return out

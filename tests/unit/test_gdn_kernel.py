@@ -79,42 +79,6 @@ def test_gates_formed_in_kernel():
     torch.testing.assert_close(p1, p2, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("pre", [2, 4, 16])
-def test_prefetched_rows_equal_row_by_row(pre):
-    """prefetch_rows P (P rows' inputs loaded at once, walked from registers) gives the row by
-    row loop's numbers: outputs, stashed gates and states, for a verify (no state write, gates
-    formed in the kernel, stash), ragged requests with more and fewer rows than P, and a
-    layered commit."""
-    torch.manual_seed(3)
-    lens = [5, 1, 3]
-    t = sum(lens)
-    q, k, v, _, _ = inputs(t)
-    a, b = torch.randn(t, HV) * 3, torch.randn(t, HV)
-    gate = (torch.randn(HV) * 0.5, torch.randn(HV))
-    m = meta([2, 0, 1], [0, 1, 0], lens)
-    pool = torch.randn(3, HV, DK, DV)
-    for write in (False, True):
-        p1, p2 = pool.clone(), pool.clone()
-        st1, st2 = (torch.zeros(t, HV), torch.zeros(t, HV)), (torch.zeros(t, HV), torch.zeros(t, HV))
-        o1 = gated_delta_rule(q, k, v, a, b, p1, *m, key_heads=HK, scale=0.3, gate=gate,
-                              write_state=write, stash_gates=st1)
-        o2 = gated_delta_rule(q, k, v, a, b, p2, *m, key_heads=HK, scale=0.3, gate=gate,
-                              write_state=write, stash_gates=st2, prefetch_rows=pre)
-        assert torch.equal(o1, o2) and torch.equal(p1, p2)
-        assert all(torch.equal(x, y) for x, y in zip(st1 + (a, b), st2 + st1))
-    layers = 2
-    _, kl, vl, gl, bl = inputs(6, layers=(layers,))
-    pl = torch.randn(layers, 3, HV, DK, DV)
-    p1, p2 = pl.clone(), pl.clone()
-    mc = meta([2, 0], [0, 0], [4, 1])
-    mc[2].copy_(torch.tensor([0, 3], dtype=torch.int32))
-    gated_delta_rule(None, kl, vl, gl, bl, p1, *mc, key_heads=HK)
-    gated_delta_rule(None, kl, vl, gl, bl, p2, *mc, key_heads=HK, prefetch_rows=pre)
-    assert torch.equal(p1, p2)
-    with pytest.raises(ValueError, match="prefetch_rows"):
-        gated_delta_rule(None, kl, vl, gl, bl, p2, *mc, key_heads=HK, prefetch_rows=3)
-
-
 def test_layered_commit_equals_per_layer():
     torch.manual_seed(2)
     layers, lens = 3, [6, 6]
