@@ -62,9 +62,9 @@ from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
 # --unfused: name -> (module, switch). Gated attention's sigmoid gate in the attention kernel,
 # Muse's post-norms in the next pre-norm, the Gated DeltaNet conv inside the recurrence kernel
-# (DECODE), the drafter's fused GEMMs (q | kv per layer, gate_up, one
-# context-K/V GEMM), the attention's q / k head norms inside the RoPE launch, our bf16 GEMV for
-# one-row linear layers instead of cuBLAS.
+# (DECODE), the drafter's fused GEMMs (q | kv per layer, gate_up, one context-K/V GEMM), the
+# attention's q / k head norms inside the RoPE launch, our bf16 GEMV for one-row linear layers
+# instead of cuBLAS.
 FUSIONS = {"out_gate": ("specpilot.engine.triton_backend", "FUSE_OUT_GATE"),
            "pre_norm": ("specpilot.layers.norm", "FUSE_PRE_NORM"),
            "conv_decode": ("specpilot.engine.state_pool", "FUSE_CONV_DECODE"),

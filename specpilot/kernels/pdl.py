@@ -24,8 +24,8 @@ slots at once:
   kernel may launch while this one still waits for its predecessor, so launches can run several
   kernels ahead), 2 wait then trigger (at most one kernel ahead of the running one).
 - ``GEMV_TRIGGER`` (per weight form, ``w12/gemv.py``): 1 at the start, before the wait; 2 after
-  the main loop (the default); 3 right after the wait. The GEMVs load their escape entries and (with
-  ``ahead`` 1 or 2) first weight tiles before the wait.
+  the main loop (the default); 3 right after the wait. The GEMVs load their escape entries and
+  (with ``ahead`` 1 or 2) their first weight tiles before the wait.
 Measured on the H200 (docs/benchmarks/w12.md, session 29), with ``MODE`` 1: the GEMVs at 1 made
 the bf16 `ar` step 0.90x (presumably later kernels' programs parked in SM slots through whole
 GEMVs; not profiled), at 2 `ar` at one request runs 1.02-1.04x faster (bf16 on both target

@@ -230,9 +230,10 @@ if _k.HAS_TRITON:
 
         PDL (launched with programmatic dependent launch, ``kernels/pdl.py``; 0: not): the
         program loads what no earlier kernel writes (the escape prologue, the first weight
-        tiles with AHEAD 1 or 2) and waits for the previous kernel before the main loop, its first read
-        of x; every write comes after that. It lets the next kernel launch at its start (PDL 1,
-        before its wait), after its main loop (PDL 2) or right after its wait (PDL 3).
+        tiles with AHEAD 1 or 2) and waits for the previous kernel before the main loop, its
+        first read of x; every write comes after that. It lets the next kernel launch at its
+        start (PDL 1, before its wait), after its main loop (PDL 2) or right after its wait
+        (PDL 3).
         """
         _pdl.launch_dependents(PDL == 1)
         pid_n = tl.program_id(0)
