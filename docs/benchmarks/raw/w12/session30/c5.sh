@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran on tree afa58ba. The fused VERIFY kernel it measures (--ab conv_verify) was removed after
+# this call (1a8e3c6: slower), so step (1) no longer runs as written.
 # Session 30, call 5 (~400 s). (0) GPU tests of the Gated DeltaNet kernels (the new fused VERIFY
 # kernel: conv, stash and recurrence in one launch) and the hybrid graph path. (1) Qwen3.8-27B
 # stock at one request with the fused VERIFY kernel on and off in one process (graphs captured
