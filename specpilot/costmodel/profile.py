@@ -79,6 +79,7 @@ import torch
 from torch import nn
 
 from specpilot.costmodel.counts import Rates
+from specpilot.kernels import pdl
 from specpilot.layers import linear
 
 Label = Union[str, Callable[[tuple, dict], str]]
@@ -946,6 +947,10 @@ def profile_step(worker, batch: int, context: int, steps: int, warmup: int,
                 graph_inst_ms, _ = run(timer)
             graph_raw, graph_spans = timer.mean_ms(), timer.mean_spans(graph_only=True)
             graph_comp, notes = correct_graph_pass(timer, graph_gpu, cal)
+            if pdl.ENABLED and pdl.supported(torch.device(runner.device)):
+                notes.append("PDL on: a kernel launches before the one ahead of it ends and its "
+                             "profiled time includes that wait, so in-graph component times "
+                             "overlap and do not add up (SPECPILOT_PDL=0 for additive ones)")
         except RuntimeError as e:  # a capture the driver refuses: say so, report eager times
             log.warning("cost model: timing inside the CUDA graphs failed (%s); the report "
                         "uses the eager component times", e)

@@ -380,11 +380,17 @@ def test_profile_w12_engine_on_cpu(tmp_path):
 
 
 @pytest.mark.interpreter
-def test_profile_graph_pass_on_cpu(tmp_path):
+def test_profile_graph_pass_on_cpu(tmp_path, monkeypatch):
     """The graph pass over the graph objects' eager twins (the CPU has no capture; the Triton
     kernels run in the interpreter): ar's DECODE graph and stock's whole-step graph are what the
     steps run, every label of their components is a counted component, and the report takes its
-    measured columns and host gap from that pass."""
+    measured columns and host gap from that pass. With PDL reported active for the device (CPU
+    launches never use it, so only the note changes) the report says its component times
+    overlap."""
+    from specpilot.kernels import pdl
+
+    monkeypatch.setattr(pdl, "ENABLED", True)
+    monkeypatch.setattr(pdl, "supported", lambda device: True)
     dirs = _tiny_config_dirs(tmp_path)
     eng = prof.build_engine(dirs["t"], dirs["d"], 2, 12, 4, 2.5, 40, device="cpu",
                             dtype="float32", attention_backend="triton")
@@ -433,6 +439,7 @@ def test_profile_graph_pass_on_cpu(tmp_path):
     assert f"; overlapped {max(0.0, p.spec.overlap_host_gap_ms):.2f})" in text
     assert "not captured: uncorrected" in text and "span calibration" not in text
     assert "host phases" not in text  # pass 6 runs only where graphs are captured
+    assert text.count("PDL on: a kernel launches before the one ahead of it ends") == 2
     p.ar.host_phases_ms = {"process results": 0.25, "graph inputs": 0.5, prof.IN_GRAPH: 0.125}
     p.ar.host_phase_wall_ms = 9.0
     names = set(p.spec.graph_components_ms)  # the kernels of every component, as pass 5 gives
