@@ -362,6 +362,11 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     a.batch = [int(x) for x in a.batch.split(",")]
+    if a.ab and (a.no_graph or a.graph_split):
+        ap.error("--ab times captured graphs in the speed run: not with --no-graph or "
+                 "--graph-split")
+    if a.rounds < 1:
+        ap.error("--rounds must be >= 1")
     if a.unfused:
         names = list(FUSIONS) if a.unfused == "all" else a.unfused.split(",")
         unknown = sorted(set(names) - set(FUSIONS))

@@ -384,12 +384,12 @@ def test_profile_graph_pass_on_cpu(tmp_path, monkeypatch):
     """The graph pass over the graph objects' eager twins (the CPU has no capture; the Triton
     kernels run in the interpreter): ar's DECODE graph and stock's whole-step graph are what the
     steps run, every label of their components is a counted component, and the report takes its
-    measured columns and host gap from that pass. With PDL reported active for the device (CPU
-    launches never use it, so only the note changes) the report says its component times
-    overlap."""
+    measured columns and host gap from that pass. With PDL reported supported on the device (the
+    model runner then turns it on; CPU launches never use it, so only the note changes) the
+    report says its component times overlap."""
     from specpilot.kernels import pdl
 
-    monkeypatch.setattr(pdl, "ENABLED", True)
+    monkeypatch.setattr(pdl, "ENABLED", pdl.ENABLED)   # restored after the test
     monkeypatch.setattr(pdl, "supported", lambda device: True)
     dirs = _tiny_config_dirs(tmp_path)
     eng = prof.build_engine(dirs["t"], dirs["d"], 2, 12, 4, 2.5, 40, device="cpu",
