@@ -1,0 +1,144 @@
+"""The Gluon tensor-core W12 GEMM for few rows (specpilot/w12/mma.py) on the GPU: correctness, then
+timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
+
+    PYTHONPATH=. python scripts/gpu_w12_mma_bench.py --out /tmp/w12_mma.json
+
+1. Correctness (one PASS / FAIL line each): ``mma.w12_mma`` at every config of --configs against
+   fp32 torch on the decoded weights, at M = 1, 2, 3, 5, 8, 9, 16: same non-finite pattern and a
+   relative error (2-norm over the finite outputs) < 5e-3. Shapes: gpu_w12_gemv_bench's SWEEP
+   (every kind of escape including +-Inf and NaN, a per-row base, a padded K) and every layer
+   shape of --models (random N(0, 0.02^2) weights with planted escapes, gpu_w12_gemv_bench's
+   build_weights).
+2. Timing, per shape and M (--m, default 1, 2, 4, 8, 16), us per call as
+   ``kernel.time_calls_us`` (a CUDA graph of calls rotating over >= --ring-mb of weight copies,
+   median of 5 replays): cuBLAS bf16 (``torch.matmul``), W12-TC (the Triton W12 GEMM at its
+   untuned default config; at M <= 2 ``w12_matmul`` runs the GEMV, so W12-TC is not timed
+   there), W12-GEMV (default config, M <= 2 only) and W12-MMA at each of --configs (the best is
+   reported, all are in the JSON). Per model: the sums over one token's linear layers.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gpu_w12_bench as WB  # noqa: E402
+import gpu_w12_gemv_bench as GB  # noqa: E402
+from specpilot.w12 import gemv as G  # noqa: E402
+from specpilot.w12 import kernel as K  # noqa: E402
+from specpilot.w12 import mma as MM  # noqa: E402
+from specpilot.w12.format import encode  # noqa: E402
+
+DEV = "cuda"
+RESULTS = WB.RESULTS
+CHECK_M = (1, 2, 3, 5, 8, 9, 16)
+
+
+def parse_configs(text: str) -> list:
+    out = []
+    for item in text.split(","):
+        out.append(MM.MmaConfig(*(int(v) for v in item.strip().split("/"))))
+    return out
+
+
+def check(tag: str, p, w: torch.Tensor, configs, m_values) -> None:
+    worst, floor, pattern = 0.0, 0.0, True
+    for M in m_values:
+        a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
+        ref = GB.reference(a, w)
+        for cfg in configs:
+            same, err, fl = WB.compare(MM.w12_mma(a, p, cfg), ref)
+            if not same or err > 5e-3:
+                print(f"  {tag} M={M} {cfg.short()}: same pattern {same}, rel err {err:.2e}")
+            pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
+    WB.report(f"w12_mma vs torch fp32, {tag}", pattern and worst < 5e-3,
+              f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="w12_mma_bench.json")
+    ap.add_argument("--models", default=",".join(WB.MODELS))
+    ap.add_argument("--m", default="1,2,4,8,16")
+    ap.add_argument("--configs", default="2/1/1/4,4/1/1/4,1/1/1/4,8/1/1/4,2/1/1/8,4/1/1/8,4/1/0/8",
+                    help="warps_k/warps_r/ahead/words (MmaConfig), comma-separated")
+    ap.add_argument("--ring-mb", type=int, default=512)
+    ap.add_argument("--block-rows", type=int, default=1024)
+    ap.add_argument("--time-limit", type=float, default=240.0)
+    ap.add_argument("--skip-check", action="store_true")
+    args = ap.parse_args()
+    t0 = time.time()
+    configs = parse_configs(args.configs)
+    m_values = [int(v) for v in args.m.split(",")]
+    models = args.models.split(",")
+    shapes = [(m, n, N, Kd, c) for m in models for n, N, Kd, c in WB.layer_shapes(m)]
+    weights = GB.build_weights(shapes, args.block_rows)
+    print(f"built {len(weights)} weights in {time.time() - t0:.0f} s", flush=True)
+    if not args.skip_check:
+        for i, (N, Kd, per_row, edges, n_edges) in enumerate(GB.SWEEP):
+            x = WB.make_weight(N, Kd, i, edges, n_edges, per_row)
+            w = encode(x, per_row=per_row)
+            check(f"{N}x{Kd}{' per-row' if w.per_row else ''}, {w.n_escapes} escapes",
+                  K.prepare(w, DEV), x.to(DEV), configs, CHECK_M)
+        for (N, Kd), (p, xbig) in weights.items():
+            check(f"{N}x{Kd}, {p.kent.numel()} escapes", p, xbig, configs[:2], CHECK_M)
+        print(f"checks done at {time.time() - t0:.0f} s", flush=True)
+    RESULTS["timing"] = []
+    print(f"{'model':16s} {'layer':22s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>7s} {'W12-TC':>7s} "
+          f"{'GEMV':>7s} {'MMA':>7s} {'GB/s':>5s} {'x cuBLAS':>8s} config", flush=True)
+    order = sorted(weights, key=lambda nk: -nk[0] * nk[1])
+    for (N, Kd) in order:
+        if time.time() - t0 > args.time_limit:
+            print(f"time limit: {N}x{Kd} and later shapes skipped", flush=True)
+            break
+        p, xbig = weights[(N, Kd)]
+        ring12 = K.weight_ring(p, args.ring_mb << 20)
+        n = len(ring12)
+        ring16 = [xbig] + [xbig.clone() for _ in range(n - 1)]
+        wbytes = K.weight_bytes(p)
+        for M in m_values:
+            acts = [torch.randn(M, Kd, device=DEV).bfloat16() for _ in range(n)]
+            t_cub = GB.timed(lambda i: torch.matmul(acts[i], ring16[i].t()), n)
+            t_tc = t_gemv = float("nan")
+            if M > K.GEMV_MAX_M:
+                ctc = K.get_config("w12", acts[0], p, tune=False)
+                t_tc = GB.timed(lambda i: K.w12_matmul(acts[i], ring12[i], config=ctc), n)
+            else:
+                cg = G.gemv_default_config(M, N, Kd, K._num_sms(acts[0].device))
+                t_gemv = GB.timed(lambda i: G.w12_gemv(acts[i], ring12[i], config=cg), n)
+            tried = {}
+            for cfg in configs:
+                tried[cfg.short()] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
+            best = min(tried, key=tried.get)
+            t_m = tried[best]
+            rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
+            for model, name, count in rows:
+                RESULTS["timing"].append({"model": model, "layer": name, "N": N, "K": Kd, "M": M,
+                                          "count": count, "cublas_us": t_cub, "w12_tc_us": t_tc,
+                                          "w12_gemv_us": t_gemv, "w12_mma_us": t_m,
+                                          "w12_mma_config": best, "w12_mma_tried": tried})
+                print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} {t_tc:7.1f} "
+                      f"{t_gemv:7.1f} {t_m:7.1f} {wbytes / t_m / 1e3:5.0f} {t_cub / t_m:8.2f} {best} "
+                      + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)
+    print("\nper token (layers weighted by count), ms:")
+    for model in models:
+        for M in m_values:
+            rs = [r for r in RESULTS["timing"] if r["model"] == model and r["M"] == M]
+            if not rs:
+                continue
+            cub = sum(r["cublas_us"] * r["count"] for r in rs) / 1e3
+            mm = sum(r["w12_mma_us"] * r["count"] for r in rs) / 1e3
+            print(f"{model:16s} M={M:2d} layers {len(rs)}: cuBLAS {cub:.2f}  W12-MMA {mm:.2f}  "
+                  f"x cuBLAS {cub / mm:.3f}  worst layer "
+                  f"{min(r['cublas_us'] / r['w12_mma_us'] for r in rs):.2f}", flush=True)
+    return WB.finish(args.out, t0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,331 @@
+"""W12 GEMM on tensor cores for few activation rows (M <= 16), with explicit register layouts.
+
+Why: the Triton GEMM (``kernel._gemm_kernel``) lets the compiler choose layouts, so every decoded
+weight tile goes through a layout conversion (shared memory or shuffles) before the MMA, and at
+M = 4-16 it runs at 0.91-0.93x of cuBLAS (docs/benchmarks/w12.md, session 28). This kernel is
+written in Gluon (Triton's layout-explicit dialect): each thread loads 16-byte runs of the planes
+and decodes them in place, and the decoded words are already the A-operand registers of
+``mma.sync.m16n8k16`` (bf16 in, fp32 accumulate), because the MMA's K index is *relabelled*:
+
+* A thread of the MMA holds, per 16 x 16 A tile, rows ``g`` and ``g + 8`` (``g = lane // 4``) and
+  the K slots ``2c, 2c+1`` and ``2c+8, 2c+9`` (``c = lane % 4``). A sum over K does not care which
+  weight column sits in which K slot, as long as the activation (B operand) puts the same column
+  there. So the slots are given the columns the thread loaded: slot pair ``(2c, 2c+1)`` of MMA
+  step ``s`` holds pair columns ``16c + 4s + {0, 1}`` of the round, ``(2c+8, 2c+9)`` holds
+  ``16c + 4s + {2, 3}``, and the B registers load x at the same columns.
+* MMA row slot ``g`` is weight row ``2g`` of the 16-row block, slot ``g + 8`` row ``2g + 1``, so a
+  thread's two rows are adjacent (its loads: 16 bytes of each plane from each of the two rows).
+* One H word (4 pair columns) decodes (``kernel.DECODE_PTX``) into four bf16x2 words: two of the
+  first half's columns (slot pairs of the MMA for the first half) and two of the second half's.
+
+Per round, a warp covers 16 rows x 64 pair columns (128 weights per row): six 16-byte plane loads
+per thread, 8 decode calls, 8 MMAs per 8 activation rows. The warps of a program split K
+(``WK``); their partial sums meet in one cross-warp reduction at the end, so no split-K workspace
+is needed. Escapes decode to signed zero and are added in an epilogue as exact fp32 products
+(fast mode only: not bit-equal to the bf16 GEMM; ``kernel.w12_matmul``'s reproducible mode
+keeps the template GEMM).
+
+GPU only (sm_80+: ``mma.sync``); Gluon has no interpreter, so the CPU tests check the index
+arithmetic with ``reference_order`` (a torch model of which weight meets which activation) and
+compile the kernel for sm_90.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .kernel import DECODE_PTX, GROUP, IDX_ROWS, W12Planes, _cdiv
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+except ImportError:  # no Triton, or one without Gluon: mma_supported() says False
+    gluon = None
+    gl = None
+
+HAS_GLUON = gluon is not None
+MAX_M = 16                 # activation rows per call (two 8-row MMA tiles)
+ROUND_PAIRS = 64           # pair columns a warp covers per round (4 lanes x 4 H words x 4)
+ESC_E = 32                 # escapes per epilogue chunk (at least 4 per warp)
+
+# D = A * B + C for one m16n8k16 tile; pack 2: A rows (g, g+8) of one K-slot pair, B's two K-slot
+# pairs, C / D (token 2c, 2c+1) of row g and of row g + 8.
+MMA_PTX = ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+           "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+
+
+@dataclass(frozen=True)
+class MmaConfig:
+    """warps_k: warps splitting K inside a program; warps_r: 16-row blocks per program;
+    ahead: plane loads issued one round ahead (register double buffer); words: H words per lane
+    and round (4: 16-byte plane loads, 8: two per plane and row)."""
+    warps_k: int = 4
+    warps_r: int = 1
+    ahead: int = 1
+    words: int = 4
+
+    def short(self) -> str:
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}"
+
+
+def mma_supported(M: int, K: int) -> bool:
+    return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0
+
+
+if HAS_GLUON:
+    _DECODE = gl.constexpr(DECODE_PTX)
+    _MMA = gl.constexpr(MMA_PTX)
+
+    @gluon.jit
+    def _i5(n: gl.constexpr, d: gl.constexpr, L: gl.constexpr):
+        """arange(n) along dimension d of the rank-5 layout L, broadcastable to it (the outermost
+        slice is the first dimension the indexing expands)."""
+        if d == 0:
+            r = gl.arange(0, n, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(
+                3, gl.SliceLayout(4, L)))))[:, None, None, None, None]
+        elif d == 1:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(
+                3, gl.SliceLayout(4, L)))))[None, :, None, None, None]
+        elif d == 2:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(
+                3, gl.SliceLayout(4, L)))))[None, None, :, None, None]
+        elif d == 3:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(
+                2, gl.SliceLayout(4, L)))))[None, None, None, :, None]
+        else:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(
+                2, gl.SliceLayout(3, L)))))[None, None, None, None, :]
+        return r
+
+    @gluon.jit
+    def _i4(n: gl.constexpr, d: gl.constexpr, L: gl.constexpr):
+        """arange(n) along dimension d of the rank-4 layout L, broadcastable to it."""
+        if d == 0:
+            r = gl.arange(0, n, layout=gl.SliceLayout(1, gl.SliceLayout(
+                2, gl.SliceLayout(3, L))))[:, None, None, None]
+        elif d == 1:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(
+                2, gl.SliceLayout(3, L))))[None, :, None, None]
+        elif d == 2:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(
+                1, gl.SliceLayout(3, L))))[None, None, :, None]
+        else:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(
+                1, gl.SliceLayout(2, L))))[None, None, None, :]
+        return r
+
+    @gluon.jit
+    def _i3(n: gl.constexpr, d: gl.constexpr, L: gl.constexpr):
+        """arange(n) along dimension d of the rank-3 layout L, broadcastable to it."""
+        if d == 0:
+            r = gl.arange(0, n, layout=gl.SliceLayout(1, gl.SliceLayout(2, L)))[:, None, None]
+        elif d == 1:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(2, L)))[None, :, None]
+        else:
+            r = gl.arange(0, n, layout=gl.SliceLayout(0, gl.SliceLayout(1, L)))[None, None, :]
+        return r
+
+    @gluon.jit
+    def _load_round(hrow, lrow, q, ok, HW):
+        h = gl.load(hrow + q, mask=ok, other=0)
+        la = gl.load(lrow + q, mask=ok, other=0)
+        lb = gl.load(lrow + HW + q, mask=ok, other=0)
+        return h, la, lb
+
+    @gluon.jit
+    def _x_operand(xv, S: gl.constexpr, Q: gl.constexpr):
+        """[WK, 8WR, 4, 2S] x words (word 2s + parity) -> [WK, 8WR, 2, 4, S] in Q (registers
+        renamed only)."""
+        WK: gl.constexpr = xv.shape[0]
+        G8: gl.constexpr = xv.shape[1]
+        v = gl.permute(gl.reshape(xv, [WK, G8, 4, S, 2]), [0, 1, 4, 2, 3])
+        return gl.convert_layout(v, Q, assert_trivial=True)
+
+    @gluon.jit
+    def _mma(alo, ahi, xb, c01, c23):
+        return gl.inline_asm_elementwise(_MMA, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
+                                         [alo, ahi, xb, c01, c23],
+                                         dtype=(gl.float32, gl.float32), is_pure=True, pack=2)
+
+    @gluon.jit
+    def _w12_mma_kernel(x_ptr, x16_ptr, y_ptr, l_ptr, h_ptr, hb_ptr, koff_ptr, kent_ptr, kval_ptr,
+                        M, N, KW, HW, G, sxm, sym,
+                        WK: gl.constexpr, WR: gl.constexpr, NT: gl.constexpr, S: gl.constexpr,
+                        AHEAD: gl.constexpr, HB_PER_ROW: gl.constexpr, ESC: gl.constexpr,
+                        P: gl.constexpr, Q: gl.constexpr, X: gl.constexpr,
+                        E4: gl.constexpr, EC: gl.constexpr):
+        # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
+        # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym)
+        pid = gl.program_id(0)
+        n0 = pid * (16 * WR)
+        w = _i5(WK, 0, P)
+        gg = _i5(8 * WR, 1, P)
+        pr = _i5(2, 2, P)
+        c = _i5(4, 3, P)
+        s = _i5(S, 4, P)
+        row = n0 + 16 * (gg // 8) + 2 * (gg % 8) + pr                 # [1, 8WR, 2, 1, 1]
+        row_ok = row < N
+        hrow = h_ptr + row.to(gl.int64) * HW
+        lrow = l_ptr + row.to(gl.int64) * (2 * HW)
+        q0 = (4 * S) * w + S * c + s                                  # [WK, 1, 1, 4, S]
+        SHAPE: gl.constexpr = [WK, 8 * WR, 2, 4, S]
+        if HB_PER_ROW:
+            hbw = gl.load(hb_ptr + row * 4, mask=row_ok, other=0) + gl.zeros(SHAPE, gl.int32, P)
+        else:
+            hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
+
+        # activation side: a thread's 2S x words of a half are contiguous (vector loads in X),
+        # then seen as [.., parity, c, s] in Q (word 2s + parity: the B registers of step s)
+        xw = _i4(WK, 0, X)
+        xg = _i4(8 * WR, 1, X)
+        xc = _i4(4, 2, X)
+        xt = _i4(2 * S, 3, X)
+        xq0 = 2 * ((4 * S) * xw + S * xc) + xt                        # [WK, 1, 4, 2S]
+        tok0 = xg % 8
+        xrow0 = x_ptr + tok0 * sxm
+        tok_ok0 = tok0 < M
+        xrow1 = x_ptr + (tok0 + 8) * sxm
+        tok_ok1 = (tok0 + 8) < M
+        acc01 = gl.zeros(SHAPE, gl.float32, Q)
+        acc23 = gl.zeros(SHAPE, gl.float32, Q)
+        bcc01 = gl.zeros(SHAPE, gl.float32, Q)
+        bcc23 = gl.zeros(SHAPE, gl.float32, Q)
+
+        step = 4 * S * WK
+        n_iter = gl.cdiv(HW, step)
+        if AHEAD:
+            h, la, lb = _load_round(hrow, lrow, q0, row_ok & (q0 < HW), HW)
+        for i in range(n_iter):
+            j = i * step
+            if AHEAD:
+                qn = j + step + q0
+                h2, la2, lb2 = _load_round(hrow, lrow, qn, row_ok & (qn < HW), HW)
+            else:
+                q = j + q0
+                h, la, lb = _load_round(hrow, lrow, q, row_ok & (q < HW), HW)
+            alo, ahi, blo, bhi = gl.inline_asm_elementwise(
+                _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
+                dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+            alo = gl.convert_layout(alo, Q)
+            ahi = gl.convert_layout(ahi, Q)
+            blo = gl.convert_layout(blo, Q)
+            bhi = gl.convert_layout(bhi, Q)
+            xq = 2 * j + xq0
+            ka = xq < KW
+            kb = 2 * HW + xq < KW
+            xa = _x_operand(gl.load(xrow0 + xq, mask=tok_ok0 & ka, other=0), S, Q)
+            xb = _x_operand(gl.load(xrow0 + 2 * HW + xq, mask=tok_ok0 & kb, other=0), S, Q)
+            acc01, acc23 = _mma(alo, ahi, xa, acc01, acc23)
+            acc01, acc23 = _mma(blo, bhi, xb, acc01, acc23)
+            if NT == 2:
+                xa1 = _x_operand(gl.load(xrow1 + xq, mask=tok_ok1 & ka, other=0), S, Q)
+                xb1 = _x_operand(gl.load(xrow1 + 2 * HW + xq, mask=tok_ok1 & kb, other=0), S, Q)
+                bcc01, bcc23 = _mma(alo, ahi, xa1, bcc01, bcc23)
+                bcc01, bcc23 = _mma(blo, bhi, xb1, bcc01, bcc23)
+            if AHEAD:
+                h, la, lb = h2, la2, lb2
+
+        # reduce over the K slots (s) and the warps (w): [8WR, 2, 4] per accumulator
+        r01 = gl.sum(gl.sum(acc01, axis=4), axis=0)
+        r23 = gl.sum(gl.sum(acc23, axis=4), axis=0)
+        R: gl.constexpr = r01.type.layout
+        og = _i3(8 * WR, 0, R)
+        op = _i3(2, 1, R)
+        oc = _i3(4, 2, R)
+        orow = n0 + 16 * (og // 8) + 2 * (og % 8)                       # row of r01; r23: + 1
+        otok = 2 * oc + op
+        if ESC:
+            r01, r23 = _escapes(r01, r23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0,
+                                N, M, G, WR, E4, EC)
+        gl.store(y_ptr + otok * sym + orow, r01.to(gl.bfloat16), mask=(otok < M) & (orow < N))
+        gl.store(y_ptr + otok * sym + orow + 1, r23.to(gl.bfloat16),
+                 mask=(otok < M) & (orow + 1 < N))
+        if NT == 2:
+            s01 = gl.sum(gl.sum(bcc01, axis=4), axis=0)
+            s23 = gl.sum(gl.sum(bcc23, axis=4), axis=0)
+            if ESC:
+                s01, s23 = _escapes(s01, s23, 8, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0,
+                                    N, M, G, WR, E4, EC)
+            gl.store(y_ptr + (otok + 8) * sym + orow, s01.to(gl.bfloat16),
+                     mask=(otok + 8 < M) & (orow < N))
+            gl.store(y_ptr + (otok + 8) * sym + orow + 1, s23.to(gl.bfloat16),
+                     mask=(otok + 8 < M) & (orow + 1 < N))
+
+    @gluon.jit
+    def _escapes(r01, r23, tok0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0, N, M, G,
+                 WR: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr):
+        """r01 / r23 ([8WR, 2, 4]: rows n0 + 16 (g // 8) + 2 (g % 8) and that + 1, activation row
+        tok0 + 2c + p) plus the exact products of the escapes of rows [n0, n0 + 16 WR), all K.
+        The program's escapes are one range of the 16-row escape index; they are taken EC at a
+        time as [EC, 8WR, 2, 4] products reduced over the escapes."""
+        R: gl.constexpr = r01.type.layout
+        e = _i4(EC, 0, E4)
+        g = _i4(8 * WR, 1, E4)
+        p = _i4(2, 2, E4)
+        c = _i4(4, 3, E4)
+        lrow = 16 * (g // 8) + 2 * (g % 8)                          # [1, 8WR, 1, 1]
+        tok = tok0 + 2 * c + p                                      # [1, 1, 2, 4]
+        b0 = n0 // 16
+        lo = gl.load(koff_ptr + b0 * G)
+        hi = gl.load(koff_ptr + gl.minimum(b0 + WR, gl.cdiv(N, 16)) * G)
+        for e0 in range(lo, hi, EC):
+            ok = e0 + e < hi                                        # [E, 1, 1, 1]
+            ent = gl.load(kent_ptr + e0 + e, mask=ok, other=0)
+            v = gl.load(kval_ptr + e0 + e, mask=ok, other=0).to(gl.bfloat16, bitcast=True)
+            r = (((ent >> 24) & 0xFF) - n0 % 256) & 255             # row in the program
+            col = ent & 0xFFFFFF
+            xv = gl.load(x16_ptr + tok * (2 * sxm) + col, mask=ok & (tok < M), other=0.0)
+            add = xv.to(gl.float32) * v.to(gl.float32)              # exact (bf16 x bf16)
+            a01 = gl.sum(gl.where(lrow == r, add, 0.0), axis=0)
+            a23 = gl.sum(gl.where(lrow + 1 == r, add, 0.0), axis=0)
+            r01 = r01 + gl.convert_layout(a01, R)
+            r23 = r23 + gl.convert_layout(a23, R)
+        return r01, r23
+
+
+def esc_chunk(cfg: MmaConfig) -> int:
+    """Escapes per epilogue chunk: ESC_E, or 4 per warp for programs of more than 8 warps."""
+    return max(ESC_E, 4 * cfg.warps_k * cfg.warps_r)
+
+
+def layouts(cfg: MmaConfig):
+    """(P, Q, E4): the plane layout (16-byte runs per thread and row), the MMA-side layout (the
+    same elements per thread, row / token parity fastest in registers) and the escape
+    epilogue's layout ([ESC_E, 8 WR, 2, 4])."""
+    wk, wr = cfg.warps_k, cfg.warps_r
+    S = cfg.words
+    P = gl.BlockedLayout([1, 1, 2, 1, S], [1, 8, 1, 4, 1], [wk, wr, 1, 1, 1], [4, 3, 2, 1, 0])
+    Q = gl.BlockedLayout([1, 1, 2, 1, S], [1, 8, 1, 4, 1], [wk, wr, 1, 1, 1], [2, 4, 3, 1, 0])
+    X = gl.BlockedLayout([1, 1, 1, 2 * S], [1, 8, 4, 1], [wk, wr, 1, 1], [3, 2, 1, 0])
+    nw = wk * wr
+    E4 = gl.BlockedLayout([esc_chunk(cfg) // (4 * nw), 1, 2, 4], [4, 8, 1, 1], [nw, 1, 1, 1],
+                          [3, 2, 1, 0])
+    return P, Q, X, E4
+
+
+def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:
+    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16."""
+    cfg = cfg or MmaConfig()
+    M, K = x.shape
+    if not mma_supported(M, K) or K != planes.K:
+        raise ValueError(f"w12_mma: needs 1 <= M <= {MAX_M}, K % 8 == 0 and K == the weight's "
+                         f"({planes.K}); got x {tuple(x.shape)}")
+    if planes.idx_rows != IDX_ROWS:
+        raise ValueError(f"w12_mma reads the {IDX_ROWS}-row escape index")
+    x = x.contiguous()
+    N = planes.N
+    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
+    HW = planes.Kp // 8
+    P, Q, X, E4 = layouts(cfg)
+    grid = (_cdiv(N, 16 * cfg.warps_r),)
+    _w12_mma_kernel[grid](
+        x.view(torch.int32), x, y, planes.L.view(torch.int32), planes.H.view(torch.int32),
+        planes.hb.view(torch.int32) if planes.per_row else planes.hb,
+        planes.koff, planes.kent, planes.kval,
+        M, N, K // 2, HW, _cdiv(planes.Kp // 2, GROUP), x.stride(0) // 2, y.stride(0),
+        WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
+        HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, P=P, Q=Q, X=X, E4=E4,
+        EC=esc_chunk(cfg),
+        num_warps=cfg.warps_k * cfg.warps_r)
+    return y
