@@ -66,8 +66,9 @@ def main() -> int:
     ap.add_argument("--out", default="w12_mma_bench.json")
     ap.add_argument("--models", default=",".join(WB.MODELS))
     ap.add_argument("--m", default="1,2,4,8,16")
-    ap.add_argument("--configs", default="2/1/1/4,4/1/1/4,1/1/1/4,8/1/1/4,2/1/1/8,4/1/1/8,4/1/0/8",
-                    help="warps_k/warps_r/ahead/words (MmaConfig), comma-separated")
+    ap.add_argument("--configs", default="2/1/1/4,2/1/2/4,2/1/1/8,2/1/2/8,4/1/1/8,4/1/2/8,"
+                    "2/1/1/8/128,4/1/1/8/128,2/1/2/8/168",
+                    help="warps_k/warps_r/ahead/words[/maxnreg] (MmaConfig), comma-separated")
     ap.add_argument("--ring-mb", type=int, default=512)
     ap.add_argument("--block-rows", type=int, default=1024)
     ap.add_argument("--time-limit", type=float, default=240.0)

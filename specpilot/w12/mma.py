@@ -58,15 +58,19 @@ MMA_PTX = ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
 @dataclass(frozen=True)
 class MmaConfig:
     """warps_k: warps splitting K inside a program; warps_r: 16-row blocks per program;
-    ahead: plane loads issued one round ahead (register double buffer); words: H words per lane
-    and round (4: 16-byte plane loads, 8: two per plane and row)."""
+    ahead: 1 = the plane loads issued one round ahead (register double buffer), 2 = the x loads
+    too, 0 = neither; words: H words per lane
+    and round (4: 16-byte plane loads, 8: two per plane and row); maxnreg: a register cap per
+    thread for ptxas (0: none), for more resident warps."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
     words: int = 4
+    maxnreg: int = 0
 
     def short(self) -> str:
-        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}"
+        reg = f"g{self.maxnreg}" if self.maxnreg else ""
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}"
 
 
 def mma_supported(M: int, K: int) -> bool:
@@ -127,11 +131,29 @@ if HAS_GLUON:
         return r
 
     @gluon.jit
-    def _load_round(hrow, lrow, q, ok, HW):
+    def _load_planes(hrow, lrow, row_ok, q, HW):
+        """One round's plane words: H words q and L words q, HW + q of the thread's rows."""
+        ok = row_ok & (q < HW)
         h = gl.load(hrow + q, mask=ok, other=0)
         la = gl.load(lrow + q, mask=ok, other=0)
         lb = gl.load(lrow + HW + q, mask=ok, other=0)
         return h, la, lb
+
+    @gluon.jit
+    def _load_x(xrow0, xrow1, tok_ok0, tok_ok1, xq, HW, KW, NT: gl.constexpr):
+        """One round's x words: xq (first half) and 2 HW + xq (second half) of activation rows
+        tok and, with NT 2, tok + 8 (else the first two again)."""
+        ka = xq < KW
+        kb = 2 * HW + xq < KW
+        xa = gl.load(xrow0 + xq, mask=tok_ok0 & ka, other=0)
+        xb = gl.load(xrow0 + 2 * HW + xq, mask=tok_ok0 & kb, other=0)
+        if NT == 2:
+            xa1 = gl.load(xrow1 + xq, mask=tok_ok1 & ka, other=0)
+            xb1 = gl.load(xrow1 + 2 * HW + xq, mask=tok_ok1 & kb, other=0)
+        else:
+            xa1 = xa
+            xb1 = xb
+        return xa, xb, xa1, xb1
 
     @gluon.jit
     def _x_operand(xv, S: gl.constexpr, Q: gl.constexpr):
@@ -187,23 +209,48 @@ if HAS_GLUON:
         tok_ok0 = tok0 < M
         xrow1 = x_ptr + (tok0 + 8) * sxm
         tok_ok1 = (tok0 + 8) < M
-        acc01 = gl.zeros(SHAPE, gl.float32, Q)
-        acc23 = gl.zeros(SHAPE, gl.float32, Q)
-        bcc01 = gl.zeros(SHAPE, gl.float32, Q)
-        bcc23 = gl.zeros(SHAPE, gl.float32, Q)
+        ACC: gl.constexpr = gl.SliceLayout(4, Q)
+        R: gl.constexpr = gl.SliceLayout(0, ACC)
+        zero = gl.zeros(SHAPE, gl.float32, Q)
+        acc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
+        acc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
+        bcc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
+        bcc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
 
         step = 4 * S * WK
         n_iter = gl.cdiv(HW, step)
-        if AHEAD:
-            h, la, lb = _load_round(hrow, lrow, q0, row_ok & (q0 < HW), HW)
+        if AHEAD >= 1:
+            h, la, lb = _load_planes(hrow, lrow, row_ok, q0, HW)
+        if AHEAD >= 2:
+            xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, xq0, HW, KW, NT)
+        # the escapes' exact products first: their loads wait while the first round streams
+        og = _i3(8 * WR, 0, R)
+        op = _i3(2, 1, R)
+        oc = _i3(4, 2, R)
+        orow = n0 + 16 * (og // 8) + 2 * (og % 8)                       # row of r01; r23: + 1
+        otok = 2 * oc + op
+        e01 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
+        e23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
+        f01 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
+        f23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
+        if ESC:
+            e01, e23 = _escapes(e01, e23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0,
+                                N, M, G, WR, E4, EC)
+            if NT == 2:
+                f01, f23 = _escapes(f01, f23, 8, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr,
+                                    n0, N, M, G, WR, E4, EC)
         for i in range(n_iter):
             j = i * step
-            if AHEAD:
-                qn = j + step + q0
-                h2, la2, lb2 = _load_round(hrow, lrow, qn, row_ok & (qn < HW), HW)
+            if AHEAD >= 1:
+                h2, la2, lb2 = _load_planes(hrow, lrow, row_ok, j + step + q0, HW)
             else:
-                q = j + q0
-                h, la, lb = _load_round(hrow, lrow, q, row_ok & (q < HW), HW)
+                h, la, lb = _load_planes(hrow, lrow, row_ok, j + q0, HW)
+            if AHEAD >= 2:
+                xa2, xb2, xc2, xd2 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1,
+                                             2 * (j + step) + xq0, HW, KW, NT)
+            else:
+                xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * j + xq0, HW, KW,
+                                           NT)
             alo, ahi, blo, bhi = gl.inline_asm_elementwise(
                 _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
                 dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
@@ -211,42 +258,29 @@ if HAS_GLUON:
             ahi = gl.convert_layout(ahi, Q)
             blo = gl.convert_layout(blo, Q)
             bhi = gl.convert_layout(bhi, Q)
-            xq = 2 * j + xq0
-            ka = xq < KW
-            kb = 2 * HW + xq < KW
-            xa = _x_operand(gl.load(xrow0 + xq, mask=tok_ok0 & ka, other=0), S, Q)
-            xb = _x_operand(gl.load(xrow0 + 2 * HW + xq, mask=tok_ok0 & kb, other=0), S, Q)
-            acc01, acc23 = _mma(alo, ahi, xa, acc01, acc23)
-            acc01, acc23 = _mma(blo, bhi, xb, acc01, acc23)
+            d01, d23 = _mma(alo, ahi, _x_operand(xa, S, Q), zero, zero)
+            d01, d23 = _mma(blo, bhi, _x_operand(xb, S, Q), d01, d23)
+            acc01 += gl.sum(d01, axis=4)
+            acc23 += gl.sum(d23, axis=4)
             if NT == 2:
-                xa1 = _x_operand(gl.load(xrow1 + xq, mask=tok_ok1 & ka, other=0), S, Q)
-                xb1 = _x_operand(gl.load(xrow1 + 2 * HW + xq, mask=tok_ok1 & kb, other=0), S, Q)
-                bcc01, bcc23 = _mma(alo, ahi, xa1, bcc01, bcc23)
-                bcc01, bcc23 = _mma(blo, bhi, xb1, bcc01, bcc23)
-            if AHEAD:
+                d01, d23 = _mma(alo, ahi, _x_operand(xa1, S, Q), zero, zero)
+                d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
+                bcc01 += gl.sum(d01, axis=4)
+                bcc23 += gl.sum(d23, axis=4)
+            if AHEAD >= 1:
                 h, la, lb = h2, la2, lb2
+            if AHEAD >= 2:
+                xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
 
-        # reduce over the K slots (s) and the warps (w): [8WR, 2, 4] per accumulator
-        r01 = gl.sum(gl.sum(acc01, axis=4), axis=0)
-        r23 = gl.sum(gl.sum(acc23, axis=4), axis=0)
-        R: gl.constexpr = r01.type.layout
-        og = _i3(8 * WR, 0, R)
-        op = _i3(2, 1, R)
-        oc = _i3(4, 2, R)
-        orow = n0 + 16 * (og // 8) + 2 * (og % 8)                       # row of r01; r23: + 1
-        otok = 2 * oc + op
-        if ESC:
-            r01, r23 = _escapes(r01, r23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0,
-                                N, M, G, WR, E4, EC)
+        # reduce over the warps (w): [8WR, 2, 4] per accumulator
+        r01 = gl.sum(acc01, axis=0) + e01
+        r23 = gl.sum(acc23, axis=0) + e23
         gl.store(y_ptr + otok * sym + orow, r01.to(gl.bfloat16), mask=(otok < M) & (orow < N))
         gl.store(y_ptr + otok * sym + orow + 1, r23.to(gl.bfloat16),
                  mask=(otok < M) & (orow + 1 < N))
         if NT == 2:
-            s01 = gl.sum(gl.sum(bcc01, axis=4), axis=0)
-            s23 = gl.sum(gl.sum(bcc23, axis=4), axis=0)
-            if ESC:
-                s01, s23 = _escapes(s01, s23, 8, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0,
-                                    N, M, G, WR, E4, EC)
+            s01 = gl.sum(bcc01, axis=0) + f01
+            s23 = gl.sum(bcc23, axis=0) + f23
             gl.store(y_ptr + (otok + 8) * sym + orow, s01.to(gl.bfloat16),
                      mask=(otok + 8 < M) & (orow < N))
             gl.store(y_ptr + (otok + 8) * sym + orow + 1, s23.to(gl.bfloat16),
@@ -327,5 +361,5 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
         HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, P=P, Q=Q, X=X, E4=E4,
         EC=esc_chunk(cfg),
-        num_warps=cfg.warps_k * cfg.warps_r)
+        num_warps=cfg.warps_k * cfg.warps_r, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
     return y
