@@ -1,0 +1,145 @@
+"""The Gluon tensor-core W12 GEMM for few rows (specpilot/w12/mma.py).
+
+Gluon has no interpreter, so on CPU the kernel is compiled for an H100/H200 (sm_90) in a
+subprocess (tests/unit/sm90.py) and its code is checked for what the design relies on: one
+mma.sync per 8 activation rows and H word, 16-byte plane loads, register-only layout changes in
+the main loop and no spills. The numerics run on the GPU (``gpu`` tests, recorded in
+docs/benchmarks/w12.md with ``scripts/gpu_w12_mma_bench.py``)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+from specpilot.w12 import mma
+from specpilot.w12.format import encode
+
+CUDA = torch.cuda.is_available()
+SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "l_ptr": "*i32", "h_ptr": "*i32",
+       "hb_ptr": "*u8", "koff_ptr": "*i32", "kent_ptr": "*i32", "kval_ptr": "*i16", "M": "i32",
+       "N": "i32", "KW": "i32", "HW": "i32", "G": "i32", "sxm": "i32", "sym": "i32"}
+ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "l_ptr", "h_ptr", "hb_ptr", "koff_ptr", "kent_ptr",
+           "kval_ptr", "KW", "HW", "sxm", "sym")
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base)
+    (2, 1, 1, 8, 1, False), (4, 1, 1, 4, 2, False), (2, 1, 0, 4, 1, True),
+    (2, 1, 2, 4, 1, False)]
+
+
+def _compile_all() -> dict:
+    """Runs in the subprocess (sm90.run_in_subprocess): per case, facts about the code."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from tests.unit.sm90 import spills
+
+    out = {}
+    for wk, wr, ahead, words, nt, per_row in CASES:
+        cfg = mma.MmaConfig(wk, wr, ahead, words)
+        P, Q, X, E4 = mma.layouts(cfg)
+        sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
+        consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
+                      P=P, Q=Q, X=X, E4=E4, EC=mma.esc_chunk(cfg))
+        names = list(sig)
+        sig.update({k: "constexpr" for k in consts})
+        # the launcher's specialisation of 16-byte-aligned pointers and sizes divisible by 16
+        attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in ALIGNED}
+        k = triton.compile(GluonASTSource(mma._w12_mma_kernel, sig, consts, attrs),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
+        ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+        out[cfg.short() + f" nt{nt}"] = {
+            "mma": ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+            "prmt": ptx.count("prmt.b32"),
+            "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
+            "local_alloc": ttgir.count("ttg.local_alloc"),
+            "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead,
+        }
+    return out
+
+
+def test_compiles_for_sm90_with_the_mma_layout():
+    pytest.importorskip("triton.experimental.gluon")
+    from tests.unit.sm90 import run_in_subprocess
+
+    res = run_in_subprocess(__file__)
+    assert set(res) == {mma.MmaConfig(*c[:4]).short() + f" nt{c[4]}" for c in CASES}
+    for name, r in res.items():
+        S, nt = r["words"], r["nt"]
+        # per round: 2 rows x S H words per thread; each H word is one MMA step of each half
+        # for each 8-row activation tile (pack 2: the two rows' words go to one mma)
+        assert r["mma"] == 2 * S * nt, (name, r)
+        assert r["prmt"] == 2 * S * 6, (name, r)     # DECODE_PTX: 6 prmt per H word
+        # three planes x two rows of 16-byte loads per S / 4 words (twice with the prologue's
+        # round loaded ahead), plus the x loads
+        planes = 6 * S // 4 * (2 if r["ahead"] else 1)
+        assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
+        assert r["local_alloc"] == 0, (name, r)        # no shared-memory layout conversion
+        assert r["spills"] in (0, None), (name, r)
+
+
+def test_supported_and_refusals():
+    assert not mma.mma_supported(0, 64)
+    assert not mma.mma_supported(17, 64)
+    assert not mma.mma_supported(4, 60)          # K % 8
+    if mma.HAS_GLUON:
+        assert mma.mma_supported(16, 64)
+    w = encode(torch.randn(32, 64).bfloat16())
+    from specpilot.w12 import kernel as K
+    p = K.prepare(w, "cpu")
+    with pytest.raises(ValueError, match="1 <= M <= 16"):
+        mma.w12_mma(torch.zeros(17, 64, dtype=torch.bfloat16), p)
+    with pytest.raises(ValueError, match="K == the weight's"):
+        mma.w12_mma(torch.zeros(2, 72, dtype=torch.bfloat16), p)
+
+
+def test_config_labels():
+    assert mma.MmaConfig().short() == "k4r1a1s4"
+    assert mma.MmaConfig(2, 1, 2, 8, 168).short() == "k2r1a2s8g168"
+    assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
+    assert mma.esc_chunk(mma.MmaConfig(2, 1)) == mma.ESC_E
+
+
+def _weight(N, K, seed, per_row=False, edges=True):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(N, K, generator=g) * 0.02).bfloat16()
+    if per_row:
+        x = x * torch.logspace(-3, 3, N).reshape(-1, 1).bfloat16()
+    if edges:   # escapes: outliers, tiny normals, subnormals, -0, +-Inf, NaN
+        flat = x.view(-1).view(torch.int16)
+        idx = torch.randperm(flat.numel(), generator=g)[:max(8, N * K // 500)]
+        vals = torch.tensor([0x4780, -0x3960, 0x0001, -0x8000 + 0x007F, 0x0080, -0x8000,
+                             0x7F80, 0x7FC1], dtype=torch.int32)
+        flat[idx] = vals[torch.arange(idx.numel()) % len(vals)].to(torch.int16)
+    return x
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,K,per_row", [(256, 512, False), (300, 1000, False),
+                                         (512, 2048, True), (1040, 5120, False)])
+def test_matches_torch_on_gpu(N, K, per_row):
+    from specpilot.w12 import kernel as Kn
+    from specpilot.w12.format import decode
+
+    x = _weight(N, K, N + K, per_row)
+    w = encode(x, per_row=per_row)
+    p = Kn.prepare(w, "cuda")
+    wd = decode(w).cuda().float()
+    for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
+                mma.MmaConfig(4, 2, 0, 4)):
+        for M in (1, 2, 3, 7, 8, 9, 16):
+            a = torch.randn(M, K, device="cuda").bfloat16()
+            ref = a.float() @ wd.t()
+            y = mma.w12_mma(a, p, cfg).float()
+            fin = torch.isfinite(ref)
+            assert torch.equal(fin, torch.isfinite(y)), (cfg, M)
+            assert torch.equal(torch.isnan(ref), torch.isnan(y)), (cfg, M)
+            assert torch.equal(ref[torch.isinf(ref)], y[torch.isinf(ref)]), (cfg, M)
+            err = (y - ref)[fin].norm() / ref[fin].norm()
+            assert err < 5e-3, (cfg, M, float(err))
+
+
+if __name__ == "__main__":
+    print(json.dumps(_compile_all()))
