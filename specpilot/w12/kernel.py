@@ -91,6 +91,7 @@ ESC_PRE_CAND = 64          # the esc_pre that the tuning spaces pair with W12 ti
 MAX_COL = 1 << 24          # kent packs the column in 24 bits
 DECODE_THEN_MATMUL_M = 256  # fast mode above this M: decode kernel + torch.matmul
 GEMV_MAX_M = 2  # fast mode up to this M: the CUDA-core GEMV (gemv.py; faster than this GEMM)
+MMA_MAX_M = 8   # and above it up to this M: the Gluon tensor-core kernel (mma.py; faster too)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -667,6 +668,7 @@ M_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 _TUNED: dict = {}  # _tune_key -> GemmConfig; gemv._tune_key ("gemv-..." keys) -> gemv.GemvConfig
 _TUNE_FILE_LOADED = False
 GEMV_KEY_PREFIX = "gemv-"  # tune cache / file keys of gemv.py's configs (GEMM keys: "w12|...")
+MMA_KEY_PREFIX = "mma-"    # and of mma.py's
 
 
 def m_bucket(M: int) -> int:
@@ -759,14 +761,17 @@ def clear_tuning() -> None:
 
 def load_tuning(path: str) -> int:
     """Merge a JSON tuning file (written by ``save_tuning``) into the in-memory cache: GEMM
-    entries as ``GemmConfig``, "gemv-" entries as ``gemv.GemvConfig``. A malformed entry is a
+    entries as ``GemmConfig``, "gemv-" entries as ``gemv.GemvConfig``, "mma-" entries as
+    ``mma.MmaConfig``. A malformed entry is a
     ValueError naming the file and the key (nothing is merged then)."""
-    from .gemv import GemvConfig  # gemv.py imports this module
+    from .gemv import GemvConfig  # gemv.py and mma.py import this module
+    from .mma import MmaConfig
     with open(path) as f:
         data = json.load(f)
     loaded = {}
     for key, cfg in data.items():
-        cls = GemvConfig if key.startswith(GEMV_KEY_PREFIX) else GemmConfig
+        cls = (GemvConfig if key.startswith(GEMV_KEY_PREFIX)
+               else MmaConfig if key.startswith(MMA_KEY_PREFIX) else GemmConfig)
         try:
             loaded[key] = cls(**cfg)
         except (TypeError, ValueError) as e:
@@ -1049,7 +1054,8 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
     ``bf16_matmul(x, decode(w), config=same config)`` bit for bit; otherwise they are added in the
     epilogue (exact products, fp32 rounding order differs). ``config``: fixed tiling (default:
     ``get_config``). Fast mode with no config on CUDA: M > ``DECODE_THEN_MATMUL_M`` decodes the
-    weight and calls ``torch.matmul``; M <= ``GEMV_MAX_M`` runs ``gemv.w12_gemv`` (tuned).
+    weight and calls ``torch.matmul``; M <= ``GEMV_MAX_M`` runs ``gemv.w12_gemv`` (tuned), M <=
+    ``MMA_MAX_M`` ``mma.w12_mma`` (tuned; where Gluon is available and K % 8 == 0).
     """
     planes = w if isinstance(w, W12Planes) else prepare(w, x.device)
     x = _as_2d_bf16(x, planes.K)
@@ -1061,6 +1067,9 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
         if x.shape[0] <= GEMV_MAX_M:
             from .gemv import w12_gemv
             return w12_gemv(x, planes)
+        from . import mma
+        if x.shape[0] <= MMA_MAX_M and mma.mma_supported(x.shape[0], planes.K):
+            return mma.w12_mma(x, planes)
     if planes.tc is not None:   # the tensor-core GEMM's own escape index (W12Planes.tc)
         planes = planes.tc
     cfg = config or get_config("w12", x, planes)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import kernel as _k
 from .kernel import DECODE_PTX, GROUP, IDX_ROWS, W12Planes, _cdiv
 
 try:
@@ -338,9 +339,43 @@ def layouts(cfg: MmaConfig):
     return P, Q, X, E4
 
 
+# the tuning space: the configs that won a layer of Qwen3.8-27B or Muse-Glimmer-30B at M = 1-8
+# on the H200 (docs/benchmarks/w12.md, session 31), the first one the default
+CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 8), MmaConfig(2, 1, 1, 4),
+              MmaConfig(2, 1, 2, 4), MmaConfig(4, 1, 1, 8), MmaConfig(2, 1, 2, 8, 168))
+
+
+def _tune_key(x: torch.Tensor, N: int, K: int) -> str:
+    """Key in kernel's tune cache and file: "mma-w12", GPU model, M, N, K."""
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    return f"{_k.MMA_KEY_PREFIX}w12|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
+
+
+def mma_autotune(x: torch.Tensor, planes: W12Planes, candidates=CANDIDATES) -> MmaConfig:
+    """Time the candidates on (x, planes) as the GEMM's and GEMV's tuners do (CUDA-graph replays
+    over a >= 512 MB ring of weight copies) and cache the fastest for (GPU, M, N, K)."""
+    ring = _k.weight_ring(planes)
+    best = _k.fastest(candidates, lambda c: lambda i: w12_mma(x, ring[i], c), len(ring),
+                      f"mma M={x.shape[0]} N={planes.N} K={planes.K}")
+    _k._remember(_tune_key(x, planes.N, planes.K), best)
+    return best
+
+
+def tuned_config(x: torch.Tensor, planes: W12Planes) -> MmaConfig:
+    """The tuned config (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now when
+    ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default."""
+    _k._maybe_load_tune_file()
+    cfg = _k._TUNED.get(_tune_key(x, planes.N, planes.K))
+    if cfg is not None:
+        return cfg
+    if _k.autotune_enabled():
+        return mma_autotune(x, planes)
+    return CANDIDATES[0]
+
+
 def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:
-    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16."""
-    cfg = cfg or MmaConfig()
+    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16. ``cfg``:
+    default ``tuned_config``."""
     M, K = x.shape
     if not mma_supported(M, K) or K != planes.K:
         raise ValueError(f"w12_mma: needs 1 <= M <= {MAX_M}, K % 8 == 0 and K == the weight's "
@@ -348,6 +383,7 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
     if planes.idx_rows != IDX_ROWS:
         raise ValueError(f"w12_mma reads the {IDX_ROWS}-row escape index")
     x = x.contiguous()
+    cfg = cfg or tuned_config(x, planes)
     N = planes.N
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     HW = planes.Kp // 8

@@ -143,3 +143,35 @@ def test_matches_torch_on_gpu(N, K, per_row):
 
 if __name__ == "__main__":
     print(json.dumps(_compile_all()))
+
+
+def test_tune_file_holds_mma_configs(tmp_path, monkeypatch):
+    from specpilot.w12 import kernel as Kn
+
+    monkeypatch.setattr(Kn, "_TUNED", {})
+    cfg = mma.MmaConfig(2, 1, 2, 8, 168)
+    Kn._TUNED[Kn.MMA_KEY_PREFIX + "w12|H200|m4|n64|k64"] = cfg
+    path = str(tmp_path / "tune.json")
+    Kn.save_tuning(path)
+    Kn._TUNED.clear()
+    assert Kn.load_tuning(path) == 1
+    assert Kn._TUNED[Kn.MMA_KEY_PREFIX + "w12|H200|m4|n64|k64"] == cfg
+
+
+@pytest.mark.gpu
+def test_gpu_w12_matmul_takes_the_tuned_mma_above_the_gemv(monkeypatch):
+    """Fast-mode w12_matmul at GEMV_MAX_M < M <= MMA_MAX_M runs w12_mma with its tuned config
+    (tuned on first use, cached under an "mma-" key)."""
+    from specpilot.w12 import kernel as Kn
+
+    monkeypatch.setattr(Kn, "_TUNED", {})
+    monkeypatch.setattr(Kn, "_TUNE_FILE_LOADED", True)
+    monkeypatch.delenv("SPECPILOT_W12_TUNE_FILE", raising=False)
+    N, K = 1536, 2048
+    p = Kn.prepare(encode(_weight(N, K, 5)), "cuda")
+    for M in range(Kn.GEMV_MAX_M + 1, Kn.MMA_MAX_M + 1):
+        a = torch.randn(M, K, device="cuda").bfloat16()
+        y = Kn.w12_matmul(a, p)
+        cfg = Kn._TUNED[mma._tune_key(a, N, K)]
+        assert torch.equal(y.view(torch.int16), mma.w12_mma(a, p, cfg).view(torch.int16))
+    assert len(Kn._TUNED) == Kn.MMA_MAX_M - Kn.GEMV_MAX_M
