@@ -55,7 +55,7 @@ def check(tag: str, p, w: torch.Tensor, configs, m_values) -> None:
         for cfg in configs:
             same, err, fl = WB.compare(MM.w12_mma(a, p, cfg), ref)
             if not same or err > 5e-3:
-                print(f"  {tag} M={M} {cfg.short()}: same pattern {same}, rel err {err:.2e}")
+                print(f"  {tag} M={M} {cfg.short}: same pattern {same}, rel err {err:.2e}")
             pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
     WB.report(f"w12_mma vs torch fp32, {tag}", pattern and worst < 5e-3,
               f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
@@ -115,7 +115,7 @@ def main() -> int:
                 t_gemv = GB.timed(lambda i: G.w12_gemv(acts[i], ring12[i], config=cg), n)
             tried = {}
             for cfg in configs:
-                tried[cfg.short()] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
+                tried[cfg.short] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
             best = min(tried, key=tried.get)
             t_m = tried[best]
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]

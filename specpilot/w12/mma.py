@@ -69,6 +69,7 @@ class MmaConfig:
     words: int = 4
     maxnreg: int = 0
 
+    @property
     def short(self) -> str:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}"

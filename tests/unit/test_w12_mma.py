@@ -50,7 +50,7 @@ def _compile_all() -> dict:
         k = triton.compile(GluonASTSource(mma._w12_mma_kernel, sig, consts, attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
         ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
-        out[cfg.short() + f" nt{nt}"] = {
+        out[cfg.short + f" nt{nt}"] = {
             "mma": ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
             "prmt": ptx.count("prmt.b32"),
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
@@ -65,7 +65,7 @@ def test_compiles_for_sm90_with_the_mma_layout():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert set(res) == {mma.MmaConfig(*c[:4]).short() + f" nt{c[4]}" for c in CASES}
+    assert set(res) == {mma.MmaConfig(*c[:4]).short + f" nt{c[4]}" for c in CASES}
     for name, r in res.items():
         S, nt = r["words"], r["nt"]
         # per round: 2 rows x S H words per thread; each H word is one MMA step of each half
@@ -96,8 +96,8 @@ def test_supported_and_refusals():
 
 
 def test_config_labels():
-    assert mma.MmaConfig().short() == "k4r1a1s4"
-    assert mma.MmaConfig(2, 1, 2, 8, 168).short() == "k2r1a2s8g168"
+    assert mma.MmaConfig().short == "k4r1a1s4"
+    assert mma.MmaConfig(2, 1, 2, 8, 168).short == "k2r1a2s8g168"
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
     assert mma.esc_chunk(mma.MmaConfig(2, 1)) == mma.ESC_E
 
