@@ -75,8 +75,27 @@ class MmaConfig:
         return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}"
 
 
+def round_words(cfg: MmaConfig) -> int:
+    """H words (4 pair columns each) one iteration of a program's warps covers."""
+    return 4 * cfg.words * cfg.warps_k
+
+
+def full_rounds(cfg: MmaConfig, K: int) -> bool:
+    """Whether every iteration of cfg on a weight of K columns is a whole round (K padded to a
+    multiple of 32 by the format: Kp / 8 H words per row). The GPU checks of session 31 covered
+    only such shapes; a last partial round is handled (masked) but not yet run on a GPU."""
+    return (_cdiv(K, 32) * 32 // 8) % round_words(cfg) == 0
+
+
+def candidates(K: int) -> tuple:
+    """The tuning space for a weight of K columns: CANDIDATES with whole rounds only."""
+    return tuple(c for c in CANDIDATES if full_rounds(c, K))
+
+
 def mma_supported(M: int, K: int) -> bool:
-    return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0
+    """Whether ``w12_matmul`` may route x [M, K] here: Gluon present, 1 <= M <= MAX_M, K % 8 == 0
+    (16-byte activation rows) and a tuning candidate with whole rounds on K."""
+    return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0 and bool(candidates(K))
 
 
 if HAS_GLUON:
@@ -134,9 +153,10 @@ if HAS_GLUON:
 
     @gluon.jit
     def _load_planes(hrow, lrow, row_ok, q, HW):
-        """One round's plane words: H words q and L words q, HW + q of the thread's rows."""
+        """One round's plane words: H words q and L words q, HW + q of the thread's rows (past the
+        row's end or the last row: words that decode to +0)."""
         ok = row_ok & (q < HW)
-        h = gl.load(hrow + q, mask=ok, other=0)
+        h = gl.load(hrow + q, mask=ok, other=0x77777777)   # code 7, L 0: decodes to +0
         la = gl.load(lrow + q, mask=ok, other=0)
         lb = gl.load(lrow + HW + q, mask=ok, other=0)
         return h, la, lb
@@ -144,9 +164,11 @@ if HAS_GLUON:
     @gluon.jit
     def _load_x(xrow0, xrow1, tok_ok0, tok_ok1, xq, HW, KW, NT: gl.constexpr):
         """One round's x words: xq (first half) and 2 HW + xq (second half) of activation rows
-        tok and, with NT 2, tok + 8 (else the first two again)."""
-        ka = xq < KW
-        kb = 2 * HW + xq < KW
+        tok and, with NT 2, tok + 8 (else the first two again); 0 past the round's H words
+        (a last partial round) or past K."""
+        inr = xq < 2 * HW
+        ka = inr & (xq < KW)
+        kb = inr & (2 * HW + xq < KW)
         xa = gl.load(xrow0 + xq, mask=tok_ok0 & ka, other=0)
         xb = gl.load(xrow0 + 2 * HW + xq, mask=tok_ok0 & kb, other=0)
         if NT == 2:
@@ -352,11 +374,11 @@ def _tune_key(x: torch.Tensor, N: int, K: int) -> str:
     return f"{_k.MMA_KEY_PREFIX}w12|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
 
 
-def mma_autotune(x: torch.Tensor, planes: W12Planes, candidates=CANDIDATES) -> MmaConfig:
+def mma_autotune(x: torch.Tensor, planes: W12Planes, cands=None) -> MmaConfig:
     """Time the candidates on (x, planes) as the GEMM's and GEMV's tuners do (CUDA-graph replays
     over a >= 512 MB ring of weight copies) and cache the fastest for (GPU, M, N, K)."""
     ring = _k.weight_ring(planes)
-    best = _k.fastest(candidates, lambda c: lambda i: w12_mma(x, ring[i], c), len(ring),
+    best = _k.fastest(cands or candidates(planes.K), lambda c: lambda i: w12_mma(x, ring[i], c), len(ring),
                       f"mma M={x.shape[0]} N={planes.N} K={planes.K}")
     _k._remember(_tune_key(x, planes.N, planes.K), best)
     return best
@@ -371,7 +393,7 @@ def tuned_config(x: torch.Tensor, planes: W12Planes) -> MmaConfig:
         return cfg
     if _k.autotune_enabled():
         return mma_autotune(x, planes)
-    return CANDIDATES[0]
+    return candidates(planes.K)[0]
 
 
 def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:

@@ -81,11 +81,21 @@ def test_compiles_for_sm90_with_the_mma_layout():
 
 
 def test_supported_and_refusals():
-    assert not mma.mma_supported(0, 64)
-    assert not mma.mma_supported(17, 64)
-    assert not mma.mma_supported(4, 60)          # K % 8
+    assert not mma.mma_supported(0, 512)
+    assert not mma.mma_supported(17, 512)
+    assert not mma.mma_supported(4, 1000 - 4)    # K % 8
+    # routed only where a candidate runs whole rounds (what the GPU has checked): Kp / 8 H words
+    # per row a multiple of 32 (k2, 4 words) or 64 (k2, 8 words)
+    assert not mma.mma_supported(4, 64) and not mma.mma_supported(4, 160)
     if mma.HAS_GLUON:
-        assert mma.mma_supported(16, 64)
+        assert mma.mma_supported(16, 256) and mma.mma_supported(3, 1000)   # Kp 1024
+        for K in (5120, 17408, 6144, 6656, 19968, 4096):   # the Qwen3.8 / Muse layers
+            assert mma.mma_supported(4, K)
+            assert mma.candidates(K)[0] == mma.CANDIDATES[0]
+    assert [c.short for c in mma.candidates(256)] == ["k2r1a1s4", "k2r1a2s4"]
+    assert mma.round_words(mma.MmaConfig(4, 1, 1, 8)) == 128
+    assert mma.full_rounds(mma.MmaConfig(4, 1, 1, 8), 5120)      # 640 H words = 5 rounds
+    assert not mma.full_rounds(mma.MmaConfig(4, 1, 1, 8), 6656)  # 832 = 6.5 rounds
     w = encode(torch.randn(32, 64).bfloat16())
     from specpilot.w12 import kernel as K
     p = K.prepare(w, "cpu")
@@ -117,18 +127,22 @@ def _weight(N, K, seed, per_row=False, edges=True):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("N,K,per_row", [(256, 512, False), (300, 1000, False),
-                                         (512, 2048, True), (1040, 5120, False)])
-def test_matches_torch_on_gpu(N, K, per_row):
+@pytest.mark.parametrize("N,K,per_row,narrow", [
+    (256, 512, False, False), (300, 1000, False, False), (512, 2048, True, False),
+    (1040, 5120, False, False),
+    # last rounds partial (H words per row not a multiple of a round), weights in [1, 2): the
+    # window's smallest code is large, so a masked-off plane word that decoded to it would show
+    (64, 64, False, True), (96, 160, False, True), (272, 6656, False, True)])
+def test_matches_torch_on_gpu(N, K, per_row, narrow):
     from specpilot.w12 import kernel as Kn
     from specpilot.w12.format import decode
 
-    x = _weight(N, K, N + K, per_row)
+    x = (torch.rand(N, K) + 1).bfloat16() if narrow else _weight(N, K, N + K, per_row)
     w = encode(x, per_row=per_row)
     p = Kn.prepare(w, "cuda")
     wd = decode(w).cuda().float()
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
-                mma.MmaConfig(4, 2, 0, 4)):
+                mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(4, 1, 2, 8)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = torch.randn(M, K, device="cuda").bfloat16()
             ref = a.float() @ wd.t()
