@@ -276,11 +276,17 @@ def esc_ab(acts, ring, ref, c12, N: int, Kd: int, M: int) -> dict:
     return out
 
 
+def rings(p, xbig: torch.Tensor, ring_mb: int):
+    """(W12 ring, bf16 ring): copies of the planes (>= ring_mb MB) and as many of the bf16
+    weight."""
+    ring12 = K.weight_ring(p, ring_mb << 20)
+    return ring12, [xbig] + [xbig.clone() for _ in range(len(ring12) - 1)]
+
+
 def time_shape(models_rows, N, Kd, p, xbig, m_values, args, budget: Budget) -> None:
     """Time one weight shape at every M; one printed row per (model, layer) using it."""
-    ring12 = K.weight_ring(p, args.ring_mb << 20)
+    ring12, ring16 = rings(p, xbig, args.ring_mb)
     n_ring = len(ring12)
-    ring16 = [xbig] + [xbig.clone() for _ in range(n_ring - 1)]
     w12_bytes = K.weight_bytes(p)
     for M in m_values:
         acts = [torch.randn(M, Kd, device=DEV).bfloat16() for _ in range(n_ring)]

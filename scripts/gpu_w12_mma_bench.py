@@ -99,9 +99,8 @@ def main() -> int:
             print(f"time limit: {N}x{Kd} and later shapes skipped", flush=True)
             break
         p, xbig = weights[(N, Kd)]
-        ring12 = K.weight_ring(p, args.ring_mb << 20)
+        ring12, ring16 = GB.rings(p, xbig, args.ring_mb)
         n = len(ring12)
-        ring16 = [xbig] + [xbig.clone() for _ in range(n - 1)]
         wbytes = K.weight_bytes(p)
         for M in m_values:
             acts = [torch.randn(M, Kd, device=DEV).bfloat16() for _ in range(n)]

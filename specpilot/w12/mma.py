@@ -18,16 +18,17 @@ and decodes them in place, and the decoded words are already the A-operand regis
 * One H word (4 pair columns) decodes (``kernel.DECODE_PTX``) into four bf16x2 words: two of the
   first half's columns (slot pairs of the MMA for the first half) and two of the second half's.
 
-Per round, a warp covers 16 rows x 64 pair columns (128 weights per row): six 16-byte plane loads
-per thread, 8 decode calls, 8 MMAs per 8 activation rows. The warps of a program split K
-(``WK``); their partial sums meet in one cross-warp reduction at the end, so no split-K workspace
-is needed. Escapes decode to signed zero and are added in an epilogue as exact fp32 products
-(fast mode only: not bit-equal to the bf16 GEMM; ``kernel.w12_matmul``'s reproducible mode
-keeps the template GEMM).
+Per round, a warp covers 16 rows x 16S pair columns (S = ``MmaConfig.words`` H words per lane):
+per thread 6 S / 4 16-byte plane loads, 2S decode calls and 2S MMAs per 8 activation rows.
+The warps of a program split K (``WK``); their partial sums meet in one cross-warp reduction at
+the end, so no split-K workspace is needed. Escapes decode to signed zero; their exact products
+(bf16 x bf16, exact in fp32) are computed before the main loop, while the first round's loads
+are in flight (fast mode only: not bit-equal to the bf16 GEMM; ``kernel.w12_matmul``'s
+reproducible mode keeps the template GEMM). Design notes and measurements: docs/w12.md,
+"Tensor-core kernel for few rows".
 
-GPU only (sm_80+: ``mma.sync``); Gluon has no interpreter, so the CPU tests check the index
-arithmetic with ``reference_order`` (a torch model of which weight meets which activation) and
-compile the kernel for sm_90.
+GPU only (sm_80+: ``mma.sync``). Gluon has no interpreter, so on CPU the tests compile the
+kernel for sm_90 and check its code; the numerics are checked on the GPU.
 """
 from __future__ import annotations
 
@@ -47,7 +48,6 @@ except ImportError:  # no Triton, or one without Gluon: mma_supported() says Fal
 
 HAS_GLUON = gluon is not None
 MAX_M = 16                 # activation rows per call (two 8-row MMA tiles)
-ROUND_PAIRS = 64           # pair columns a warp covers per round (4 lanes x 4 H words x 4)
 ESC_E = 32                 # escapes per epilogue chunk (at least 4 per warp)
 
 # D = A * B + C for one m16n8k16 tile; pack 2: A rows (g, g+8) of one K-slot pair, B's two K-slot
@@ -58,11 +58,10 @@ MMA_PTX = ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
 
 @dataclass(frozen=True)
 class MmaConfig:
-    """warps_k: warps splitting K inside a program; warps_r: 16-row blocks per program;
-    ahead: 1 = the plane loads issued one round ahead (register double buffer), 2 = the x loads
-    too, 0 = neither; words: H words per lane
-    and round (4: 16-byte plane loads, 8: two per plane and row); maxnreg: a register cap per
-    thread for ptxas (0: none), for more resident warps."""
+    """warps_k: warps splitting K inside a program; warps_r: 16-row blocks per program; ahead:
+    1 = the plane loads issued one round ahead (a register double buffer), 2 = the x loads too,
+    0 = neither; words: H words per lane and round (4: one 16-byte load per plane and row, 8:
+    two); maxnreg: a register cap per thread for ptxas (0: none)."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
