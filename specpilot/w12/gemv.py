@@ -602,13 +602,9 @@ def gemv_autotune(x: torch.Tensor, w, w12: bool = True, candidates=None) -> Gemv
 def _tuned_config(x: torch.Tensor, w, N: int, K: int, w12: bool) -> GemvConfig:
     """The tuned config (in memory, or read from $SPECPILOT_W12_TUNE_FILE on first use); else
     tuning now when kernel.autotune_enabled(); else gemv_default_config."""
-    _k._maybe_load_tune_file()
-    cfg = _k._TUNED.get(_tune_key(x, N, K, w12))
-    if cfg is not None:
-        return cfg
-    if _k.autotune_enabled():
-        return gemv_autotune(x, w, w12)
-    return gemv_default_config(x.shape[0], N, K, _k._num_sms(x.device))
+    return _k.cached_or_tuned(
+        _tune_key(x, N, K, w12), lambda: gemv_autotune(x, w, w12),
+        lambda: gemv_default_config(x.shape[0], N, K, _k._num_sms(x.device)))
 
 
 def _config_for(x: torch.Tensor, w, N: int, K: int, config, w12: bool) -> GemvConfig:

@@ -801,6 +801,17 @@ def _maybe_load_tune_file() -> None:
     _TUNE_FILE_LOADED = True
 
 
+def cached_or_tuned(key: str, tune, default):
+    """The config cached under ``key`` (in memory, or read from $SPECPILOT_W12_TUNE_FILE on first
+    use); else ``tune()`` when ``autotune_enabled()``; else ``default()``. The GEMV's and the
+    Gluon kernel's tuners share it."""
+    _maybe_load_tune_file()
+    cfg = _TUNED.get(key)
+    if cfg is not None:
+        return cfg
+    return tune() if autotune_enabled() else default()
+
+
 def _remember(key: str, cfg) -> None:
     """Cache a tuned config (GEMM or GEMV) in memory and, with $SPECPILOT_W12_TUNE_FILE, in it."""
     _TUNED[key] = cfg

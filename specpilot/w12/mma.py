@@ -386,13 +386,8 @@ def mma_autotune(x: torch.Tensor, planes: W12Planes, cands=None) -> MmaConfig:
 def tuned_config(x: torch.Tensor, planes: W12Planes) -> MmaConfig:
     """The tuned config (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now when
     ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default."""
-    _k._maybe_load_tune_file()
-    cfg = _k._TUNED.get(_tune_key(x, planes.N, planes.K))
-    if cfg is not None:
-        return cfg
-    if _k.autotune_enabled():
-        return mma_autotune(x, planes)
-    return candidates(planes.K)[0]
+    return _k.cached_or_tuned(_tune_key(x, planes.N, planes.K), lambda: mma_autotune(x, planes),
+                              lambda: candidates(planes.K)[0])
 
 
 def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:

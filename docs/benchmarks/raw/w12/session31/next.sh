@@ -2,7 +2,7 @@
 # Prepared in session 31, not yet run (~560 s; one call). (0) The GPU tests of the Gluon W12 kernel
 # with last partial rounds (masked since 8769a2d; until they pass, w12_matmul routes whole-round
 # shapes only) and every W12 kernel / GEMV test on the GPU (session 31's call 6 ran out of time at
-# ~70% after 4 failures at K = 64 / 160, the partial-round bug). (1) ar end to end at batch 4 and 8,
+# 112 of 114 tests after 4 failures at K = 64 / 160, the partial-round bug). (1) ar end to end at batch 4 and 8,
 # bf16 and W12 alternated, three rounds (session 31's call 4 had two). (2) The layer sweep again
 # at M = 2, 4, 8 with the tuning space's candidates only.
 set -u
