@@ -68,7 +68,10 @@ def main() -> int:
     ap.add_argument("--m", default="1,2,4,8,16")
     ap.add_argument("--configs", default="2/1/1/4,2/1/2/4,2/1/1/8,2/1/2/8,4/1/1/8,4/1/2/8,"
                     "2/1/1/8/128,4/1/1/8/128,2/1/2/8/168",
-                    help="warps_k/warps_r/ahead/words[/maxnreg] (MmaConfig), comma-separated")
+                    help="warps_k/warps_r/ahead/words[/maxnreg[/split]] (MmaConfig), "
+                    "comma-separated")
+    ap.add_argument("--exclude", default="",
+                    help="comma-separated substrings: layers whose name has one are not timed")
     ap.add_argument("--ring-mb", type=int, default=512)
     ap.add_argument("--block-rows", type=int, default=1024)
     ap.add_argument("--time-limit", type=float, default=240.0)
@@ -78,7 +81,9 @@ def main() -> int:
     configs = parse_configs(args.configs)
     m_values = [int(v) for v in args.m.split(",")]
     models = args.models.split(",")
-    shapes = [(m, n, N, Kd, c) for m in models for n, N, Kd, c in WB.layer_shapes(m)]
+    drop = [d for d in args.exclude.split(",") if d]
+    shapes = [(m, n, N, Kd, c) for m in models for n, N, Kd, c in WB.layer_shapes(m)
+              if not any(d in n for d in drop)]
     weights = GB.build_weights(shapes, args.block_rows)
     print(f"built {len(weights)} weights in {time.time() - t0:.0f} s", flush=True)
     if not args.skip_check:

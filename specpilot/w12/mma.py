@@ -61,17 +61,27 @@ class MmaConfig:
     """warps_k: warps splitting K inside a program; warps_r: 16-row blocks per program; ahead:
     1 = the plane loads issued one round ahead (a register double buffer), 2 = the x loads too,
     0 = neither; words: H words per lane and round (4: one 16-byte load per plane and row, 8:
-    two); maxnreg: a register cap per thread for ptxas (0: none)."""
+    two); maxnreg: a register cap per thread for ptxas (0: none); split: programs per 16 WR
+    rows splitting K into runs of whole rounds (split-K: fp32 partials in a workspace, the last
+    program to finish sums them in split order), so that a layer with few row blocks still
+    fills the GPU and its last programs are short."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
     words: int = 4
     maxnreg: int = 0
+    split: int = 1
+
+    def __post_init__(self):
+        if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
+                or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1):
+            raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
-        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}"
+        split = f"x{self.split}" if self.split > 1 else ""
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}"
 
 
 def round_words(cfg: MmaConfig) -> int:
@@ -84,6 +94,14 @@ def full_rounds(cfg: MmaConfig, K: int) -> bool:
     multiple of 32 by the format: Kp / 8 H words per row). The GPU checks of session 31 covered
     only such shapes; a last partial round is handled (masked) but not yet run on a GPU."""
     return (_cdiv(K, 32) * 32 // 8) % round_words(cfg) == 0
+
+
+def split_plan(cfg: MmaConfig, K: int) -> tuple:
+    """(rounds per program, programs per row block) of cfg on K columns: cfg.split runs of
+    whole rounds, fewer where K has fewer rounds (no empty program)."""
+    rounds = _cdiv(_cdiv(K, 32) * 32 // 8, round_words(cfg))
+    rps = _cdiv(rounds, cfg.split)
+    return rps, _cdiv(rounds, rps)
 
 
 def candidates(K: int) -> tuple:
@@ -99,6 +117,8 @@ def mma_supported(M: int, K: int) -> bool:
 
 if HAS_GLUON:
     _DECODE = gl.constexpr(DECODE_PTX)
+    # a CTA barrier: thread_barrier in triton 3.6 (the GPU machine's), barrier from 3.7 on
+    _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
     _MMA = gl.constexpr(MMA_PTX)
 
     @gluon.jit
@@ -151,21 +171,21 @@ if HAS_GLUON:
         return r
 
     @gluon.jit
-    def _load_planes(hrow, lrow, row_ok, q, HW):
-        """One round's plane words: H words q and L words q, HW + q of the thread's rows (past the
-        row's end or the last row: words that decode to +0)."""
-        ok = row_ok & (q < HW)
+    def _load_planes(hrow, lrow, row_ok, q, HW, lim):
+        """One round's plane words: H words q and L words q, HW + q of the thread's rows (from
+        lim, the end of the program's K range, or past the last row: words that decode to +0)."""
+        ok = row_ok & (q < lim)
         h = gl.load(hrow + q, mask=ok, other=0x77777777)   # code 7, L 0: decodes to +0
         la = gl.load(lrow + q, mask=ok, other=0)
         lb = gl.load(lrow + HW + q, mask=ok, other=0)
         return h, la, lb
 
     @gluon.jit
-    def _load_x(xrow0, xrow1, tok_ok0, tok_ok1, xq, HW, KW, NT: gl.constexpr):
+    def _load_x(xrow0, xrow1, tok_ok0, tok_ok1, xq, HW, KW, lim, NT: gl.constexpr):
         """One round's x words: xq (first half) and 2 HW + xq (second half) of activation rows
-        tok and, with NT 2, tok + 8 (else the first two again); 0 past the round's H words
-        (a last partial round) or past K."""
-        inr = xq < 2 * HW
+        tok and, with NT 2, tok + 8 (else the first two again); 0 from H word lim on (the end
+        of the program's K range: a last partial round) or past K."""
+        inr = xq < 2 * lim
         ka = inr & (xq < KW)
         kb = inr & (2 * HW + xq < KW)
         xa = gl.load(xrow0 + xq, mask=tok_ok0 & ka, other=0)
@@ -194,15 +214,19 @@ if HAS_GLUON:
                                          dtype=(gl.float32, gl.float32), is_pure=True, pack=2)
 
     @gluon.jit
-    def _w12_mma_kernel(x_ptr, x16_ptr, y_ptr, l_ptr, h_ptr, hb_ptr, koff_ptr, kent_ptr, kval_ptr,
-                        M, N, KW, HW, G, sxm, sym,
+    def _w12_mma_kernel(x_ptr, x16_ptr, y_ptr, ws_ptr, lock_ptr, l_ptr, h_ptr, hb_ptr, koff_ptr,
+                        kent_ptr, kval_ptr, M, N, KW, HW, G, sxm, sym, RPS,
                         WK: gl.constexpr, WR: gl.constexpr, NT: gl.constexpr, S: gl.constexpr,
                         AHEAD: gl.constexpr, HB_PER_ROW: gl.constexpr, ESC: gl.constexpr,
-                        P: gl.constexpr, Q: gl.constexpr, X: gl.constexpr,
-                        E4: gl.constexpr, EC: gl.constexpr):
+                        USE_SPLIT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
+                        X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
-        # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym)
+        # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
+        # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
+        # its rows; USE_SPLIT: ws_ptr fp32 [splits, M, N] partials, lock_ptr a zeroed ticket
+        # counter per row block (left at zero)
         pid = gl.program_id(0)
+        pid_k = gl.program_id(1)
         n0 = pid * (16 * WR)
         w = _i5(WK, 0, P)
         gg = _i5(8 * WR, 1, P)
@@ -241,11 +265,14 @@ if HAS_GLUON:
         bcc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
 
         step = 4 * S * WK
-        n_iter = gl.cdiv(HW, step)
+        k0 = pid_k * RPS * step                     # the program's K range: H words [k0, lim)
+        lim = gl.minimum(k0 + RPS * step, HW)
+        n_iter = gl.cdiv(lim - k0, step)
         if AHEAD >= 1:
-            h, la, lb = _load_planes(hrow, lrow, row_ok, q0, HW)
+            h, la, lb = _load_planes(hrow, lrow, row_ok, k0 + q0, HW, lim)
         if AHEAD >= 2:
-            xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, xq0, HW, KW, NT)
+            xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * k0 + xq0, HW, KW, lim,
+                                       NT)
         # the escapes' exact products first: their loads wait while the first round streams
         og = _i3(8 * WR, 0, R)
         op = _i3(2, 1, R)
@@ -257,23 +284,24 @@ if HAS_GLUON:
         f01 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         f23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         if ESC:
-            e01, e23 = _escapes(e01, e23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0,
-                                N, M, G, WR, E4, EC)
-            if NT == 2:
-                f01, f23 = _escapes(f01, f23, 8, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr,
+            if pid_k == 0:   # all of the rows' escapes (every K) in the first split
+                e01, e23 = _escapes(e01, e23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr,
                                     n0, N, M, G, WR, E4, EC)
+                if NT == 2:
+                    f01, f23 = _escapes(f01, f23, 8, x16_ptr, sxm, koff_ptr, kent_ptr,
+                                        kval_ptr, n0, N, M, G, WR, E4, EC)
         for i in range(n_iter):
-            j = i * step
+            j = k0 + i * step
             if AHEAD >= 1:
-                h2, la2, lb2 = _load_planes(hrow, lrow, row_ok, j + step + q0, HW)
+                h2, la2, lb2 = _load_planes(hrow, lrow, row_ok, j + step + q0, HW, lim)
             else:
-                h, la, lb = _load_planes(hrow, lrow, row_ok, j + q0, HW)
+                h, la, lb = _load_planes(hrow, lrow, row_ok, j + q0, HW, lim)
             if AHEAD >= 2:
                 xa2, xb2, xc2, xd2 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1,
-                                             2 * (j + step) + xq0, HW, KW, NT)
+                                             2 * (j + step) + xq0, HW, KW, lim, NT)
             else:
                 xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * j + xq0, HW, KW,
-                                           NT)
+                                           lim, NT)
             alo, ahi, blo, bhi = gl.inline_asm_elementwise(
                 _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
                 dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
@@ -298,16 +326,59 @@ if HAS_GLUON:
         # reduce over the warps (w): [8WR, 2, 4] per accumulator
         r01 = gl.sum(acc01, axis=0) + e01
         r23 = gl.sum(acc23, axis=0) + e23
-        gl.store(y_ptr + otok * sym + orow, r01.to(gl.bfloat16), mask=(otok < M) & (orow < N))
-        gl.store(y_ptr + otok * sym + orow + 1, r23.to(gl.bfloat16),
-                 mask=(otok < M) & (orow + 1 < N))
         if NT == 2:
             s01 = gl.sum(bcc01, axis=0) + f01
             s23 = gl.sum(bcc23, axis=0) + f23
-            gl.store(y_ptr + (otok + 8) * sym + orow, s01.to(gl.bfloat16),
-                     mask=(otok + 8 < M) & (orow < N))
-            gl.store(y_ptr + (otok + 8) * sym + orow + 1, s23.to(gl.bfloat16),
-                     mask=(otok + 8 < M) & (orow + 1 < N))
+        else:   # not stored
+            s01 = r01
+            s23 = r23
+        if USE_SPLIT:
+            mn = M.to(gl.int64) * N
+            _store_pair(ws_ptr + pid_k * mn, N, r01, r23, otok, orow, M, N)
+            if NT == 2:
+                _store_pair(ws_ptr + pid_k * mn, N, s01, s23, otok + 8, orow, M, N)
+            _barrier()   # every thread's partial is written before the ticket is taken
+            ticket = gl.atomic_add(lock_ptr + pid, 1, sem="acq_rel", scope="gpu")
+            if ticket == gl.num_programs(1) - 1:   # the last of the row block's programs
+                r01, r23 = _load_pair(ws_ptr, N, otok, orow, M, N)
+                if NT == 2:
+                    s01, s23 = _load_pair(ws_ptr, N, otok + 8, orow, M, N)
+                for sp in range(1, gl.num_programs(1)):
+                    a01, a23 = _load_pair(ws_ptr + sp * mn, N, otok, orow, M, N)
+                    r01 += a01
+                    r23 += a23
+                    if NT == 2:
+                        a01, a23 = _load_pair(ws_ptr + sp * mn, N, otok + 8, orow, M, N)
+                        s01 += a01
+                        s23 += a23
+                _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
+                gl.atomic_xchg(lock_ptr + pid, 0)
+        else:
+            _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
+
+    @gluon.jit
+    def _store_pair(p, stride, v01, v23, tok, row, M, N):
+        """v01 at [tok, row] and v23 at [tok, row + 1] of p (row stride ``stride``), masked to
+        M x N."""
+        gl.store(p + tok * stride + row, v01, mask=(tok < M) & (row < N))
+        gl.store(p + tok * stride + row + 1, v23, mask=(tok < M) & (row + 1 < N))
+
+    @gluon.jit
+    def _load_pair(p, stride, tok, row, M, N):
+        """What _store_pair stored (from L2: other programs wrote it); 0 outside M x N."""
+        a = gl.load(p + tok * stride + row, mask=(tok < M) & (row < N), other=0.0,
+                    cache_modifier=".cg")
+        b = gl.load(p + tok * stride + row + 1, mask=(tok < M) & (row + 1 < N), other=0.0,
+                    cache_modifier=".cg")
+        return a, b
+
+    @gluon.jit
+    def _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT: gl.constexpr):
+        """The output rows: activation rows otok (r) and, with NT 2, otok + 8 (s), as bf16."""
+        _store_pair(y_ptr, sym, r01.to(gl.bfloat16), r23.to(gl.bfloat16), otok, orow, M, N)
+        if NT == 2:
+            _store_pair(y_ptr, sym, s01.to(gl.bfloat16), s23.to(gl.bfloat16), otok + 8, orow,
+                        M, N)
 
     @gluon.jit
     def _escapes(r01, r23, tok0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0, N, M, G,
@@ -405,14 +476,20 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     HW = planes.Kp // 8
     P, Q, X, E4 = layouts(cfg)
-    grid = (_cdiv(N, 16 * cfg.warps_r),)
-    _w12_mma_kernel[grid](
-        x.view(torch.int32), x, y, planes.L.view(torch.int32), planes.H.view(torch.int32),
-        planes.hb.view(torch.int32) if planes.per_row else planes.hb,
+    rps, split = split_plan(cfg, K)
+    blocks = _cdiv(N, 16 * cfg.warps_r)
+    if split > 1:
+        ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+        locks = _k._locks(x.device, blocks)
+    else:
+        ws = locks = y
+    _w12_mma_kernel[(blocks, split)](
+        x.view(torch.int32), x, y, ws, locks, planes.L.view(torch.int32),
+        planes.H.view(torch.int32), planes.hb.view(torch.int32) if planes.per_row else planes.hb,
         planes.koff, planes.kent, planes.kval,
-        M, N, K // 2, HW, _cdiv(planes.Kp // 2, GROUP), x.stride(0) // 2, y.stride(0),
+        M, N, K // 2, HW, _cdiv(planes.Kp // 2, GROUP), x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
-        HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, P=P, Q=Q, X=X, E4=E4,
-        EC=esc_chunk(cfg),
+        HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, USE_SPLIT=split > 1, P=P, Q=Q,
+        X=X, E4=E4, EC=esc_chunk(cfg),
         num_warps=cfg.warps_k * cfg.warps_r, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
     return y

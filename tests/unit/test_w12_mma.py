@@ -18,14 +18,15 @@ from specpilot.w12 import mma
 from specpilot.w12.format import encode
 from tests.unit.w12_data import acts, check_close, make_weight, same_bits
 
-SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "l_ptr": "*i32", "h_ptr": "*i32",
-       "hb_ptr": "*u8", "koff_ptr": "*i32", "kent_ptr": "*i32", "kval_ptr": "*i16", "M": "i32",
-       "N": "i32", "KW": "i32", "HW": "i32", "G": "i32", "sxm": "i32", "sym": "i32"}
-ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "l_ptr", "h_ptr", "hb_ptr", "koff_ptr", "kent_ptr",
-           "kval_ptr", "KW", "HW", "sxm", "sym")
-CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base)
-    (2, 1, 1, 8, 1, False), (4, 1, 1, 4, 2, False), (2, 1, 0, 4, 1, True),
-    (2, 1, 2, 4, 1, False)]
+SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
+       "lock_ptr": "*i32", "l_ptr": "*i32", "h_ptr": "*i32", "hb_ptr": "*u8", "koff_ptr": "*i32",
+       "kent_ptr": "*i32", "kval_ptr": "*i16", "M": "i32", "N": "i32", "KW": "i32", "HW": "i32",
+       "G": "i32", "sxm": "i32", "sym": "i32", "RPS": "i32"}
+ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
+           "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K)
+    (2, 1, 1, 8, 1, False, False), (4, 1, 1, 4, 2, False, True), (2, 1, 0, 4, 1, True, False),
+    (2, 1, 2, 4, 1, False, False), (2, 1, 2, 8, 1, False, True)]
 
 
 def _compile_all() -> dict:
@@ -37,12 +38,12 @@ def _compile_all() -> dict:
     from tests.unit.sm90 import spills
 
     out = {}
-    for wk, wr, ahead, words, nt, per_row in CASES:
-        cfg = mma.MmaConfig(wk, wr, ahead, words)
+    for wk, wr, ahead, words, nt, per_row, split in CASES:
+        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1)
         P, Q, X, E4 = mma.layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
-                      P=P, Q=Q, X=X, E4=E4, EC=mma.esc_chunk(cfg))
+                      USE_SPLIT=split, P=P, Q=Q, X=X, E4=E4, EC=mma.esc_chunk(cfg))
         names = list(sig)
         sig.update({k: "constexpr" for k in consts})
         # the launcher's specialisation of 16-byte-aligned pointers and sizes divisible by 16
@@ -50,12 +51,13 @@ def _compile_all() -> dict:
         k = triton.compile(GluonASTSource(mma._w12_mma_kernel, sig, consts, attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
         ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
-        out[cfg.short + f" nt{nt}"] = {
+        out[f"{cfg.short} nt{nt}"] = {
             "mma": ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
             "prmt": ptx.count("prmt.b32"),
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
-            "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead,
+            "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
+            "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
         }
     return out
 
@@ -65,7 +67,7 @@ def test_compiles_for_sm90_with_the_mma_layout():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert set(res) == {mma.MmaConfig(*c[:4]).short + f" nt{c[4]}" for c in CASES}
+    assert set(res) == {f"{mma.MmaConfig(*c[:4], split=1 + c[6]).short} nt{c[4]}" for c in CASES}
     for name, r in res.items():
         S, nt = r["words"], r["nt"]
         # per round: 2 rows x S H words per thread; each H word is one MMA step of each half
@@ -78,6 +80,8 @@ def test_compiles_for_sm90_with_the_mma_layout():
         assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
         assert r["local_alloc"] == 0, (name, r)        # no shared-memory layout conversion
         assert r["spills"] in (0, None), (name, r)
+        # split-K: one ticket taken and one reset per program; none without
+        assert r["atom"] == (2 if r["split"] else 0), (name, r)
 
 
 def test_supported_and_refusals():
@@ -108,6 +112,11 @@ def test_supported_and_refusals():
 def test_config_labels():
     assert mma.MmaConfig().short == "k4r1a1s4"
     assert mma.MmaConfig(2, 1, 2, 8, 168).short == "k2r1a2s8g168"
+    assert mma.MmaConfig(2, 1, 2, 8, split=3).short == "k2r1a2s8x3"
+    with pytest.raises(ValueError, match="bad values"):
+        mma.MmaConfig(2, 1, 2, 6)
+    with pytest.raises(ValueError, match="bad values"):
+        mma.MmaConfig(split=0)
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
     assert mma.esc_chunk(mma.MmaConfig(2, 1)) == mma.ESC_E
 
@@ -126,17 +135,29 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
-                mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(4, 1, 2, 8)):
+                mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(4, 1, 2, 8),
+                # split-K: K = 5120 has 10 rounds of k2s8 -> runs of 4, 4, 2; 6656: 13 -> 5, 5, 3
+                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(2, 1, 1, 4, split=2),
+                mma.MmaConfig(4, 2, 0, 4, split=4)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
+
+
+def test_split_plan_runs_whole_rounds():
+    cfg = mma.MmaConfig(2, 1, 2, 8, split=3)        # rounds of 64 H words (512 columns)
+    assert mma.split_plan(cfg, 5120) == (4, 3)       # 10 rounds: 4, 4, 2
+    assert mma.split_plan(cfg, 17408) == (12, 3)     # 34 rounds: 12, 12, 10
+    assert mma.split_plan(mma.MmaConfig(2, 1, 2, 8, split=8), 2048) == (1, 4)   # 4 rounds
+    assert mma.split_plan(mma.MmaConfig(2, 1, 2, 8), 17408) == (34, 1)
+    assert mma.split_plan(mma.MmaConfig(2, 1, 2, 8, split=4), 6656) == (4, 4)   # 13: 4,4,4,1
 
 
 def test_tune_file_holds_mma_configs(tmp_path, monkeypatch):
     from specpilot.w12 import kernel as Kn
 
     monkeypatch.setattr(Kn, "_TUNED", {})
-    cfg = mma.MmaConfig(2, 1, 2, 8, 168)
+    cfg = mma.MmaConfig(2, 1, 2, 8, 168, split=3)
     Kn._TUNED[Kn.MMA_KEY_PREFIX + "w12|H200|m4|n64|k64"] = cfg
     path = str(tmp_path / "tune.json")
     Kn.save_tuning(path)
