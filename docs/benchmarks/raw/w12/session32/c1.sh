@@ -16,5 +16,5 @@ for s in 1 2 4; do C="$C,2/1/1/4/0/$s,2/1/2/8/168/$s"; done
 timeout 300 python3 scripts/gpu_w12_mma_bench.py --skip-check --m 2,4,8,16 --configs ${C#,} \
   --time-limit 250 --out $L/mma.json > $L/mma.log 2>&1
 el "bench rc=$?"; grep -A12 "per token" $L/mma.log
-awk '{print $1,$2,$3,$4,$5,$6,$9,$11,$12}' $L/mma.log | grep -E "^(qwen|muse)" | head -60
+grep -E "^(qwen|muse)" $L/mma.log | cut -c1-125
 el done
