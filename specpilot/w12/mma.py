@@ -32,7 +32,7 @@ kernel for sm_90 and check its code; the numerics are checked on the GPU.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -104,15 +104,44 @@ def split_plan(cfg: MmaConfig, K: int) -> tuple:
     return rps, _cdiv(rounds, rps)
 
 
-def candidates(K: int) -> tuple:
-    """The tuning space for a weight of K columns: CANDIDATES with whole rounds only."""
+def bases(K: int) -> tuple:
+    """CANDIDATES with whole rounds on K columns (the first one the default)."""
     return tuple(c for c in CANDIDATES if full_rounds(c, K))
+
+
+def candidates(N: int, K: int, n_sm: int) -> tuple:
+    """The tuning space for an N x K weight on a GPU of n_sm SMs: ``bases(K)``, and for the
+    first SPLIT_BASES of them the splits of SPLITS that give each program >= 2 rounds, a plan
+    of their own and at most MAX_PROGRAMS_PER_SM * n_sm programs."""
+    out = []
+    for i, base in enumerate(bases(K)):
+        out.append(base)
+        seen = {split_plan(base, K)}
+        blocks = _cdiv(N, 16 * base.warps_r)
+        for split in SPLITS[1:] if i < SPLIT_BASES else ():
+            cfg = replace(base, split=split)
+            plan = split_plan(cfg, K)
+            if plan not in seen and plan[0] >= 2 and blocks * plan[1] <= MAX_PROGRAMS_PER_SM * n_sm:
+                seen.add(plan)
+                out.append(cfg)
+    return tuple(out)
+
+
+def default_config(N: int, K: int, n_sm: int) -> MmaConfig:
+    """Without tuning: the first base, split so that the programs fill DEFAULT_WAVES programs
+    per SM where the row blocks alone do not."""
+    base = bases(K)[0]
+    blocks = _cdiv(N, 16 * base.warps_r)
+    want = _cdiv(DEFAULT_WAVES * n_sm, blocks)
+    fits = [c for c in candidates(N, K, n_sm) if c.warps_k == base.warps_k and c.words == base.words
+            and c.ahead == base.ahead and c.maxnreg == base.maxnreg and c.split <= want]
+    return max(fits, key=lambda c: c.split)
 
 
 def mma_supported(M: int, K: int) -> bool:
     """Whether ``w12_matmul`` may route x [M, K] here: Gluon present, 1 <= M <= MAX_M, K % 8 == 0
     (16-byte activation rows) and a tuning candidate with whole rounds on K."""
-    return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0 and bool(candidates(K))
+    return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0 and bool(bases(K))
 
 
 if HAS_GLUON:
@@ -434,8 +463,12 @@ def layouts(cfg: MmaConfig):
 
 # the tuning space: the configs that won a layer of Qwen3.8-27B or Muse-Glimmer-30B at M = 1-8
 # on the H200 (docs/benchmarks/w12.md, session 31), the first one the default
-CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 8), MmaConfig(2, 1, 1, 4),
-              MmaConfig(2, 1, 2, 4), MmaConfig(4, 1, 1, 8), MmaConfig(2, 1, 2, 8, 168))
+CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 8, 168),
+              MmaConfig(2, 1, 1, 8), MmaConfig(2, 1, 2, 4), MmaConfig(4, 1, 1, 8))
+SPLITS = (1, 2, 3, 4, 6, 8)      # split-K offered for the first SPLIT_BASES bases
+SPLIT_BASES = 3
+MAX_PROGRAMS_PER_SM = 40         # beyond this many programs the last ones are short anyway
+DEFAULT_WAVES = 4                # untuned: split until the programs number 4 per SM
 
 
 def _tune_key(x: torch.Tensor, N: int, K: int) -> str:
@@ -448,7 +481,8 @@ def mma_autotune(x: torch.Tensor, planes: W12Planes, cands=None) -> MmaConfig:
     """Time the candidates on (x, planes) as the GEMM's and GEMV's tuners do (CUDA-graph replays
     over a >= 512 MB ring of weight copies) and cache the fastest for (GPU, M, N, K)."""
     ring = _k.weight_ring(planes)
-    best = _k.fastest(cands or candidates(planes.K), lambda c: lambda i: w12_mma(x, ring[i], c), len(ring),
+    cands = cands or candidates(planes.N, planes.K, _k._num_sms(x.device))
+    best = _k.fastest(cands, lambda c: lambda i: w12_mma(x, ring[i], c), len(ring),
                       f"mma M={x.shape[0]} N={planes.N} K={planes.K}")
     _k._remember(_tune_key(x, planes.N, planes.K), best)
     return best
@@ -458,7 +492,8 @@ def tuned_config(x: torch.Tensor, planes: W12Planes) -> MmaConfig:
     """The tuned config (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now when
     ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default."""
     return _k.cached_or_tuned(_tune_key(x, planes.N, planes.K), lambda: mma_autotune(x, planes),
-                              lambda: candidates(planes.K)[0])
+                              lambda: default_config(planes.N, planes.K,
+                                                     _k._num_sms(x.device)))
 
 
 def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:

@@ -95,8 +95,8 @@ def test_supported_and_refusals():
         assert mma.mma_supported(16, 256) and mma.mma_supported(3, 1000)   # Kp 1024
         for K in (5120, 17408, 6144, 6656, 19968, 4096):   # the Qwen3.8 / Muse layers
             assert mma.mma_supported(4, K)
-            assert mma.candidates(K)[0] == mma.CANDIDATES[0]
-    assert [c.short for c in mma.candidates(256)] == ["k2r1a1s4", "k2r1a2s4"]
+            assert mma.bases(K)[0] == mma.CANDIDATES[0]
+    assert [c.short for c in mma.bases(256)] == ["k2r1a1s4", "k2r1a2s4"]
     assert mma.round_words(mma.MmaConfig(4, 1, 1, 8)) == 128
     assert mma.full_rounds(mma.MmaConfig(4, 1, 1, 8), 5120)      # 640 H words = 5 rounds
     assert not mma.full_rounds(mma.MmaConfig(4, 1, 1, 8), 6656)  # 832 = 6.5 rounds
@@ -151,6 +151,24 @@ def test_split_plan_runs_whole_rounds():
     assert mma.split_plan(mma.MmaConfig(2, 1, 2, 8, split=8), 2048) == (1, 4)   # 4 rounds
     assert mma.split_plan(mma.MmaConfig(2, 1, 2, 8), 17408) == (34, 1)
     assert mma.split_plan(mma.MmaConfig(2, 1, 2, 8, split=4), 6656) == (4, 4)   # 13: 4,4,4,1
+
+
+def test_candidates_split_where_the_row_blocks_are_few():
+    # Qwen3.8's down (320 row blocks, 34 rounds of k2s8): every split with its own plan
+    c = mma.candidates(5120, 17408, 132)
+    assert [x.short for x in c if x.warps_k == 2 and x.words == 8 and x.ahead == 2
+            and not x.maxnreg] == ["k2r1a2s8", "k2r1a2s8x2", "k2r1a2s8x3", "k2r1a2s8x4",
+                                   "k2r1a2s8x6", "k2r1a2s8x8"]
+    # the bases past SPLIT_BASES come last, unsplit
+    assert all(x.split == 1 for x in c[len(c) - len(mma.bases(17408)) + mma.SPLIT_BASES:])
+    # an lm_head has row blocks enough: no split
+    assert mma.candidates(248320, 5120, 132) == mma.bases(5120)
+    # >= 2 rounds per program: K = 2048 has 4 rounds of k2s8 -> split 2 only
+    assert [x.split for x in mma.candidates(256, 2048, 132) if x.words == 8 and x.warps_k == 2
+            and x.ahead == 2 and not x.maxnreg] == [1, 2]
+    assert mma.default_config(5120, 17408, 132).short == "k2r1a2s8x2"      # 640 >= 4 x 132
+    assert mma.default_config(1024, 17408, 132).short == "k2r1a2s8x8"
+    assert mma.default_config(248320, 5120, 132) == mma.CANDIDATES[0]
 
 
 def test_tune_file_holds_mma_configs(tmp_path, monkeypatch):
