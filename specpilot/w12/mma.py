@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..kernels import pdl as _pdl
 from . import kernel as _k
 from .kernel import DECODE_PTX, GROUP, IDX_ROWS, W12Planes, _cdiv
 
@@ -248,12 +249,17 @@ if HAS_GLUON:
                         WK: gl.constexpr, WR: gl.constexpr, NT: gl.constexpr, S: gl.constexpr,
                         AHEAD: gl.constexpr, HB_PER_ROW: gl.constexpr, ESC: gl.constexpr,
                         USE_SPLIT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
-                        X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr):
+                        X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
+                        PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
         # its rows; USE_SPLIT: ws_ptr fp32 [splits, M, N] partials, lock_ptr a zeroed ticket
-        # counter per row block (left at zero)
+        # counter per row block (left at zero). PDL (kernels/pdl.py, as the GEMV's): the next
+        # kernel may launch at the start (1), after the main loop (2) or after the wait (3); the
+        # plane loads of the first round (constant weights) come before the wait, x and every
+        # write after it
+        _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         n0 = pid * (16 * WR)
@@ -299,6 +305,8 @@ if HAS_GLUON:
         n_iter = gl.cdiv(lim - k0, step)
         if AHEAD >= 1:
             h, la, lb = _load_planes(hrow, lrow, row_ok, k0 + q0, HW, lim)
+        _gdc_wait(PDL > 0)
+        _gdc_launch_dependents(PDL == 3)
         if AHEAD >= 2:
             xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * k0 + xq0, HW, KW, lim,
                                        NT)
@@ -351,6 +359,7 @@ if HAS_GLUON:
                 h, la, lb = h2, la2, lb2
             if AHEAD >= 2:
                 xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
+        _gdc_launch_dependents(PDL == 2)
 
         # reduce over the warps (w): [8WR, 2, 4] per accumulator
         r01 = gl.sum(acc01, axis=0) + e01
@@ -384,6 +393,20 @@ if HAS_GLUON:
                 gl.atomic_xchg(lock_ptr + pid, 0)
         else:
             _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
+
+    @gluon.jit
+    def _gdc_wait(ON: gl.constexpr):
+        """griddepcontrol.wait (pdl.wait) when ON."""
+        if ON:
+            gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+
+    @gluon.jit
+    def _gdc_launch_dependents(ON: gl.constexpr):
+        """griddepcontrol.launch_dependents (pdl.launch_dependents) when ON."""
+        if ON:
+            gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [],
+                                      dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
     def _store_pair(p, stride, v01, v23, tok, row, M, N):
@@ -525,6 +548,6 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
         M, N, K // 2, HW, _cdiv(planes.Kp // 2, GROUP), x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
         HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, USE_SPLIT=split > 1, P=P, Q=Q,
-        X=X, E4=E4, EC=esc_chunk(cfg),
+        X=X, E4=E4, EC=esc_chunk(cfg), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]),
         num_warps=cfg.warps_k * cfg.warps_r, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
     return y

@@ -24,9 +24,11 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
        "G": "i32", "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
-CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K)
-    (2, 1, 1, 8, 1, False, False), (4, 1, 1, 4, 2, False, True), (2, 1, 0, 4, 1, True, False),
-    (2, 1, 2, 4, 1, False, False), (2, 1, 2, 8, 1, False, True)]
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL)
+    (2, 1, 1, 8, 1, False, False, 0), (4, 1, 1, 4, 2, False, False, 0),
+    (2, 1, 1, 4, 2, False, True, 0),
+    (2, 1, 0, 4, 1, True, False, 3), (2, 1, 2, 4, 1, False, False, 0),
+    (2, 1, 2, 8, 1, False, True, 2)]
 
 
 def _compile_all() -> dict:
@@ -38,12 +40,12 @@ def _compile_all() -> dict:
     from tests.unit.sm90 import spills
 
     out = {}
-    for wk, wr, ahead, words, nt, per_row, split in CASES:
+    for wk, wr, ahead, words, nt, per_row, split, pdl in CASES:
         cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1)
         P, Q, X, E4 = mma.layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
-                      USE_SPLIT=split, P=P, Q=Q, X=X, E4=E4, EC=mma.esc_chunk(cfg))
+                      USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=mma.esc_chunk(cfg))
         names = list(sig)
         sig.update({k: "constexpr" for k in consts})
         # the launcher's specialisation of 16-byte-aligned pointers and sizes divisible by 16
@@ -58,6 +60,12 @@ def _compile_all() -> dict:
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
+            "pdl": pdl, "gdc": ptx.count("griddepcontrol."),
+            "pos": {op: ptx.find(op) for op in ("griddepcontrol.wait",
+                                                "griddepcontrol.launch_dependents", "ld.global",
+                                                "st.global", "atom.", "mma.sync")},
+            "v4_before_wait": len(re.findall(r"ld\.global[^\n]*\.v4\.b32",
+                                             ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
         }
     return out
 
@@ -82,6 +90,18 @@ def test_compiles_for_sm90_with_the_mma_layout():
         assert r["spills"] in (0, None), (name, r)
         # split-K: one ticket taken and one reset per program; none without
         assert r["atom"] == (2 if r["split"] else 0), (name, r)
+        # PDL: one wait and one launch_dependents
+        assert r["gdc"] == (2 if r["pdl"] else 0), (name, r)
+        if r["pdl"]:
+            pos = r["pos"]
+            wait, launch = pos["griddepcontrol.wait"], pos["griddepcontrol.launch_dependents"]
+            # every write after the wait; the first round's planes loaded before it (ahead)
+            assert 0 <= wait < pos["st.global"], (name, pos)
+            assert pos["atom."] == -1 or pos["atom."] > wait, (name, pos)
+            planes = 6 * r["words"] // 4
+            assert r["v4_before_wait"] == (planes if r["ahead"] else 0), (name, r)
+            # the next kernel may launch after the main loop (2) or right after the wait (3)
+            assert wait < launch and (launch > pos["mma.sync"]) == (r["pdl"] == 2), (name, pos)
 
 
 def test_supported_and_refusals():
@@ -169,6 +189,47 @@ def test_candidates_split_where_the_row_blocks_are_few():
     assert mma.default_config(5120, 17408, 132).short == "k2r1a2s8x2"      # 640 >= 4 x 132
     assert mma.default_config(1024, 17408, 132).short == "k2r1a2s8x8"
     assert mma.default_config(248320, 5120, 132) == mma.CANDIDATES[0]
+
+
+@pytest.mark.gpu
+def test_gpu_graph_with_pdl_equals_without(monkeypatch):
+    """A chain of norm -> W12-MMA layers (split-K among them) gives the same bits eagerly and
+    in a CUDA graph, with PDL off and in each of its modes."""
+    from specpilot.kernels import norm, pdl
+    from specpilot.w12 import kernel as Kn
+
+    if not pdl.supported(torch.device("cuda")):
+        pytest.skip("PDL needs compute capability >= 9")
+    D = 2048
+    layers = [Kn.prepare(encode(make_weight(D, D, i, n_edges=200)), "cuda") for i in range(6)]
+    cfgs = (mma.MmaConfig(2, 1, 2, 8), mma.MmaConfig(2, 1, 2, 8, split=2),
+            mma.MmaConfig(2, 1, 1, 4, split=4))
+    x0 = acts(4, D, 0).cuda()
+    nw = torch.randn(D, device="cuda").bfloat16()
+
+    def chain():
+        h, outs = x0, []
+        for i, p in enumerate(layers):
+            h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfgs[i % 3])
+            outs.append(h)
+        return outs
+
+    results = []
+    for mode, trigger in ((0, 0), (1, 1), (1, 2), (2, 3), (2, 2)):
+        monkeypatch.setattr(pdl, "ENABLED", mode > 0)
+        monkeypatch.setattr(pdl, "MODE", mode or 1)
+        monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": trigger or 2, "bf16": trigger or 2})
+        eager = chain()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = chain()
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(eager, outs)), (mode, trigger)
+        results.append(outs)
+    assert all(torch.equal(a, b) for r in results[1:] for a, b in zip(results[0], r))
 
 
 def test_tune_file_holds_mma_configs(tmp_path, monkeypatch):
