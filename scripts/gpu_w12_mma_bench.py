@@ -69,7 +69,8 @@ def main() -> int:
     ap.add_argument("--configs", default="2/1/1/4,2/1/2/4,2/1/1/8,2/1/2/8,4/1/1/8,4/1/2/8,"
                     "2/1/1/8/128,4/1/1/8/128,2/1/2/8/168",
                     help="warps_k/warps_r/ahead/words[/maxnreg[/split]] (MmaConfig), "
-                    "comma-separated")
+                    "comma-separated; or 'tuned': per shape the tuner's candidates "
+                    "(mma.candidates), which the tuner would pick the fastest of")
     ap.add_argument("--exclude", default="",
                     help="comma-separated substrings: layers whose name has one are not timed")
     ap.add_argument("--ring-mb", type=int, default=512)
@@ -78,7 +79,8 @@ def main() -> int:
     ap.add_argument("--skip-check", action="store_true")
     args = ap.parse_args()
     t0 = time.time()
-    configs = parse_configs(args.configs)
+    tuned = args.configs == "tuned"
+    configs = [MM.CANDIDATES[0]] if tuned else parse_configs(args.configs)
     m_values = [int(v) for v in args.m.split(",")]
     models = args.models.split(",")
     drop = [d for d in args.exclude.split(",") if d]
@@ -118,7 +120,8 @@ def main() -> int:
                 cg = G.gemv_default_config(M, N, Kd, K._num_sms(acts[0].device))
                 t_gemv = GB.timed(lambda i: G.w12_gemv(acts[i], ring12[i], config=cg), n)
             tried = {}
-            for cfg in configs:
+            n_sm = K._num_sms(acts[0].device)
+            for cfg in MM.candidates(N, Kd, n_sm) if tuned else configs:
                 tried[cfg.short] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
             best = min(tried, key=tried.get)
             t_m = tried[best]
