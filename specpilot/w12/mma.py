@@ -111,32 +111,23 @@ def bases(K: int) -> tuple:
 
 
 def candidates(N: int, K: int, n_sm: int) -> tuple:
-    """The tuning space for an N x K weight on a GPU of n_sm SMs: ``bases(K)``, and for the
-    first SPLIT_BASES of them the splits of SPLITS that give each program >= 2 rounds, a plan
-    of their own and at most MAX_PROGRAMS_PER_SM * n_sm programs."""
+    """The tuning space for an N x K weight on a GPU of n_sm SMs: ``bases(K)``, and where the
+    row blocks are few (<= SPLIT_MAX_BLOCKS_PER_SM * n_sm), for the first SPLIT_BASES bases the
+    splits of SPLITS that give each program >= 2 rounds, a plan of their own and at most
+    MAX_PROGRAMS_PER_SM * n_sm programs."""
     out = []
     for i, base in enumerate(bases(K)):
         out.append(base)
         seen = {split_plan(base, K)}
         blocks = _cdiv(N, 16 * base.warps_r)
-        for split in SPLITS[1:] if i < SPLIT_BASES else ():
+        few = blocks <= SPLIT_MAX_BLOCKS_PER_SM * n_sm
+        for split in SPLITS[1:] if i < SPLIT_BASES and few else ():
             cfg = replace(base, split=split)
             plan = split_plan(cfg, K)
             if plan not in seen and plan[0] >= 2 and blocks * plan[1] <= MAX_PROGRAMS_PER_SM * n_sm:
                 seen.add(plan)
                 out.append(cfg)
     return tuple(out)
-
-
-def default_config(N: int, K: int, n_sm: int) -> MmaConfig:
-    """Without tuning: the first base, split so that the programs fill DEFAULT_WAVES programs
-    per SM where the row blocks alone do not."""
-    base = bases(K)[0]
-    blocks = _cdiv(N, 16 * base.warps_r)
-    want = _cdiv(DEFAULT_WAVES * n_sm, blocks)
-    fits = [c for c in candidates(N, K, n_sm) if c.warps_k == base.warps_k and c.words == base.words
-            and c.ahead == base.ahead and c.maxnreg == base.maxnreg and c.split <= want]
-    return max(fits, key=lambda c: c.split)
 
 
 def mma_supported(M: int, K: int) -> bool:
@@ -371,10 +362,11 @@ if HAS_GLUON:
             s01 = r01
             s23 = r23
         if USE_SPLIT:
-            mn = M.to(gl.int64) * N
-            _store_pair(ws_ptr + pid_k * mn, N, r01, r23, otok, orow, M, N)
+            mn = M * N                          # M == 1 arrives as a constant
+            ws_k = ws_ptr + pid_k.to(gl.int64) * mn
+            _store_pair(ws_k, N, r01, r23, otok, orow, M, N)
             if NT == 2:
-                _store_pair(ws_ptr + pid_k * mn, N, s01, s23, otok + 8, orow, M, N)
+                _store_pair(ws_k, N, s01, s23, otok + 8, orow, M, N)
             _barrier()   # every thread's partial is written before the ticket is taken
             ticket = gl.atomic_add(lock_ptr + pid, 1, sem="acq_rel", scope="gpu")
             if ticket == gl.num_programs(1) - 1:   # the last of the row block's programs
@@ -382,11 +374,12 @@ if HAS_GLUON:
                 if NT == 2:
                     s01, s23 = _load_pair(ws_ptr, N, otok + 8, orow, M, N)
                 for sp in range(1, gl.num_programs(1)):
-                    a01, a23 = _load_pair(ws_ptr + sp * mn, N, otok, orow, M, N)
+                    ws_s = ws_ptr + sp.to(gl.int64) * mn
+                    a01, a23 = _load_pair(ws_s, N, otok, orow, M, N)
                     r01 += a01
                     r23 += a23
                     if NT == 2:
-                        a01, a23 = _load_pair(ws_ptr + sp * mn, N, otok + 8, orow, M, N)
+                        a01, a23 = _load_pair(ws_s, N, otok + 8, orow, M, N)
                         s01 += a01
                         s23 += a23
                 _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
@@ -488,10 +481,13 @@ def layouts(cfg: MmaConfig):
 # on the H200 (docs/benchmarks/w12.md, session 31), the first one the default
 CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 8, 168),
               MmaConfig(2, 1, 1, 8), MmaConfig(2, 1, 2, 4), MmaConfig(4, 1, 1, 8))
-SPLITS = (1, 2, 3, 4, 6, 8)      # split-K offered for the first SPLIT_BASES bases
-SPLIT_BASES = 3
-MAX_PROGRAMS_PER_SM = 40         # beyond this many programs the last ones are short anyway
-DEFAULT_WAVES = 4                # untuned: split until the programs number 4 per SM
+# split-K offered for the first SPLIT_BASES bases on weights of few row blocks: on the H200
+# (session 32) a split won only at 320 and 544 row blocks (Qwen3.8's down, Muse's qkv) and cost
+# 5-15% at >= 1030 (each split program pays a ticket and a workspace round trip)
+SPLITS = (1, 2, 3, 4, 6, 8)
+SPLIT_BASES = 2
+SPLIT_MAX_BLOCKS_PER_SM = 5
+MAX_PROGRAMS_PER_SM = 40
 
 
 def _tune_key(x: torch.Tensor, N: int, K: int) -> str:
@@ -515,17 +511,20 @@ def tuned_config(x: torch.Tensor, planes: W12Planes) -> MmaConfig:
     """The tuned config (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now when
     ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default."""
     return _k.cached_or_tuned(_tune_key(x, planes.N, planes.K), lambda: mma_autotune(x, planes),
-                              lambda: default_config(planes.N, planes.K,
-                                                     _k._num_sms(x.device)))
+                              lambda: bases(planes.K)[0])
 
 
 def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:
     """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16. ``cfg``:
     default ``tuned_config``."""
     M, K = x.shape
-    if not mma_supported(M, K) or K != planes.K:
+    if not (1 <= M <= MAX_M and K % 8 == 0) or K != planes.K:
         raise ValueError(f"w12_mma: needs 1 <= M <= {MAX_M}, K % 8 == 0 and K == the weight's "
                          f"({planes.K}); got x {tuple(x.shape)}")
+    if not HAS_GLUON:
+        raise RuntimeError("w12_mma needs Triton with Gluon (triton >= 3.5)")
+    if cfg is None and not bases(K):
+        raise ValueError(f"w12_mma: no tuning candidate runs whole rounds on K = {K}; pass cfg")
     if planes.idx_rows != IDX_ROWS:
         raise ValueError(f"w12_mma reads the {IDX_ROWS}-row escape index")
     x = x.contiguous()
