@@ -90,13 +90,6 @@ def round_words(cfg: MmaConfig) -> int:
     return 4 * cfg.words * cfg.warps_k
 
 
-def full_rounds(cfg: MmaConfig, K: int) -> bool:
-    """Whether every iteration of cfg on a weight of K columns is a whole round (K padded to a
-    multiple of 32 by the format: Kp / 8 H words per row). The GPU checks of session 31 covered
-    only such shapes; a last partial round is handled (masked) but not yet run on a GPU."""
-    return (_cdiv(K, 32) * 32 // 8) % round_words(cfg) == 0
-
-
 def split_plan(cfg: MmaConfig, K: int) -> tuple:
     """(rounds per program, programs per row block) of cfg on K columns: cfg.split runs of
     whole rounds, fewer where K has fewer rounds (no empty program)."""
@@ -105,18 +98,13 @@ def split_plan(cfg: MmaConfig, K: int) -> tuple:
     return rps, _cdiv(rounds, rps)
 
 
-def bases(K: int) -> tuple:
-    """CANDIDATES with whole rounds on K columns (the first one the default)."""
-    return tuple(c for c in CANDIDATES if full_rounds(c, K))
-
-
 def candidates(N: int, K: int, n_sm: int) -> tuple:
-    """The tuning space for an N x K weight on a GPU of n_sm SMs: ``bases(K)``, and where the
+    """The tuning space for an N x K weight on a GPU of n_sm SMs: CANDIDATES, and where the
     row blocks are few (<= SPLIT_MAX_BLOCKS_PER_SM * n_sm), for the first SPLIT_BASES bases the
     splits of SPLITS that give each program >= 2 rounds, a plan of their own and at most
     MAX_PROGRAMS_PER_SM * n_sm programs."""
     out = []
-    for i, base in enumerate(bases(K)):
+    for i, base in enumerate(CANDIDATES):
         out.append(base)
         seen = {split_plan(base, K)}
         blocks = _cdiv(N, 16 * base.warps_r)
@@ -131,9 +119,9 @@ def candidates(N: int, K: int, n_sm: int) -> tuple:
 
 
 def mma_supported(M: int, K: int) -> bool:
-    """Whether ``w12_matmul`` may route x [M, K] here: Gluon present, 1 <= M <= MAX_M, K % 8 == 0
-    (16-byte activation rows) and a tuning candidate with whole rounds on K."""
-    return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0 and bool(bases(K))
+    """Whether ``w12_matmul`` may route x [M, K] here: Gluon present, 1 <= M <= MAX_M and
+    K % 8 == 0 (16-byte activation rows)."""
+    return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0
 
 
 if HAS_GLUON:
@@ -511,7 +499,7 @@ def tuned_config(x: torch.Tensor, planes: W12Planes) -> MmaConfig:
     """The tuned config (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now when
     ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default."""
     return _k.cached_or_tuned(_tune_key(x, planes.N, planes.K), lambda: mma_autotune(x, planes),
-                              lambda: bases(planes.K)[0])
+                              lambda: CANDIDATES[0])
 
 
 def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:
@@ -523,8 +511,6 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
                          f"({planes.K}); got x {tuple(x.shape)}")
     if not HAS_GLUON:
         raise RuntimeError("w12_mma needs Triton with Gluon (triton >= 3.5)")
-    if cfg is None and not bases(K):
-        raise ValueError(f"w12_mma: no tuning candidate runs whole rounds on K = {K}; pass cfg")
     if planes.idx_rows != IDX_ROWS:
         raise ValueError(f"w12_mma reads the {IDX_ROWS}-row escape index")
     x = x.contiguous()
