@@ -13,7 +13,7 @@ timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
    ``kernel.time_calls_us`` (a CUDA graph of calls rotating over >= --ring-mb of weight copies,
    median of 5 replays): cuBLAS bf16 (``torch.matmul``), W12-TC (the Triton W12 GEMM at its
    untuned default config; at M <= 2 ``w12_matmul`` runs the GEMV, so W12-TC is not timed
-   there), W12-GEMV (default config, M <= 2 only) and W12-MMA at each of --configs (the best is
+   there), W12-GEMV (default config, or tuned with --gemv-tuned; M <= 2 only) and W12-MMA at each of --configs (the best is
    reported, all are in the JSON). Per model: the sums over one token's linear layers.
 """
 from __future__ import annotations
@@ -77,6 +77,9 @@ def main() -> int:
     ap.add_argument("--block-rows", type=int, default=1024)
     ap.add_argument("--time-limit", type=float, default=240.0)
     ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--gemv-tuned", action="store_true",
+                    help="at M <= 2 time the W12 GEMV at its tuned config (gemv_autotune over its "
+                    "candidates) instead of its default")
     args = ap.parse_args()
     t0 = time.time()
     tuned = args.configs == "tuned"
@@ -117,7 +120,8 @@ def main() -> int:
                 ctc = K.get_config("w12", acts[0], p, tune=False)
                 t_tc = GB.timed(lambda i: K.w12_matmul(acts[i], ring12[i], config=ctc), n)
             else:
-                cg = G.gemv_default_config(M, N, Kd, K._num_sms(acts[0].device))
+                cg = (G.gemv_autotune(acts[0], p) if args.gemv_tuned
+                      else G.gemv_default_config(M, N, Kd, K._num_sms(acts[0].device)))
                 t_gemv = GB.timed(lambda i: G.w12_gemv(acts[i], ring12[i], config=cg), n)
             tried = {}
             n_sm = K._num_sms(acts[0].device)
