@@ -51,8 +51,9 @@ Kernel design (one program = BLOCK_N weight rows x one split-K range x BLOCK_M a
   The counters are one buffer per device: split-K GEMMs must not run concurrently on two streams.
 * Large M (> ``DECODE_THEN_MATMUL_M``, fast mode only): decode to a bf16 scratch and call
   ``torch.matmul`` (prefill is compute-bound; decoding per activation tile would repeat the decode).
-* Small M (<= ``GEMV_MAX_M``, fast mode only): the CUDA-core GEMV of ``gemv.py``, which on the
-  H200 beats both this GEMM and cuBLAS at M = 1 and this GEMM at M = 2 (docs/benchmarks/w12.md).
+* Small M (fast mode only): ``MMA_MIN_M`` (2) to ``MMA_MAX_M`` (8) rows the Gluon tensor-core
+  kernel of ``mma.py``; M = 1 (and M = 2 without Gluon or with K % 8 != 0) the CUDA-core GEMV of
+  ``gemv.py``, which on the H200 beats this GEMM and cuBLAS at M = 1 (docs/benchmarks/w12.md).
 
 The kernels also run under ``TRITON_INTERPRET=1`` on CPU tensors (the tests do that). The
 interpreter mishandles bf16 ``tl.dot`` operands (it multiplies their raw uint16 storage), so in
@@ -90,8 +91,9 @@ ESC_PRE_VALUES = (0, 16, 32, 64, 128)   # GemmConfig.esc_pre (and gemv.GemvConfi
 ESC_PRE_CAND = 64          # the esc_pre that the tuning spaces pair with W12 tilings
 MAX_COL = 1 << 24          # kent packs the column in 24 bits
 DECODE_THEN_MATMUL_M = 256  # fast mode above this M: decode kernel + torch.matmul
-GEMV_MAX_M = 2  # fast mode up to this M: the CUDA-core GEMV (gemv.py; faster than this GEMM)
-MMA_MAX_M = 8   # and above it up to this M: the Gluon tensor-core kernel (mma.py; faster too)
+GEMV_MAX_M = 2  # fast mode up to this M: the CUDA-core GEMV (gemv.py; faster than this GEMM) ...
+MMA_MIN_M = 2   # ... except from this M to MMA_MAX_M where the Gluon tensor-core kernel runs
+MMA_MAX_M = 8   # (mma.py; at M = 2 2.5-8% faster per token than the tuned GEMV, session 32)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -1065,8 +1067,9 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
     ``bf16_matmul(x, decode(w), config=same config)`` bit for bit; otherwise they are added in the
     epilogue (exact products, fp32 rounding order differs). ``config``: fixed tiling (default:
     ``get_config``). Fast mode with no config on CUDA: M > ``DECODE_THEN_MATMUL_M`` decodes the
-    weight and calls ``torch.matmul``; M <= ``GEMV_MAX_M`` runs ``gemv.w12_gemv`` (tuned), M <=
-    ``MMA_MAX_M`` ``mma.w12_mma`` (tuned; where Gluon is available and K % 8 == 0).
+    weight and calls ``torch.matmul``; ``MMA_MIN_M`` <= M <= ``MMA_MAX_M`` runs ``mma.w12_mma``
+    (tuned) where Gluon is available and K % 8 == 0; else M <= ``GEMV_MAX_M`` ``gemv.w12_gemv``
+    (tuned).
     """
     planes = w if isinstance(w, W12Planes) else prepare(w, x.device)
     x = _as_2d_bf16(x, planes.K)
@@ -1075,12 +1078,13 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
     if config is None and not reproducible and x.is_cuda:
         if x.shape[0] > DECODE_THEN_MATMUL_M:
             return torch.matmul(x, decode_w12_gpu(planes).t())
-        if x.shape[0] <= GEMV_MAX_M:
+        from . import mma
+        M = x.shape[0]
+        if MMA_MIN_M <= M <= MMA_MAX_M and mma.mma_supported(M, planes.K):
+            return mma.w12_mma(x, planes)
+        if M <= GEMV_MAX_M:
             from .gemv import w12_gemv
             return w12_gemv(x, planes)
-        from . import mma
-        if x.shape[0] <= MMA_MAX_M and mma.mma_supported(x.shape[0], planes.K):
-            return mma.w12_mma(x, planes)
     if planes.tc is not None:   # the tensor-core GEMM's own escape index (W12Planes.tc)
         planes = planes.tc
     cfg = config or get_config("w12", x, planes)

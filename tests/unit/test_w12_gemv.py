@@ -488,25 +488,26 @@ def test_gpu_gemv_large_and_graph():
 
 @pytest.mark.gpu
 def test_gpu_w12_matmul_takes_the_tuned_gemv_at_small_m(monkeypatch):
-    """Fast-mode w12_matmul with M <= GEMV_MAX_M runs the GEMV with its tuned config (tuned on
-    first use, then cached); reproducible mode and larger M keep the tensor-core GEMM."""
+    """Fast-mode w12_matmul with M < MMA_MIN_M runs the GEMV with its tuned config (tuned on
+    first use, then cached); reproducible mode keeps the tensor-core GEMM."""
     monkeypatch.setattr(K, "_TUNED", {})
     monkeypatch.setattr(K, "_TUNE_FILE_LOADED", True)
     monkeypatch.delenv("SPECPILOT_W12_TUNE_FILE", raising=False)
     N, K_ = 1536, 2048
     x = make_weight(N, K_, 22, n_edges=50)
     p = K.prepare(encode(x), "cuda")
-    for M in range(1, K.GEMV_MAX_M + 1):
+    n_gemv = K.MMA_MIN_M - 1
+    for M in range(1, n_gemv + 1):
         a = acts(M, K_, M).cuda()
         y = K.w12_matmul(a, p)
         cfg = K._TUNED[G._tune_key(a, N, K_, True)]
         assert same_bits(y, G.w12_gemv(a, p, config=cfg))
         check_close(y, a.cpu(), x)
-    assert len(K._TUNED) == K.GEMV_MAX_M   # the GEMV's configs only
+    assert len(K._TUNED) == n_gemv   # the GEMV's configs only
     a = acts(1, K_, 1).cuda()
     y = K.w12_matmul(a, p, reproducible=True)   # the tensor-core GEMM, tuned on this call
     cfg = K.get_config("w12", a, p, tune=False)
-    assert len(K._TUNED) == K.GEMV_MAX_M + 1
+    assert len(K._TUNED) == n_gemv + 1
     assert cfg == K._TUNED[K._tune_key("w12", 1, N, K_, a.device)]
     assert same_bits(y, K._launch(a, p, cfg, True, 2))
 

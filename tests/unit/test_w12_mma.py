@@ -248,7 +248,7 @@ def test_tune_file_holds_mma_configs(tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 def test_gpu_w12_matmul_takes_the_tuned_mma_above_the_gemv(monkeypatch):
-    """Fast-mode w12_matmul at GEMV_MAX_M < M <= MMA_MAX_M runs w12_mma with its tuned config
+    """Fast-mode w12_matmul at MMA_MIN_M <= M <= MMA_MAX_M runs w12_mma with its tuned config
     (tuned on first use, cached under an "mma-" key)."""
     from specpilot.w12 import kernel as Kn
 
@@ -257,12 +257,12 @@ def test_gpu_w12_matmul_takes_the_tuned_mma_above_the_gemv(monkeypatch):
     monkeypatch.delenv("SPECPILOT_W12_TUNE_FILE", raising=False)
     N, K = 1536, 2048
     p = Kn.prepare(encode(make_weight(N, K, 5, n_edges=200)), "cuda")
-    for M in range(Kn.GEMV_MAX_M + 1, Kn.MMA_MAX_M + 1):
+    for M in range(Kn.MMA_MIN_M, Kn.MMA_MAX_M + 1):
         a = acts(M, K, M).cuda()
         y = Kn.w12_matmul(a, p)
         cfg = Kn._TUNED[mma._tune_key(a, N, K)]
         assert same_bits(y, mma.w12_mma(a, p, cfg))
-    assert len(Kn._TUNED) == Kn.MMA_MAX_M - Kn.GEMV_MAX_M
+    assert len(Kn._TUNED) == Kn.MMA_MAX_M - Kn.MMA_MIN_M + 1
 
 
 if __name__ == "__main__":
