@@ -12,9 +12,10 @@ timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
 2. Timing, per shape and M (--m, default 1, 2, 4, 8, 16), us per call as
    ``kernel.time_calls_us`` (a CUDA graph of calls rotating over >= --ring-mb of weight copies,
    median of 5 replays): cuBLAS bf16 (``torch.matmul``), W12-TC (the Triton W12 GEMM at its
-   untuned default config; at M <= 2 ``w12_matmul`` runs the GEMV, so W12-TC is not timed
-   there), W12-GEMV (default config, or tuned with --gemv-tuned; M <= 2 only) and W12-MMA at each of --configs (the best is
-   reported, all are in the JSON). Per model: the sums over one token's linear layers.
+   untuned default config, M > 2 only), W12-GEMV (default config, or tuned with --gemv-tuned;
+   M <= 2 only) and W12-MMA at each of --configs or, with --configs tuned, at each of the
+   tuner's candidates for the shape (the best is reported, all are in the JSON). Per model: the
+   sums over one token's linear layers.
 """
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ Public API
   K) where the GEMM's tuner caches its configs: in memory and, with ``$SPECPILOT_W12_TUNE_FILE``,
   in that JSON file (under "gemv-" keys; loaded on first use, so a new process does not tune again).
 
-``kernel.w12_matmul`` runs it in fast mode at M = 1 (and at M <= ``kernel.GEMV_MAX_M`` where the Gluon kernel cannot run). Like the GEMM, the
-kernel also runs in the Triton interpreter on CPU tensors (plain Triton ops instead of the inline
-PTX).
+``kernel.w12_matmul`` runs it in fast mode at M = 1 (and at M <= ``kernel.GEMV_MAX_M`` where
+the Gluon kernel cannot run). Like the GEMM, the kernel also runs in the Triton interpreter on
+CPU tensors (plain Triton ops instead of the inline PTX).
 """
 from __future__ import annotations
 
