@@ -113,6 +113,7 @@ def main() -> int:
         ring12, ring16 = GB.rings(p, xbig, args.ring_mb)
         n = len(ring12)
         wbytes = K.weight_bytes(p)
+        n_sm = K._num_sms(torch.device(DEV))
         for M in m_values:
             acts = [torch.randn(M, Kd, device=DEV).bfloat16() for _ in range(n)]
             t_cub = GB.timed(lambda i: torch.matmul(acts[i], ring16[i].t()), n)
@@ -122,10 +123,9 @@ def main() -> int:
                 t_tc = GB.timed(lambda i: K.w12_matmul(acts[i], ring12[i], config=ctc), n)
             else:
                 cg = (G.gemv_autotune(acts[0], p) if args.gemv_tuned
-                      else G.gemv_default_config(M, N, Kd, K._num_sms(acts[0].device)))
+                      else G.gemv_default_config(M, N, Kd, n_sm))
                 t_gemv = GB.timed(lambda i: G.w12_gemv(acts[i], ring12[i], config=cg), n)
             tried = {}
-            n_sm = K._num_sms(acts[0].device)
             for cfg in MM.candidates(N, Kd, n_sm) if tuned else configs:
                 tried[cfg.short] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
             best = min(tried, key=tried.get)

@@ -21,7 +21,8 @@ and decodes them in place, and the decoded words are already the A-operand regis
 Per round, a warp covers 16 rows x 16S pair columns (S = ``MmaConfig.words`` H words per lane):
 per thread 6 S / 4 16-byte plane loads, 2S decode calls and 2S MMAs per 8 activation rows.
 The warps of a program split K (``WK``); their partial sums meet in one cross-warp reduction at
-the end, so no split-K workspace is needed. Escapes decode to signed zero; their exact products
+the end. Across programs K is split only with ``MmaConfig.split`` > 1 (an fp32 workspace and a
+ticket, as the template GEMM's split-K; the tuner offers it on weights of few row blocks). Escapes decode to signed zero; their exact products
 (bf16 x bf16, exact in fp32) are computed before the main loop, while the first round's loads
 are in flight (fast mode only: not bit-equal to the bf16 GEMM; ``kernel.w12_matmul``'s
 reproducible mode keeps the template GEMM). Design notes and measurements: docs/w12.md,

@@ -66,8 +66,8 @@ def _compile_all() -> dict:
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
             "pdl": pdl, "gdc": ptx.count("griddepcontrol."),
             "pos": {op: ptx.find(op) for op in ("griddepcontrol.wait",
-                                                "griddepcontrol.launch_dependents", "ld.global",
-                                                "st.global", "atom.", "mma.sync")},
+                                                "griddepcontrol.launch_dependents", "st.global",
+                                                "atom.", "mma.sync")},
             "v4_before_wait": len(re.findall(r"ld\.global[^\n]*\.v4\.b32",
                                              ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
         }
