@@ -392,7 +392,9 @@ if HAS_GLUON:
             hbw = gl.load(hb_ptr + row * 4, mask=row_ok, other=0) + gl.zeros_like(hbw)
         return h, la, lb, hbw
 
-    @gluon.jit
+    # R == 1 (one round per row block) specialised as a constant fails in triton 3.6's
+    # TritonGPU -> LLVM lowering (session 33, call 1): R stays a runtime value
+    @gluon.jit(do_not_specialize=["R"])
     def _w12_mma_stream_kernel(x_ptr, x16_ptr, y_ptr, ws_ptr, lock_ptr, l_ptr, h_ptr, hb_ptr,
                                koff_ptr, kent_ptr, kval_ptr, M, N, KW, HW, G, sxm, sym, R, T,
                                WK: gl.constexpr, WR: gl.constexpr, NT: gl.constexpr,
