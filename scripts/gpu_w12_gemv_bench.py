@@ -269,11 +269,16 @@ def esc_ab(acts, ring, ref, c12, N: int, Kd: int, M: int) -> dict:
             report(f"w12_gemv {N}x{Kd} M={M} {c.short}", False, f"rel err {err:.2e}")
             continue
         out[label] = timed(lambda i, c=c: G.w12_gemv(acts[i], ring[i], config=c), len(ring))
-    bare = [K.W12Planes(N=q.N, K=q.K, L=q.L, H=q.H, hb=q.hb, koff=torch.zeros_like(q.koff),
-                        kent=q.kent[:0], kval=q.kval[:0]) for q in ring]
+    bare = bare_ring(ring)
     c0 = dataclasses.replace(c12, esc_pre=0, esc_late=0)
     out["none"] = timed(lambda i: G.w12_gemv(acts[i], bare[i], config=c0), len(ring))
     return out
+
+
+def bare_ring(ring: list) -> list:
+    """The ring's planes with an empty escape list (for timing only: the outputs are wrong)."""
+    return [K.W12Planes(N=q.N, K=q.K, L=q.L, H=q.H, hb=q.hb, koff=torch.zeros_like(q.koff),
+                        kent=q.kent[:0], kval=q.kval[:0]) for q in ring]
 
 
 def rings(p, xbig: torch.Tensor, ring_mb: int):

@@ -15,7 +15,9 @@ timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
    untuned default config, M > 2 only), W12-GEMV (default config, or tuned with --gemv-tuned;
    M <= 2 only) and W12-MMA at each of --configs or, with --configs tuned, at each of the
    tuner's candidates for the shape (the best is reported, all are in the JSON). Per model: the
-   sums over one token's linear layers.
+   sums over one token's linear layers. With --esc-ab, the best config again on the same planes
+   with an empty escape list ("no-esc": timing only, the outputs are wrong), so that the cost of
+   the escape prologue shows per layer.
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def main() -> int:
     ap.add_argument("--m", default="1,2,4,8,16")
     ap.add_argument("--configs", default="2/1/1/4,2/1/2/4,2/1/1/8,2/1/2/8,4/1/1/8,4/1/2/8,"
                     "2/1/1/8/128,4/1/1/8/128,2/1/2/8/168",
-                    help="warps_k/warps_r/ahead/words[/maxnreg[/split[/persist]]] (MmaConfig), "
+                    help="warps_k/warps_r/ahead/words[/maxnreg[/split]] (MmaConfig), "
                     "comma-separated; or 'tuned': per shape the tuner's candidates "
                     "(mma.candidates), which the tuner would pick the fastest of")
     ap.add_argument("--exclude", default="",
@@ -81,6 +83,8 @@ def main() -> int:
     ap.add_argument("--gemv-tuned", action="store_true",
                     help="at M <= 2 time the W12 GEMV at its tuned config (gemv_autotune over its "
                     "candidates) instead of its default")
+    ap.add_argument("--esc-ab", action="store_true",
+                    help="also time the best config on planes without escapes (no-esc column)")
     args = ap.parse_args()
     t0 = time.time()
     tuned = args.configs == "tuned"
@@ -130,14 +134,22 @@ def main() -> int:
                 tried[cfg.short] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
             best = min(tried, key=tried.get)
             t_m = tried[best]
+            t_bare = float("nan")
+            if args.esc_ab:
+                bare = GB.bare_ring(ring12)
+                cb = next(c for c in (MM.candidates(N, Kd, n_sm) if tuned else configs)
+                          if c.short == best)
+                t_bare = GB.timed(lambda i: MM.w12_mma(acts[i], bare[i], cb), n)
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
             for model, name, count in rows:
                 RESULTS["timing"].append({"model": model, "layer": name, "N": N, "K": Kd, "M": M,
                                           "count": count, "cublas_us": t_cub, "w12_tc_us": t_tc,
                                           "w12_gemv_us": t_gemv, "w12_mma_us": t_m,
-                                          "w12_mma_config": best, "w12_mma_tried": tried})
+                                          "w12_mma_config": best, "w12_mma_tried": tried,
+                                          "w12_mma_no_esc_us": t_bare})
                 print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} {t_tc:7.1f} "
                       f"{t_gemv:7.1f} {t_m:7.1f} {wbytes / t_m / 1e3:5.0f} {t_cub / t_m:8.2f} {best} "
+                      + (f"no-esc:{t_bare:.1f} " if args.esc_ab else "")
                       + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)
     print("\nper token (layers weighted by count), ms:")
     for model in models:

@@ -66,29 +66,24 @@ class MmaConfig:
     two); maxnreg: a register cap per thread for ptxas (0: none); split: programs per 16 WR
     rows splitting K into runs of whole rounds (split-K: fp32 partials in a workspace, the last
     program to finish sums them in split order), so that a layer with few row blocks still
-    fills the GPU and its last programs are short; persist: programs per SM of the stream-K
-    kernel (0: one program per row block and split): the rounds of all row blocks cut into
-    equal runs, one per program (``_w12_mma_stream_kernel``)."""
+    fills the GPU and its last programs are short."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
     words: int = 4
     maxnreg: int = 0
     split: int = 1
-    persist: int = 0
 
     def __post_init__(self):
         if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
-                or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1
-                or self.persist < 0 or (self.persist and (self.split > 1 or self.ahead == 0))):
+                or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1):
             raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         split = f"x{self.split}" if self.split > 1 else ""
-        persist = f"p{self.persist}" if self.persist else ""
-        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{persist}"
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}"
 
 
 def round_words(cfg: MmaConfig) -> int:
@@ -382,188 +377,6 @@ if HAS_GLUON:
             _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
 
     @gluon.jit
-    def _load_unit(h_ptr, l_ptr, hb_ptr, row, q, N, HW, more, hbw, HB_PER_ROW: gl.constexpr):
-        """The plane words of one unit (rows ``row``, H words ``q``; nothing where not ``more``)
-        and its decode base words (``hbw`` unchanged with a per-tensor base)."""
-        row_ok = (row < N) & more
-        h, la, lb = _load_planes(h_ptr + row.to(gl.int64) * HW, l_ptr + row.to(gl.int64) * (2 * HW),
-                                 row_ok, q, HW, HW)
-        if HB_PER_ROW:
-            hbw = gl.load(hb_ptr + row * 4, mask=row_ok, other=0) + gl.zeros_like(hbw)
-        return h, la, lb, hbw
-
-    # R == 1 (one round per row block) specialised as a constant fails in triton 3.6's
-    # TritonGPU -> LLVM lowering (session 33, call 1): R stays a runtime value
-    @gluon.jit(do_not_specialize=["R"])
-    def _w12_mma_stream_kernel(x_ptr, x16_ptr, y_ptr, ws_ptr, lock_ptr, l_ptr, h_ptr, hb_ptr,
-                               koff_ptr, kent_ptr, kval_ptr, M, N, KW, HW, G, sxm, sym, R, T,
-                               WK: gl.constexpr, WR: gl.constexpr, NT: gl.constexpr,
-                               S: gl.constexpr, AHEAD: gl.constexpr, HB_PER_ROW: gl.constexpr,
-                               ESC: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
-                               X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
-                               PDL: gl.constexpr = 0):
-        # Stream-K: the T = row blocks x R units (one round of one row block each) are cut into
-        # num_programs equal runs, program p taking units [p T / NP, (p + 1) T / NP) in order
-        # (unit t: row block t // R, round t % R), its plane loads running ahead across row block
-        # boundaries. A row block a program covers whole is stored directly; a part (a program's
-        # first or last row block) goes as an fp32 partial to slot (p, 0 first / 1 last) of
-        # ws_ptr [NP, 2, 16, 16 WR], and the last of the row block's programs (a ticket on
-        # lock_ptr, left at zero) sums the parts in program order. Arguments, escapes and PDL
-        # as _w12_mma_kernel's; AHEAD 1 or 2.
-        _gdc_launch_dependents(PDL == 1)
-        pid = gl.program_id(0)
-        NP = gl.num_programs(0)
-        t0 = pid * T // NP
-        t1 = (pid + 1) * T // NP
-        BR: gl.constexpr = 16 * WR
-        w = _i5(WK, 0, P)
-        gg = _i5(8 * WR, 1, P)
-        pr = _i5(2, 2, P)
-        c = _i5(4, 3, P)
-        s = _i5(S, 4, P)
-        roff = 16 * (gg // 8) + 2 * (gg % 8) + pr                    # [1, 8WR, 2, 1, 1]
-        q0 = (4 * S) * w + S * c + s                                  # [WK, 1, 1, 4, S]
-        SHAPE: gl.constexpr = [WK, 8 * WR, 2, 4, S]
-        if HB_PER_ROW:
-            hbw = gl.zeros(SHAPE, gl.int32, P)
-        else:
-            hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
-        step = 4 * S * WK
-        rb = t0 // R
-        r = t0 - rb * R
-        h, la, lb, hbw = _load_unit(h_ptr, l_ptr, hb_ptr, rb * BR + roff, r * step + q0, N, HW,
-                                    t0 < t1, hbw, HB_PER_ROW)
-        _gdc_wait(PDL > 0)
-        _gdc_launch_dependents(PDL == 3)
-
-        xw = _i4(WK, 0, X)
-        xg = _i4(8 * WR, 1, X)
-        xc = _i4(4, 2, X)
-        xt = _i4(2 * S, 3, X)
-        xq0 = 2 * ((4 * S) * xw + S * xc) + xt                        # [WK, 1, 4, 2S]
-        tok0 = xg % 8
-        xrow0 = x_ptr + tok0 * sxm
-        tok_ok0 = tok0 < M
-        xrow1 = x_ptr + (tok0 + 8) * sxm
-        tok_ok1 = (tok0 + 8) < M
-        if AHEAD >= 2:
-            xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * (r * step) + xq0, HW,
-                                       KW, HW, NT)
-        ACC: gl.constexpr = gl.SliceLayout(4, Q)
-        R3: gl.constexpr = gl.SliceLayout(0, ACC)
-        og = _i3(8 * WR, 0, R3)
-        op = _i3(2, 1, R3)
-        oc = _i3(4, 2, R3)
-        ooff = 16 * (og // 8) + 2 * (og % 8)            # row of r01 in the block; r23: + 1
-        otok = 2 * oc + op
-        zero = gl.zeros(SHAPE, gl.float32, Q)
-        acc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-        acc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-        bcc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-        bcc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-        seg0 = r                                        # the current part's first round
-        for t in range(t0, t1):
-            wrap = (r + 1 == R).to(gl.int32)
-            r_n = r + 1 - wrap * R
-            rb_n = rb + wrap
-            h2, la2, lb2, hb2 = _load_unit(h_ptr, l_ptr, hb_ptr, rb_n * BR + roff,
-                                           r_n * step + q0, N, HW, t + 1 < t1, hbw, HB_PER_ROW)
-            if AHEAD >= 2:
-                xa2, xb2, xc2, xd2 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1,
-                                             2 * (r_n * step) + xq0, HW, KW, HW, NT)
-            else:
-                xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * (r * step) + xq0,
-                                           HW, KW, HW, NT)
-            alo, ahi, blo, bhi = gl.inline_asm_elementwise(
-                _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
-                dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
-            alo = gl.convert_layout(alo, Q)
-            ahi = gl.convert_layout(ahi, Q)
-            blo = gl.convert_layout(blo, Q)
-            bhi = gl.convert_layout(bhi, Q)
-            d01, d23 = _mma(alo, ahi, _x_operand(xa, S, Q), zero, zero)
-            d01, d23 = _mma(blo, bhi, _x_operand(xb, S, Q), d01, d23)
-            acc01 += gl.sum(d01, axis=4)
-            acc23 += gl.sum(d23, axis=4)
-            if NT == 2:
-                d01, d23 = _mma(alo, ahi, _x_operand(xa1, S, Q), zero, zero)
-                d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
-                bcc01 += gl.sum(d01, axis=4)
-                bcc23 += gl.sum(d23, axis=4)
-            if (r == R - 1) | (t == t1 - 1):           # the end of a part
-                _stream_part(acc01, acc23, bcc01, bcc23, rb, seg0, r, pid, t0, NP, T, R,
-                             x16_ptr, y_ptr, ws_ptr, lock_ptr, koff_ptr, kent_ptr, kval_ptr,
-                             M, N, G, sxm, sym, otok, ooff, WR, NT, ESC, E4, EC)
-                acc01 = gl.zeros_like(acc01)
-                acc23 = gl.zeros_like(acc23)
-                bcc01 = gl.zeros_like(bcc01)
-                bcc23 = gl.zeros_like(bcc23)
-                seg0 = 0
-            h, la, lb, hbw = h2, la2, lb2, hb2
-            if AHEAD >= 2:
-                xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
-            r = r_n
-            rb = rb_n
-        _gdc_launch_dependents(PDL == 2)
-
-    @gluon.jit
-    def _stream_part(acc01, acc23, bcc01, bcc23, rb, seg0, r, pid, t0, NP, T, R, x16_ptr, y_ptr,
-                     ws_ptr, lock_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, G, sxm, sym, otok,
-                     ooff, WR: gl.constexpr, NT: gl.constexpr, ESC: gl.constexpr,
-                     E4: gl.constexpr, EC: gl.constexpr):
-        """The end of a part of row block rb (rounds seg0 .. r) in _w12_mma_stream_kernel: the
-        warps' sums, the escapes (the part that holds round 0), then y or a partial and the
-        ticket; the last part's program sums the partials of programs p_first .. p_last."""
-        BR: gl.constexpr = 16 * WR
-        n0 = rb * BR
-        r01 = gl.sum(acc01, axis=0)
-        r23 = gl.sum(acc23, axis=0)
-        if NT == 2:
-            s01 = gl.sum(bcc01, axis=0)
-            s23 = gl.sum(bcc23, axis=0)
-        else:   # not stored
-            s01 = r01
-            s23 = r23
-        if ESC:
-            if seg0 == 0:
-                r01, r23 = _escapes(r01, r23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr,
-                                    n0, N, M, G, WR, E4, EC)
-                if NT == 2:
-                    s01, s23 = _escapes(s01, s23, 8, x16_ptr, sxm, koff_ptr, kent_ptr,
-                                        kval_ptr, n0, N, M, G, WR, E4, EC)
-        if (seg0 == 0) & (r == R - 1):
-            _store_y(y_ptr, sym, r01, r23, s01, s23, otok, n0 + ooff, M, N, NT)
-        else:
-            part = 16 * BR
-            slot = (t0 // R != rb).to(gl.int32)     # 0: the program's first row block
-            ws_p = ws_ptr + (pid * 2 + slot).to(gl.int64) * part
-            _store_pair(ws_p, BR, r01, r23, otok, ooff, M, BR)
-            if NT == 2:
-                _store_pair(ws_p, BR, s01, s23, otok + 8, ooff, M, BR)
-            _barrier()   # every thread's partial is written before the ticket is taken
-            ticket = gl.atomic_add(lock_ptr + rb, 1, sem="acq_rel", scope="gpu")
-            u0 = rb * R
-            p_first = ((u0 + 1) * NP - 1) // T     # the programs holding units u0 and u0 + R - 1
-            p_last = ((u0 + R) * NP - 1) // T
-            if ticket == p_last - p_first:
-                slot = ((p_first * T // NP) // R != rb).to(gl.int32)
-                ws_s = ws_ptr + (p_first * 2 + slot).to(gl.int64) * part
-                r01, r23 = _load_pair(ws_s, BR, otok, ooff, M, BR)
-                if NT == 2:
-                    s01, s23 = _load_pair(ws_s, BR, otok + 8, ooff, M, BR)
-                for p in range(p_first + 1, p_last + 1):   # later programs start in rb: slot 0
-                    ws_s = ws_ptr + (p * 2).to(gl.int64) * part
-                    a01, a23 = _load_pair(ws_s, BR, otok, ooff, M, BR)
-                    r01 += a01
-                    r23 += a23
-                    if NT == 2:
-                        a01, a23 = _load_pair(ws_s, BR, otok + 8, ooff, M, BR)
-                        s01 += a01
-                        s23 += a23
-                _store_y(y_ptr, sym, r01, r23, s01, s23, otok, n0 + ooff, M, N, NT)
-                gl.atomic_xchg(lock_ptr + rb, 0)
-
-    @gluon.jit
     def _gdc_wait(ON: gl.constexpr):
         """griddepcontrol.wait (pdl.wait) when ON."""
         if ON:
@@ -707,32 +520,20 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     HW = planes.Kp // 8
     P, Q, X, E4 = layouts(cfg)
-    blocks = _cdiv(N, 16 * cfg.warps_r)
-    common = dict(WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words,
-                  AHEAD=cfg.ahead, HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, P=P,
-                  Q=Q, X=X, E4=E4, EC=esc_chunk(cfg),
-                  **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]),
-                  num_warps=cfg.warps_k * cfg.warps_r,
-                  **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
-    planes_args = (planes.L.view(torch.int32), planes.H.view(torch.int32),
-                   planes.hb.view(torch.int32) if planes.per_row else planes.hb,
-                   planes.koff, planes.kent, planes.kval)
-    sizes = (M, N, K // 2, HW, _cdiv(planes.Kp // 2, GROUP), x.stride(0) // 2, y.stride(0))
-    if cfg.persist:
-        rounds = _cdiv(HW, round_words(cfg))
-        units = blocks * rounds
-        n_prog = min(units, cfg.persist * _k._num_sms(x.device))
-        ws = torch.empty((n_prog, 2, 16, 16 * cfg.warps_r), dtype=torch.float32, device=x.device)
-        _w12_mma_stream_kernel[(n_prog,)](x.view(torch.int32), x, y, ws,
-                                          _k._locks(x.device, blocks), *planes_args, *sizes,
-                                          rounds, units, **common)
-        return y
     rps, split = split_plan(cfg, K)
+    blocks = _cdiv(N, 16 * cfg.warps_r)
     if split > 1:
         ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
         locks = _k._locks(x.device, blocks)
     else:
         ws = locks = y
-    _w12_mma_kernel[(blocks, split)](x.view(torch.int32), x, y, ws, locks, *planes_args, *sizes,
-                                     rps, USE_SPLIT=split > 1, **common)
+    _w12_mma_kernel[(blocks, split)](
+        x.view(torch.int32), x, y, ws, locks, planes.L.view(torch.int32),
+        planes.H.view(torch.int32), planes.hb.view(torch.int32) if planes.per_row else planes.hb,
+        planes.koff, planes.kent, planes.kval,
+        M, N, K // 2, HW, _cdiv(planes.Kp // 2, GROUP), x.stride(0) // 2, y.stride(0), rps,
+        WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
+        HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, USE_SPLIT=split > 1, P=P, Q=Q,
+        X=X, E4=E4, EC=esc_chunk(cfg), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]),
+        num_warps=cfg.warps_k * cfg.warps_r, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
     return y

@@ -24,19 +24,11 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
        "G": "i32", "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
-CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, stream-K)
-    (2, 1, 1, 8, 1, False, False, 0, False), (4, 1, 1, 4, 2, False, False, 0, False),
-    (2, 1, 1, 4, 2, False, True, 0, False),
-    (2, 1, 0, 4, 1, True, False, 3, False), (2, 1, 2, 4, 1, False, False, 0, False),
-    (2, 1, 2, 8, 1, False, True, 2, False),
-    (2, 1, 2, 8, 1, False, False, 2, True), (2, 1, 1, 4, 2, True, False, 3, True),
-    (4, 2, 1, 4, 1, False, False, 0, True)]
-
-
-def _label(c) -> str:
-    wk, wr, ahead, words, nt, _, split, _, stream = c
-    cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, persist=4 * stream)
-    return f"{cfg.short} nt{nt}"
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL)
+    (2, 1, 1, 8, 1, False, False, 0), (4, 1, 1, 4, 2, False, False, 0),
+    (2, 1, 1, 4, 2, False, True, 0),
+    (2, 1, 0, 4, 1, True, False, 3), (2, 1, 2, 4, 1, False, False, 0),
+    (2, 1, 2, 8, 1, False, True, 2)]
 
 
 def _compile_all() -> dict:
@@ -48,38 +40,29 @@ def _compile_all() -> dict:
     from tests.unit.sm90 import spills
 
     out = {}
-    for case in CASES:
-        wk, wr, ahead, words, nt, per_row, split, pdl, stream = case
-        cfg = mma.MmaConfig(wk, wr, ahead, words)
+    for wk, wr, ahead, words, nt, per_row, split, pdl in CASES:
+        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1)
         P, Q, X, E4 = mma.layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
-                      PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=mma.esc_chunk(cfg))
-        if stream:
-            del sig["RPS"]
-            sig.update(R="i32", T="i32")
-            kern = mma._w12_mma_stream_kernel
-        else:
-            consts["USE_SPLIT"] = split
-            kern = mma._w12_mma_kernel
+                      USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=mma.esc_chunk(cfg))
         names = list(sig)
         sig.update({k: "constexpr" for k in consts})
         # the launcher's specialisation of 16-byte-aligned pointers and sizes divisible by 16
         attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in ALIGNED}
-        k = triton.compile(GluonASTSource(kern, sig, consts, attrs),
+        k = triton.compile(GluonASTSource(mma._w12_mma_kernel, sig, consts, attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
         ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
-        if split or stream:   # the launcher passes M == 1 as a constant: that compiles too
+        if split:   # the launcher passes M == 1 as a constant: that variant compiles too
             sig1, consts1 = dict(sig, M="constexpr"), dict(consts, M=1)
-            triton.compile(GluonASTSource(kern, sig1, consts1, attrs),
+            triton.compile(GluonASTSource(mma._w12_mma_kernel, sig1, consts1, attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
-        out[_label(case)] = {
+        out[f"{cfg.short} nt{nt}"] = {
             "mma": ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
             "prmt": ptx.count("prmt.b32"),
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
-            "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead,
-            "split": split or stream, "stream": stream,
+            "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
             "pdl": pdl, "gdc": ptx.count("griddepcontrol."),
             "pos": {op: ptx.find(op) for op in ("griddepcontrol.wait",
@@ -96,7 +79,7 @@ def test_compiles_for_sm90_with_the_mma_layout():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert set(res) == {_label(c) for c in CASES}
+    assert set(res) == {f"{mma.MmaConfig(*c[:4], split=1 + c[6]).short} nt{c[4]}" for c in CASES}
     for name, r in res.items():
         S, nt = r["words"], r["nt"]
         # per round: 2 rows x S H words per thread; each H word is one MMA step of each half
@@ -104,13 +87,12 @@ def test_compiles_for_sm90_with_the_mma_layout():
         assert r["mma"] == 2 * S * nt, (name, r)
         assert r["prmt"] == 2 * S * 6, (name, r)     # DECODE_PTX: 6 prmt per H word
         # three planes x two rows of 16-byte loads per S / 4 words (twice with the prologue's
-        # round loaded ahead), plus the x loads (stream-K: the first round's per part is the
-        # loop's look-ahead)
+        # round loaded ahead), plus the x loads
         planes = 6 * S // 4 * (2 if r["ahead"] else 1)
         assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
         assert r["local_alloc"] == 0, (name, r)        # no shared-memory layout conversion
         assert r["spills"] in (0, None), (name, r)
-        # split-K and stream-K: one ticket taken and one reset (per part); none without
+        # split-K: one ticket taken and one reset per program; none without
         assert r["atom"] == (2 if r["split"] else 0), (name, r)
         # PDL: one wait and one launch_dependents
         assert r["gdc"] == (2 if r["pdl"] else 0), (name, r)
@@ -153,10 +135,6 @@ def test_config_labels():
         mma.MmaConfig(2, 1, 2, 6)
     with pytest.raises(ValueError, match="bad values"):
         mma.MmaConfig(split=0)
-    assert mma.MmaConfig(2, 1, 2, 8, persist=4).short == "k2r1a2s8p4"
-    for bad in (dict(persist=-1), dict(persist=2, split=2), dict(persist=2, ahead=0)):
-        with pytest.raises(ValueError, match="bad values"):
-            mma.MmaConfig(**bad)
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
     assert mma.esc_chunk(mma.MmaConfig(2, 1)) == mma.ESC_E
 
@@ -168,30 +146,20 @@ def test_config_labels():
     # last rounds partial (H words per row not a multiple of a round), weights in [1, 2): the
     # window's smallest code is large, so a masked-off plane word that decoded to it would show
     (64, 64, False, True), (96, 160, False, True), (272, 6656, False, True)])
-def test_matches_torch_on_gpu(N, K, per_row, narrow, monkeypatch):
+def test_matches_torch_on_gpu(N, K, per_row, narrow):
     from specpilot.w12 import kernel as Kn
 
     x = (torch.rand(N, K) + 1).bfloat16() if narrow else make_weight(N, K, N + K, per_row,
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
-    stream = (mma.MmaConfig(2, 1, 2, 8, persist=4), mma.MmaConfig(2, 1, 1, 4, persist=3),
-              mma.MmaConfig(4, 2, 1, 4, persist=1))
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
                 mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(4, 1, 2, 8),
                 # split-K: K = 5120 has 10 rounds of k2s8 -> runs of 4, 4, 2; 6656: 13 -> 5, 5, 3
                 mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(2, 1, 1, 4, split=2),
-                mma.MmaConfig(4, 2, 0, 4, split=4)) + stream:
+                mma.MmaConfig(4, 2, 0, 4, split=4)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
-    # stream-K on fewer programs than the GPU's: runs over several row blocks, parts of 1 to
-    # many rounds, programs that hold a row block whole between two parts
-    for n_sm in (1, 3, 7):
-        monkeypatch.setattr(Kn, "_num_sms", lambda device, n=n_sm: n)
-        for cfg in stream:
-            for M in (1, 5, 9):
-                a = acts(M, K, M + n_sm)
-                check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
 
 
 def test_split_plan_runs_whole_rounds():
@@ -235,14 +203,14 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
               for i in range(6)]
     cfgs = (mma.MmaConfig(2, 1, 2, 8), mma.MmaConfig(2, 1, 2, 8, split=2),
-            mma.MmaConfig(2, 1, 1, 4, split=4), mma.MmaConfig(2, 1, 2, 8, persist=1))
+            mma.MmaConfig(2, 1, 1, 4, split=4))
     x0 = acts(4, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
 
     def chain():
         h, outs = x0, []
         for i, p in enumerate(layers):
-            h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfgs[i % len(cfgs)])
+            h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfgs[i % 3])
             outs.append(h)
         return outs
 
