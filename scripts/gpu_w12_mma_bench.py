@@ -71,7 +71,7 @@ def main() -> int:
     ap.add_argument("--m", default="1,2,4,8,16")
     ap.add_argument("--configs", default="2/1/1/4,2/1/2/4,2/1/1/8,2/1/2/8,4/1/1/8,4/1/2/8,"
                     "2/1/1/8/128,4/1/1/8/128,2/1/2/8/168",
-                    help="warps_k/warps_r/ahead/words[/maxnreg[/split]] (MmaConfig), "
+                    help="warps_k/warps_r/ahead/words[/maxnreg[/split[/esc_pre]]] (MmaConfig), "
                     "comma-separated; or 'tuned': per shape the tuner's candidates "
                     "(mma.candidates), which the tuner would pick the fastest of")
     ap.add_argument("--exclude", default="",

@@ -66,24 +66,30 @@ class MmaConfig:
     two); maxnreg: a register cap per thread for ptxas (0: none); split: programs per 16 WR
     rows splitting K into runs of whole rounds (split-K: fp32 partials in a workspace, the last
     program to finish sums them in split order), so that a layer with few row blocks still
-    fills the GPU and its last programs are short."""
+    fills the GPU and its last programs are short; esc_pre: 0 = the escapes' exact products
+    before the main loop (their loads waiting while the first round streams), n > 0 = the range
+    and the first n chunks of entries loaded before the main loop (constant: before the PDL
+    wait) and every product after it."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
     words: int = 4
     maxnreg: int = 0
     split: int = 1
+    esc_pre: int = 0
 
     def __post_init__(self):
         if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
-                or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1):
+                or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1
+                or self.esc_pre not in (0, 1, 2, 4)):
             raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         split = f"x{self.split}" if self.split > 1 else ""
-        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}"
+        esc = f"e{self.esc_pre}" if self.esc_pre else ""
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}"
 
 
 def round_words(cfg: MmaConfig) -> int:
@@ -103,10 +109,11 @@ def candidates(N: int, K: int, n_sm: int) -> tuple:
     """The tuning space for an N x K weight on a GPU of n_sm SMs: CANDIDATES, and where the
     row blocks are few (<= SPLIT_MAX_BLOCKS_PER_SM * n_sm), for the first SPLIT_BASES bases the
     splits of SPLITS that give each program >= 2 rounds, a plan of their own and at most
-    MAX_PROGRAMS_PER_SM * n_sm programs."""
+    MAX_PROGRAMS_PER_SM * n_sm programs; each of them also with the escapes after the main loop
+    (esc_pre ESC_PRE)."""
     out = []
     for i, base in enumerate(CANDIDATES):
-        out.append(base)
+        out += [base, replace(base, esc_pre=ESC_PRE)]
         seen = {split_plan(base, K)}
         blocks = _cdiv(N, 16 * base.warps_r)
         few = blocks <= SPLIT_MAX_BLOCKS_PER_SM * n_sm
@@ -115,7 +122,7 @@ def candidates(N: int, K: int, n_sm: int) -> tuple:
             plan = split_plan(cfg, K)
             if plan not in seen and plan[0] >= 2 and blocks * plan[1] <= MAX_PROGRAMS_PER_SM * n_sm:
                 seen.add(plan)
-                out.append(cfg)
+                out += [cfg, replace(cfg, esc_pre=ESC_PRE)]
     return tuple(out)
 
 
@@ -230,6 +237,7 @@ if HAS_GLUON:
                         AHEAD: gl.constexpr, HB_PER_ROW: gl.constexpr, ESC: gl.constexpr,
                         USE_SPLIT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
+                        EP: gl.constexpr = 0, E4P: gl.constexpr = None,
                         PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
@@ -238,7 +246,9 @@ if HAS_GLUON:
         # counter per row block (left at zero). PDL (kernels/pdl.py, as the GEMV's): the next
         # kernel may launch at the start (1), after the main loop (2) or after the wait (3); the
         # plane loads of the first round (constant weights) come before the wait, x and every
-        # write after it
+        # write after it. Escapes: with EP == 0 their exact products before the main loop; with
+        # EP > 0 the range and the first EP entries (constant) loaded before the wait and every
+        # product after the main loop
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -285,6 +295,10 @@ if HAS_GLUON:
         n_iter = gl.cdiv(lim - k0, step)
         if AHEAD >= 1:
             h, la, lb = _load_planes(hrow, lrow, row_ok, k0 + q0, HW, lim)
+        if ESC and EP > 0:   # all of the rows' escapes (every K) in the first split
+            elo, ehi = _esc_range(koff_ptr, n0, N, G, WR)
+            ehi = elo + (ehi - elo) * (pid_k == 0).to(gl.int32)
+            ent, ev, eok = _esc_entries(kent_ptr, kval_ptr, elo, ehi, E4P, EP)
         _gdc_wait(PDL > 0)
         _gdc_launch_dependents(PDL == 3)
         if AHEAD >= 2:
@@ -300,7 +314,7 @@ if HAS_GLUON:
         e23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         f01 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         f23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
-        if ESC:
+        if ESC and EP == 0:
             if pid_k == 0:   # all of the rows' escapes (every K) in the first split
                 e01, e23 = _escapes(e01, e23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr,
                                     n0, N, M, G, WR, E4, EC)
@@ -340,6 +354,18 @@ if HAS_GLUON:
             if AHEAD >= 2:
                 xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
         _gdc_launch_dependents(PDL == 2)
+        if ESC and EP > 0:   # the entries loaded ahead, then any further ones EC at a time
+            e01, e23 = _esc_products(e01, e23, 0, x16_ptr, sxm, ent, ev, eok, n0, M, WR, E4P)
+            if NT == 2:
+                f01, f23 = _esc_products(f01, f23, 8, x16_ptr, sxm, ent, ev, eok, n0, M, WR,
+                                         E4P)
+            for e0 in range(elo + EP, ehi, EC):
+                ent2, ev2, eok2 = _esc_entries(kent_ptr, kval_ptr, e0, ehi, E4, EC)
+                e01, e23 = _esc_products(e01, e23, 0, x16_ptr, sxm, ent2, ev2, eok2, n0, M, WR,
+                                         E4)
+                if NT == 2:
+                    f01, f23 = _esc_products(f01, f23, 8, x16_ptr, sxm, ent2, ev2, eok2, n0, M,
+                                             WR, E4)
 
         # reduce over the warps (w): [8WR, 2, 4] per accumulator
         r01 = gl.sum(acc01, axis=0) + e01
@@ -415,34 +441,55 @@ if HAS_GLUON:
                         M, N)
 
     @gluon.jit
-    def _escapes(r01, r23, tok0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0, N, M, G,
-                 WR: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr):
+    def _esc_range(koff_ptr, n0, N, G, WR: gl.constexpr):
+        """[lo, hi): the entries of rows [n0, n0 + 16 WR) in the 16-row escape index, all K."""
+        b0 = n0 // 16
+        lo = gl.load(koff_ptr + b0 * G)
+        hi = gl.load(koff_ptr + gl.minimum(b0 + WR, gl.cdiv(N, 16)) * G)
+        return lo, hi
+
+    @gluon.jit
+    def _esc_entries(kent_ptr, kval_ptr, e0, hi, E4: gl.constexpr, EC: gl.constexpr):
+        """Entries [e0, min(e0 + EC, hi)): (kent, kval, valid) as [EC] in E4's slice (one load
+        per entry and thread: broadcast to [EC, 8WR, 2, 4] only in _esc_products)."""
+        e = gl.arange(0, EC, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, E4))))
+        ok = e0 + e < hi
+        ent = gl.load(kent_ptr + e0 + e, mask=ok, other=0)
+        v = gl.load(kval_ptr + e0 + e, mask=ok, other=0)
+        return ent, v, ok
+
+    @gluon.jit
+    def _esc_products(r01, r23, tok0, x16_ptr, sxm, ent, v, ok, n0, M, WR: gl.constexpr,
+                      E4: gl.constexpr):
         """r01 / r23 ([8WR, 2, 4]: rows n0 + 16 (g // 8) + 2 (g % 8) and that + 1, activation row
-        tok0 + 2c + p) plus the exact products of the escapes of rows [n0, n0 + 16 WR), all K.
-        The program's escapes are one range of the 16-row escape index; they are taken EC at a
-        time as [EC, 8WR, 2, 4] products reduced over the escapes."""
+        tok0 + 2c + p) plus the exact products of the entries (ent, v, ok) of _esc_entries, as
+        [EC, 8WR, 2, 4] products reduced over the entries."""
         R: gl.constexpr = r01.type.layout
-        e = _i4(EC, 0, E4)
         g = _i4(8 * WR, 1, E4)
         p = _i4(2, 2, E4)
         c = _i4(4, 3, E4)
         lrow = 16 * (g // 8) + 2 * (g % 8)                          # [1, 8WR, 1, 1]
         tok = tok0 + 2 * c + p                                      # [1, 1, 2, 4]
-        b0 = n0 // 16
-        lo = gl.load(koff_ptr + b0 * G)
-        hi = gl.load(koff_ptr + gl.minimum(b0 + WR, gl.cdiv(N, 16)) * G)
+        ent = ent[:, None, None, None]
+        r = (((ent >> 24) & 0xFF) - n0 % 256) & 255                 # row in the program
+        col = ent & 0xFFFFFF
+        xv = gl.load(x16_ptr + tok * (2 * sxm) + col, mask=ok[:, None, None, None] & (tok < M),
+                     other=0.0)
+        w = v.to(gl.bfloat16, bitcast=True).to(gl.float32)[:, None, None, None]
+        add = xv.to(gl.float32) * w                                 # exact (bf16 x bf16)
+        a01 = gl.sum(gl.where(lrow == r, add, 0.0), axis=0)
+        a23 = gl.sum(gl.where(lrow + 1 == r, add, 0.0), axis=0)
+        return r01 + gl.convert_layout(a01, R), r23 + gl.convert_layout(a23, R)
+
+    @gluon.jit
+    def _escapes(r01, r23, tok0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr, n0, N, M, G,
+                 WR: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr):
+        """r01 / r23 plus the exact products of the escapes of rows [n0, n0 + 16 WR), all K (one
+        range of the 16-row escape index), taken EC at a time."""
+        lo, hi = _esc_range(koff_ptr, n0, N, G, WR)
         for e0 in range(lo, hi, EC):
-            ok = e0 + e < hi                                        # [E, 1, 1, 1]
-            ent = gl.load(kent_ptr + e0 + e, mask=ok, other=0)
-            v = gl.load(kval_ptr + e0 + e, mask=ok, other=0).to(gl.bfloat16, bitcast=True)
-            r = (((ent >> 24) & 0xFF) - n0 % 256) & 255             # row in the program
-            col = ent & 0xFFFFFF
-            xv = gl.load(x16_ptr + tok * (2 * sxm) + col, mask=ok & (tok < M), other=0.0)
-            add = xv.to(gl.float32) * v.to(gl.float32)              # exact (bf16 x bf16)
-            a01 = gl.sum(gl.where(lrow == r, add, 0.0), axis=0)
-            a23 = gl.sum(gl.where(lrow + 1 == r, add, 0.0), axis=0)
-            r01 = r01 + gl.convert_layout(a01, R)
-            r23 = r23 + gl.convert_layout(a23, R)
+            ent, v, ok = _esc_entries(kent_ptr, kval_ptr, e0, hi, E4, EC)
+            r01, r23 = _esc_products(r01, r23, tok0, x16_ptr, sxm, ent, v, ok, n0, M, WR, E4)
         return r01, r23
 
 
@@ -451,19 +498,23 @@ def esc_chunk(cfg: MmaConfig) -> int:
     return max(ESC_E, 4 * cfg.warps_k * cfg.warps_r)
 
 
+def esc_layout(cfg: MmaConfig, entries: int):
+    """The layout of [entries, 8 WR, 2, 4] escape products (entries a multiple of 4 per warp)."""
+    nw = cfg.warps_k * cfg.warps_r
+    return gl.BlockedLayout([entries // (4 * nw), 1, 2, 4], [4, 8, 1, 1], [nw, 1, 1, 1],
+                            [3, 2, 1, 0])
+
+
 def layouts(cfg: MmaConfig):
-    """(P, Q, E4): the plane layout (16-byte runs per thread and row), the MMA-side layout (the
-    same elements per thread, row / token parity fastest in registers) and the escape
-    epilogue's layout ([ESC_E, 8 WR, 2, 4])."""
+    """(P, Q, X, E4): the plane layout (16-byte runs per thread and row), the MMA-side layout
+    (the same elements per thread, row / token parity fastest in registers), the x layout and
+    the escape epilogue's layout ([esc_chunk, 8 WR, 2, 4])."""
     wk, wr = cfg.warps_k, cfg.warps_r
     S = cfg.words
     P = gl.BlockedLayout([1, 1, 2, 1, S], [1, 8, 1, 4, 1], [wk, wr, 1, 1, 1], [4, 3, 2, 1, 0])
     Q = gl.BlockedLayout([1, 1, 2, 1, S], [1, 8, 1, 4, 1], [wk, wr, 1, 1, 1], [2, 4, 3, 1, 0])
     X = gl.BlockedLayout([1, 1, 1, 2 * S], [1, 8, 4, 1], [wk, wr, 1, 1], [3, 2, 1, 0])
-    nw = wk * wr
-    E4 = gl.BlockedLayout([esc_chunk(cfg) // (4 * nw), 1, 2, 4], [4, 8, 1, 1], [nw, 1, 1, 1],
-                          [3, 2, 1, 0])
-    return P, Q, X, E4
+    return P, Q, X, esc_layout(cfg, esc_chunk(cfg))
 
 
 # the tuning space: the configs that won a layer of Qwen3.8-27B or Muse-Glimmer-30B at M = 1-8
@@ -474,6 +525,7 @@ CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 8
 # (session 32) a split won only at 320 and 544 row blocks (Qwen3.8's down, Muse's qkv) and cost
 # 5-15% at >= 1030 (each split program pays a ticket and a workspace round trip)
 SPLITS = (1, 2, 3, 4, 6, 8)
+ESC_PRE = 1   # the escape mode the tuner also tries
 SPLIT_BASES = 2
 SPLIT_MAX_BLOCKS_PER_SM = 5
 MAX_PROGRAMS_PER_SM = 40
@@ -534,6 +586,7 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
         M, N, K // 2, HW, _cdiv(planes.Kp // 2, GROUP), x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
         HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, USE_SPLIT=split > 1, P=P, Q=Q,
-        X=X, E4=E4, EC=esc_chunk(cfg), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]),
+        X=X, E4=E4, EC=esc_chunk(cfg), EP=esc_chunk(cfg) * cfg.esc_pre,
+        E4P=esc_layout(cfg, esc_chunk(cfg) * max(cfg.esc_pre, 1)), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]),
         num_warps=cfg.warps_k * cfg.warps_r, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
     return y

@@ -9,6 +9,7 @@ docs/benchmarks/w12.md with ``scripts/gpu_w12_mma_bench.py``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import re
 
 import pytest
@@ -24,11 +25,13 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
        "G": "i32", "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
-CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL)
-    (2, 1, 1, 8, 1, False, False, 0), (4, 1, 1, 4, 2, False, False, 0),
-    (2, 1, 1, 4, 2, False, True, 0),
-    (2, 1, 0, 4, 1, True, False, 3), (2, 1, 2, 4, 1, False, False, 0),
-    (2, 1, 2, 8, 1, False, True, 2)]
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre)
+    (2, 1, 1, 8, 1, False, False, 0, 0), (4, 1, 1, 4, 2, False, False, 0, 0),
+    (2, 1, 1, 4, 2, False, True, 0, 0),
+    (2, 1, 0, 4, 1, True, False, 3, 0), (2, 1, 2, 4, 1, False, False, 0, 0),
+    (2, 1, 2, 8, 1, False, True, 2, 0),
+    (2, 1, 2, 8, 1, False, False, 2, 1), (2, 1, 1, 4, 2, True, True, 3, 2),
+    (4, 2, 0, 4, 1, False, False, 0, 4)]
 
 
 def _compile_all() -> dict:
@@ -40,12 +43,14 @@ def _compile_all() -> dict:
     from tests.unit.sm90 import spills
 
     out = {}
-    for wk, wr, ahead, words, nt, per_row, split, pdl in CASES:
-        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1)
+    for wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre in CASES:
+        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre)
         P, Q, X, E4 = mma.layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
+        ec = mma.esc_chunk(cfg)
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
-                      USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=mma.esc_chunk(cfg))
+                      USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=ec, EP=ec * esc_pre,
+                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)))
         names = list(sig)
         sig.update({k: "constexpr" for k in consts})
         # the launcher's specialisation of 16-byte-aligned pointers and sizes divisible by 16
@@ -63,6 +68,8 @@ def _compile_all() -> dict:
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
+            "esc_pre": esc_pre, "ld_before_wait": len(re.findall(
+                r"ld\.global", ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
             "pdl": pdl, "gdc": ptx.count("griddepcontrol."),
             "pos": {op: ptx.find(op) for op in ("griddepcontrol.wait",
@@ -79,7 +86,8 @@ def test_compiles_for_sm90_with_the_mma_layout():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert set(res) == {f"{mma.MmaConfig(*c[:4], split=1 + c[6]).short} nt{c[4]}" for c in CASES}
+    assert set(res) == {f"{mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8]).short} nt{c[4]}"
+                        for c in CASES}
     for name, r in res.items():
         S, nt = r["words"], r["nt"]
         # per round: 2 rows x S H words per thread; each H word is one MMA step of each half
@@ -104,6 +112,10 @@ def test_compiles_for_sm90_with_the_mma_layout():
             assert pos["atom."] == -1 or pos["atom."] > wait, (name, pos)
             planes = 6 * r["words"] // 4
             assert r["v4_before_wait"] == (planes if r["ahead"] else 0), (name, r)
+            # esc_pre: the index range (2 loads) and the entries (kent and kval: one load per
+            # entry and thread, esc_pre chunks of >= 4 per warp) come before the wait too
+            if r["esc_pre"]:
+                assert r["ld_before_wait"] >= r["v4_before_wait"] + 2 + 2 * r["esc_pre"], r
             # the next kernel may launch after the main loop (2) or right after the wait (3)
             assert wait < launch and (launch > pos["mma.sync"]) == (r["pdl"] == 2), (name, pos)
 
@@ -135,6 +147,9 @@ def test_config_labels():
         mma.MmaConfig(2, 1, 2, 6)
     with pytest.raises(ValueError, match="bad values"):
         mma.MmaConfig(split=0)
+    assert mma.MmaConfig(2, 1, 2, 8, split=3, esc_pre=2).short == "k2r1a2s8x3e2"
+    with pytest.raises(ValueError, match="bad values"):
+        mma.MmaConfig(esc_pre=3)
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
     assert mma.esc_chunk(mma.MmaConfig(2, 1)) == mma.ESC_E
 
@@ -156,7 +171,12 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                 mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(4, 1, 2, 8),
                 # split-K: K = 5120 has 10 rounds of k2s8 -> runs of 4, 4, 2; 6656: 13 -> 5, 5, 3
                 mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(2, 1, 1, 4, split=2),
-                mma.MmaConfig(4, 2, 0, 4, split=4)):
+                mma.MmaConfig(4, 2, 0, 4, split=4),
+                # escape entries loaded ahead, products after the main loop (1-4 chunks ahead,
+                # the rest of a row block's escapes in further chunks)
+                mma.MmaConfig(2, 1, 2, 8, esc_pre=1), mma.MmaConfig(2, 1, 1, 4, esc_pre=2),
+                mma.MmaConfig(2, 1, 2, 8, split=3, esc_pre=1),
+                mma.MmaConfig(4, 2, 0, 4, split=2, esc_pre=4)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
@@ -173,7 +193,7 @@ def test_split_plan_runs_whole_rounds():
 
 def test_candidates_split_where_the_row_blocks_are_few():
     # Qwen3.8's down (320 row blocks, 34 rounds of k2s8): every split with its own plan
-    c = mma.candidates(5120, 17408, 132)
+    c = [x for x in mma.candidates(5120, 17408, 132) if not x.esc_pre]
     assert [x.short for x in c if x.warps_k == 2 and x.words == 8 and x.ahead == 2
             and not x.maxnreg] == ["k2r1a2s8", "k2r1a2s8x2", "k2r1a2s8x3", "k2r1a2s8x4",
                                    "k2r1a2s8x6", "k2r1a2s8x8"]
@@ -182,11 +202,15 @@ def test_candidates_split_where_the_row_blocks_are_few():
     n_bases = len(mma.CANDIDATES)
     assert all(x.split == 1 for x in c[len(c) - n_bases + mma.SPLIT_BASES:])
     # many row blocks (an lm_head, a gate_up: 2176 > 5 x 132): no split
-    assert mma.candidates(248320, 5120, 132) == mma.CANDIDATES
-    assert mma.candidates(34816, 5120, 132) == mma.CANDIDATES
+    twins = tuple(c for base in mma.CANDIDATES for c in (base, replace(base, esc_pre=1)))
+    assert mma.candidates(248320, 5120, 132) == twins
+    assert mma.candidates(34816, 5120, 132) == twins
     # >= 2 rounds per program: K = 2048 has 4 rounds of k2s8 -> split 2 only
     assert [x.split for x in mma.candidates(256, 2048, 132) if x.words == 8 and x.warps_k == 2
-            and x.ahead == 2 and not x.maxnreg] == [1, 2]
+            and x.ahead == 2 and not x.maxnreg and not x.esc_pre] == [1, 2]
+    # every candidate comes with its twin of the escapes after the main loop, next to it
+    c = mma.candidates(5120, 17408, 132)
+    assert c[1::2] == tuple(replace(x, esc_pre=mma.ESC_PRE) for x in c[::2])
 
 
 @pytest.mark.gpu
@@ -203,14 +227,14 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
               for i in range(6)]
     cfgs = (mma.MmaConfig(2, 1, 2, 8), mma.MmaConfig(2, 1, 2, 8, split=2),
-            mma.MmaConfig(2, 1, 1, 4, split=4))
+            mma.MmaConfig(2, 1, 1, 4, split=4, esc_pre=1), mma.MmaConfig(2, 1, 2, 8, esc_pre=2))
     x0 = acts(4, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
 
     def chain():
         h, outs = x0, []
         for i, p in enumerate(layers):
-            h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfgs[i % 3])
+            h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfgs[i % len(cfgs)])
             outs.append(h)
         return outs
 
