@@ -22,11 +22,13 @@ Per round, a warp covers 16 rows x 16S pair columns (S = ``MmaConfig.words`` H w
 per thread 6 S / 4 16-byte plane loads, 2S decode calls and 2S MMAs per 8 activation rows.
 The warps of a program split K (``WK``); their partial sums meet in one cross-warp reduction at
 the end. Across programs K is split only with ``MmaConfig.split`` > 1 (an fp32 workspace and a
-ticket, as the template GEMM's split-K; the tuner offers it on weights of few row blocks). Escapes decode to signed zero; their exact products
-(bf16 x bf16, exact in fp32) are computed before the main loop, while the first round's loads
-are in flight (fast mode only: not bit-equal to the bf16 GEMM; ``kernel.w12_matmul``'s
-reproducible mode keeps the template GEMM). Design notes and measurements: docs/w12.md,
-"Tensor-core kernel for few rows".
+ticket, as the template GEMM's split-K; the tuner offers it on weights of few row blocks).
+
+Escapes decode to signed zero. Their exact products (bf16 x bf16, exact in fp32) are computed
+before the main loop while the first round's loads are in flight, or, with
+``MmaConfig.esc_pre``, after it from entries loaded before it. Fast mode only: not bit-equal to
+the bf16 GEMM; ``kernel.w12_matmul``'s reproducible mode keeps the template GEMM. Design notes
+and measurements: docs/w12.md, "Tensor-core kernel for few rows".
 
 GPU only (sm_80+: ``mma.sync``). Gluon has no interpreter, so on CPU the tests compile the
 kernel for sm_90 and check its code; the numerics are checked on the GPU.
@@ -237,8 +239,7 @@ if HAS_GLUON:
                         AHEAD: gl.constexpr, HB_PER_ROW: gl.constexpr, ESC: gl.constexpr,
                         USE_SPLIT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
-                        EP: gl.constexpr = 0, E4P: gl.constexpr = None,
-                        PDL: gl.constexpr = 0):
+                        EP: gl.constexpr, E4P: gl.constexpr, PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
@@ -525,10 +526,12 @@ CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 8
 # (session 32) a split won only at 320 and 544 row blocks (Qwen3.8's down, Muse's qkv) and cost
 # 5-15% at >= 1030 (each split program pays a ticket and a workspace round trip)
 SPLITS = (1, 2, 3, 4, 6, 8)
-ESC_PRE = 1   # the escape mode the tuner also tries
 SPLIT_BASES = 2
 SPLIT_MAX_BLOCKS_PER_SM = 5
 MAX_PROGRAMS_PER_SM = 40
+# the escape placement the tuner tries besides 0 for every candidate: on the H200 (session 33)
+# esc_pre 1 won the lm_heads (6-7%), Qwen3.8's gate_up and Muse's qkv, and lost elsewhere
+ESC_PRE = 1
 
 
 def _tune_key(x: torch.Tensor, N: int, K: int) -> str:
@@ -587,6 +590,7 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
         HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, USE_SPLIT=split > 1, P=P, Q=Q,
         X=X, E4=E4, EC=esc_chunk(cfg), EP=esc_chunk(cfg) * cfg.esc_pre,
-        E4P=esc_layout(cfg, esc_chunk(cfg) * max(cfg.esc_pre, 1)), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]),
-        num_warps=cfg.warps_k * cfg.warps_r, **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
+        E4P=esc_layout(cfg, esc_chunk(cfg) * max(cfg.esc_pre, 1)),
+        **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]), num_warps=cfg.warps_k * cfg.warps_r,
+        **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
     return y
