@@ -17,7 +17,9 @@ timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
    tuner's candidates for the shape (the best is reported, all are in the JSON). Per model: the
    sums over one token's linear layers. With --esc-ab, the best config again on the same planes
    with an empty escape list ("no-esc": timing only, the outputs are wrong), so that the cost of
-   the escape prologue shows per layer.
+   the escape prologue shows per layer. With --bf16, also ``mma.bf16_mma`` (the same loop on
+   the bf16 weight; the verify rows of a bf16 model with ``layers.linear.FUSE_MMA``) at each of
+   ``mma.bf16_candidates`` (checked first on the layer shapes at M = 1, 8, 16), and its sums.
 """
 from __future__ import annotations
 
@@ -64,6 +66,20 @@ def check(tag: str, p, w: torch.Tensor, configs, m_values) -> None:
               f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
 
 
+def check_bf16(N: int, Kd: int, w: torch.Tensor) -> None:
+    """bf16_mma at the first two bf16 candidates against fp32 torch, M = 1, 8, 16."""
+    worst = 0.0
+    ok = True
+    for M in (1, 8, 16):
+        a = torch.randn(M, Kd, device=DEV).bfloat16()
+        ref = GB.reference(a, w)
+        for cfg in MM.bf16_candidates(N, Kd, K._num_sms(torch.device(DEV)))[:2]:
+            same, err, _ = WB.compare(MM.bf16_mma(a, w, cfg), ref)
+            ok, worst = ok and same, max(worst, err)
+    WB.report(f"bf16_mma vs torch fp32, {N}x{Kd}", ok and worst < 5e-3,
+              f"worst rel err {worst:.2e}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="w12_mma_bench.json")
@@ -85,6 +101,8 @@ def main() -> int:
                     "candidates) instead of its default")
     ap.add_argument("--esc-ab", action="store_true",
                     help="also time the best config on planes without escapes (no-esc column)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="also time bf16_mma on the bf16 weights over its candidates")
     args = ap.parse_args()
     t0 = time.time()
     tuned = args.configs == "tuned"
@@ -104,6 +122,9 @@ def main() -> int:
                   K.prepare(w, DEV), x.to(DEV), configs, CHECK_M)
         for (N, Kd), (p, xbig) in weights.items():
             check(f"{N}x{Kd}, {p.kent.numel()} escapes", p, xbig, configs[:2], CHECK_M)
+        if args.bf16:
+            for (N, Kd), (_, xbig) in weights.items():
+                check_bf16(N, Kd, xbig)
         print(f"checks done at {time.time() - t0:.0f} s", flush=True)
     RESULTS["timing"] = []
     print(f"{'model':16s} {'layer':22s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>7s} {'W12-TC':>7s} "
@@ -140,16 +161,27 @@ def main() -> int:
                 cb = next(c for c in (MM.candidates(N, Kd, n_sm) if tuned else configs)
                           if c.short == best)
                 t_bare = GB.timed(lambda i: MM.w12_mma(acts[i], bare[i], cb), n)
+            t_b16, best16, tried16 = float("nan"), "", {}
+            if args.bf16:
+                for cfg in MM.bf16_candidates(N, Kd, n_sm):
+                    tried16[cfg.short] = GB.timed(
+                        lambda i, c=cfg: MM.bf16_mma(acts[i], ring16[i], c), n)
+                best16 = min(tried16, key=tried16.get)
+                t_b16 = tried16[best16]
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
             for model, name, count in rows:
                 RESULTS["timing"].append({"model": model, "layer": name, "N": N, "K": Kd, "M": M,
                                           "count": count, "cublas_us": t_cub, "w12_tc_us": t_tc,
                                           "w12_gemv_us": t_gemv, "w12_mma_us": t_m,
                                           "w12_mma_config": best, "w12_mma_tried": tried,
-                                          "w12_mma_no_esc_us": t_bare})
+                                          "w12_mma_no_esc_us": t_bare, "bf16_mma_us": t_b16,
+                                          "bf16_mma_config": best16,
+                                          "bf16_mma_tried": tried16})
                 print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} {t_tc:7.1f} "
                       f"{t_gemv:7.1f} {t_m:7.1f} {wbytes / t_m / 1e3:5.0f} {t_cub / t_m:8.2f} {best} "
                       + (f"no-esc:{t_bare:.1f} " if args.esc_ab else "")
+                      + (f"bf16-MMA:{t_b16:.1f} ({best16}, x cuBLAS {t_cub / t_b16:.2f}) "
+                         if args.bf16 else "")
                       + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)
     print("\nper token (layers weighted by count), ms:")
     for model in models:
@@ -162,6 +194,10 @@ def main() -> int:
             print(f"{model:16s} M={M:2d} layers {len(rs)}: cuBLAS {cub:.2f}  W12-MMA {mm:.2f}  "
                   f"x cuBLAS {cub / mm:.3f}  worst layer "
                   f"{min(r['cublas_us'] / r['w12_mma_us'] for r in rs):.2f}", flush=True)
+            if args.bf16:
+                b16 = sum(r["bf16_mma_us"] * r["count"] for r in rs) / 1e3
+                print(f"{model:16s} M={M:2d} bf16: cuBLAS {cub:.2f}  bf16-MMA {b16:.2f}  "
+                      f"x cuBLAS {cub / b16:.3f}", flush=True)
     return WB.finish(args.out, t0)
 
 

@@ -7,6 +7,11 @@ of Qwen3.8-27B and Muse-Glimmer-30B faster than cuBLAS on the H200, 6-7% over a 
 linear layers (session 25, docs/benchmarks/w12.md). At two rows it measured slower than cuBLAS
 (session 24, before the look-ahead), so only M = 1 takes it.
 
+At 2-16 rows (a verify's rows, or several requests' decode rows) ``FUSE_MMA`` sends the calls
+captured into a graph to ``w12.mma.bf16_mma``: the tensor-core loop of the W12 kernel on bf16
+words, launched with PDL, which cuBLAS is not. Off unless ``$SPECPILOT_BF16_MMA`` is "1": built
+in session 33 and not yet measured on a GPU (``gpu_graph_check.py --ab bf16_mma``).
+
 ``use_gemv(model)`` turns every plain bf16 ``nn.Linear`` of a model into a ``GemvLinear`` (same
 parameters, nothing copied); the model runner does it for bf16 models on CUDA GPUs of compute
 capability >= 9 (the GPUs it was measured on) unless ``$SPECPILOT_BF16_GEMV`` is "0".
@@ -27,6 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 FUSE_GEMV = True   # False: F.linear at every M (benchmarks' A/B)
+FUSE_MMA = os.environ.get("SPECPILOT_BF16_MMA") == "1"   # 2..MMA_MAX_M rows on bf16_mma in graphs
+MMA_MAX_M = 16
 _TWIN = False      # True inside graph_twin()
 
 
@@ -56,26 +63,41 @@ def graph_twin():
 
 class GemvLinear(nn.Linear):
     """``nn.Linear`` whose bf16 forward at one activation row on CUDA is ``bf16_gemv`` inside
-    CUDA graphs. Eager calls keep ``F.linear``: a Triton launch from Python costs far more host
-    time than cuBLAS's (eager ``ar`` decode measured 1.7-2.2x slower with the GEMV in every
-    eager call, session 25), and in a graph that cost is paid once at capture. The first eager call
-    of a shape tunes the GEMV's config (the engine's warm-up before capture), so the captured
-    graph runs the tuned one."""
+    CUDA graphs (and at 2-16 rows ``bf16_mma`` with ``FUSE_MMA``). Eager calls keep
+    ``F.linear``: a Triton launch from Python costs far more host time than cuBLAS's (eager
+    ``ar`` decode measured 1.7-2.2x slower with the GEMV in every eager call, session 25), and
+    in a graph that cost is paid once at capture. The first eager call of a shape tunes the
+    kernel's config (the engine's warm-up before capture), so the captured graph runs the tuned
+    one."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if (FUSE_GEMV and x.numel() == self.in_features and x.dtype == torch.bfloat16
-                and self.weight.dtype == torch.bfloat16 and _gemv_device(x)):
+        rows = x.numel() // self.in_features
+        ours = (x.dtype == torch.bfloat16 and self.weight.dtype == torch.bfloat16
+                and _gemv_device(x))
+        if ours and FUSE_GEMV and rows == 1:
             from specpilot.w12 import gemv
 
-            x2 = x.reshape(1, self.in_features)
-            if _in_graph():
-                y = gemv.bf16_gemv(x2, self.weight)
-                if self.bias is not None:
-                    y = y + self.bias
-                return y.reshape(*x.shape[:-1], self.out_features)
-            if not getattr(self, "_gemv_tuned", False):
-                gemv.bf16_gemv_config(x2, self.weight)   # tuned now, cached for the capture
-                self._gemv_tuned = True
+            return self._ours(x, 1, gemv.bf16_gemv, gemv.bf16_gemv_config, "_gemv_tuned")
+        if ours and FUSE_MMA and 2 <= rows <= MMA_MAX_M:
+            from specpilot.w12 import mma
+
+            if mma.bf16_mma_supported(rows, self.in_features):
+                return self._ours(x, rows, mma.bf16_mma, mma.bf16_mma_config, f"_mma_tuned{rows}")
+        return F.linear(x, self.weight, self.bias)
+
+    def _ours(self, x, rows: int, run, config, tuned: str) -> torch.Tensor:
+        """In a graph: ``run`` on x as [rows, K], plus the bias. Eager: F.linear, and on the
+        module's first eager call at this many rows ``config`` (tuned now, cached for the
+        capture)."""
+        x2 = x.reshape(rows, self.in_features)
+        if _in_graph():
+            y = run(x2, self.weight)
+            if self.bias is not None:
+                y = y + self.bias
+            return y.reshape(*x.shape[:-1], self.out_features)
+        if not getattr(self, tuned, False):
+            config(x2, self.weight)
+            setattr(self, tuned, True)
         return F.linear(x, self.weight, self.bias)
 
 

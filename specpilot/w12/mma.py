@@ -200,6 +200,20 @@ if HAS_GLUON:
         return h, la, lb
 
     @gluon.jit
+    def _load_round(hrow, lrow, row_ok, q, wrow, row_okb, qb, HW, lim, BF16: gl.constexpr):
+        """One round's weight words: the planes (_load_planes: h, la, lb) or, BF16, the bf16
+        words qb (first half) and 2 HW + qb (second half) of the thread's rows as (la, la, lb)
+        (0 from word 2 lim on or past the last row)."""
+        if BF16:
+            ok = row_okb & (qb < 2 * lim)
+            la = gl.load(wrow + qb, mask=ok, other=0)
+            lb = gl.load(wrow + 2 * HW + qb, mask=ok, other=0)
+            h = la
+        else:
+            h, la, lb = _load_planes(hrow, lrow, row_ok, q, HW, lim)
+        return h, la, lb
+
+    @gluon.jit
     def _load_x(xrow0, xrow1, tok_ok0, tok_ok1, xq, HW, KW, lim, NT: gl.constexpr):
         """One round's x words: xq (first half) and 2 HW + xq (second half) of activation rows
         tok and, with NT 2, tok + 8 (else the first two again); 0 from H word lim on (the end
@@ -239,7 +253,8 @@ if HAS_GLUON:
                         AHEAD: gl.constexpr, HB_PER_ROW: gl.constexpr, ESC: gl.constexpr,
                         USE_SPLIT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
-                        EP: gl.constexpr, E4P: gl.constexpr, PDL: gl.constexpr = 0):
+                        EP: gl.constexpr, E4P: gl.constexpr, BF16: gl.constexpr,
+                        PB: gl.constexpr, PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
@@ -249,7 +264,10 @@ if HAS_GLUON:
         # plane loads of the first round (constant weights) come before the wait, x and every
         # write after it. Escapes: with EP == 0 their exact products before the main loop; with
         # EP > 0 the range and the first EP entries (constant) loaded before the wait and every
-        # product after the main loop
+        # product after the main loop. BF16: l_ptr is an int32 view of a bf16 weight [N, K]
+        # (rows of 4 HW words, HW = K / 8; no planes, bases or escapes): a thread loads, per H
+        # word of the W12 form, the same columns' bf16 words (layout PB: 2S words per half and
+        # row), which are the MMA's A registers as they are
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -265,10 +283,22 @@ if HAS_GLUON:
         lrow = l_ptr + row.to(gl.int64) * (2 * HW)
         q0 = (4 * S) * w + S * c + s                                  # [WK, 1, 1, 4, S]
         SHAPE: gl.constexpr = [WK, 8 * WR, 2, 4, S]
-        if HB_PER_ROW:
+        if BF16:
+            hbw = gl.zeros(SHAPE, gl.int32, P)                         # not read
+            rowb = n0 + 16 * (_i5(8 * WR, 1, PB) // 8) + 2 * (_i5(8 * WR, 1, PB) % 8) + _i5(
+                2, 2, PB)
+            wrow = l_ptr + rowb.to(gl.int64) * (4 * HW)
+            row_okb = rowb < N
+            # words 2q, 2q + 1 of each half for the thread's S H words q
+            qb0 = 2 * ((4 * S) * _i5(WK, 0, PB) + S * _i5(4, 3, PB)) + _i5(2 * S, 4, PB)
+        elif HB_PER_ROW:
             hbw = gl.load(hb_ptr + row * 4, mask=row_ok, other=0) + gl.zeros(SHAPE, gl.int32, P)
         else:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
+        if not BF16:   # the bf16 names unused
+            wrow = lrow
+            row_okb = row_ok
+            qb0 = q0
 
         # activation side: a thread's 2S x words of a half are contiguous (vector loads in X),
         # then seen as [.., parity, c, s] in Q (word 2s + parity: the B registers of step s)
@@ -295,7 +325,8 @@ if HAS_GLUON:
         lim = gl.minimum(k0 + RPS * step, HW)
         n_iter = gl.cdiv(lim - k0, step)
         if AHEAD >= 1:
-            h, la, lb = _load_planes(hrow, lrow, row_ok, k0 + q0, HW, lim)
+            h, la, lb = _load_round(hrow, lrow, row_ok, k0 + q0, wrow, row_okb, 2 * k0 + qb0,
+                                    HW, lim, BF16)
         if ESC and EP > 0:   # all of the rows' escapes (every K) in the first split
             elo, ehi = _esc_range(koff_ptr, n0, N, G, WR)
             ehi = elo + (ehi - elo) * (pid_k == 0).to(gl.int32)
@@ -325,18 +356,24 @@ if HAS_GLUON:
         for i in range(n_iter):
             j = k0 + i * step
             if AHEAD >= 1:
-                h2, la2, lb2 = _load_planes(hrow, lrow, row_ok, j + step + q0, HW, lim)
+                h2, la2, lb2 = _load_round(hrow, lrow, row_ok, j + step + q0, wrow, row_okb,
+                                           2 * (j + step) + qb0, HW, lim, BF16)
             else:
-                h, la, lb = _load_planes(hrow, lrow, row_ok, j + q0, HW, lim)
+                h, la, lb = _load_round(hrow, lrow, row_ok, j + q0, wrow, row_okb, 2 * j + qb0,
+                                        HW, lim, BF16)
             if AHEAD >= 2:
                 xa2, xb2, xc2, xd2 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1,
                                              2 * (j + step) + xq0, HW, KW, lim, NT)
             else:
                 xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * j + xq0, HW, KW,
                                            lim, NT)
-            alo, ahi, blo, bhi = gl.inline_asm_elementwise(
-                _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
-                dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+            if BF16:   # la / lb: the halves' words, 2 per H word (its first and second pair)
+                alo, ahi = gl.split(gl.reshape(la, [WK, 8 * WR, 2, 4, S, 2]))
+                blo, bhi = gl.split(gl.reshape(lb, [WK, 8 * WR, 2, 4, S, 2]))
+            else:
+                alo, ahi, blo, bhi = gl.inline_asm_elementwise(
+                    _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
+                    dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
             alo = gl.convert_layout(alo, Q)
             ahi = gl.convert_layout(ahi, Q)
             blo = gl.convert_layout(blo, Q)
@@ -518,6 +555,13 @@ def layouts(cfg: MmaConfig):
     return P, Q, X, esc_layout(cfg, esc_chunk(cfg))
 
 
+def bf16_layout(cfg: MmaConfig):
+    """PB: a bf16 weight's words per thread ([WK, 8 WR, 2, 4, 2S]: 2S contiguous words per half
+    and row, two per H word of the W12 form)."""
+    return gl.BlockedLayout([1, 1, 2, 1, 2 * cfg.words], [1, 8, 1, 4, 1],
+                            [cfg.warps_k, cfg.warps_r, 1, 1, 1], [4, 3, 2, 1, 0])
+
+
 # the tuning space: the configs that won a layer of Qwen3.8-27B or Muse-Glimmer-30B at M = 1-8
 # on the H200 (docs/benchmarks/w12.md, session 31), the first one the default
 CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 8, 168),
@@ -558,6 +602,78 @@ def tuned_config(x: torch.Tensor, planes: W12Planes) -> MmaConfig:
                               lambda: CANDIDATES[0])
 
 
+def bf16_mma_supported(M: int, K: int) -> bool:
+    """Whether ``bf16_mma`` takes x [M, K]: Gluon present, 1 <= M <= MAX_M, K % 8 == 0."""
+    return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0
+
+
+def _bf16_tune_key(x: torch.Tensor, N: int, K: int) -> str:
+    """Key in kernel's tune cache and file: "mma-bf16", GPU model, M, N, K."""
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    return f"{_k.MMA_KEY_PREFIX}bf16|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
+
+
+def bf16_candidates(N: int, K: int, n_sm: int) -> tuple:
+    """The bf16 kernel's tuning space: ``candidates`` without the escape placements."""
+    return tuple(c for c in candidates(N, K, n_sm) if not c.esc_pre)
+
+
+def bf16_mma_config(x: torch.Tensor, w: torch.Tensor) -> MmaConfig:
+    """The config ``bf16_mma(x, w)`` runs with: tuned (in memory or from
+    $SPECPILOT_W12_TUNE_FILE); else tuned now over ``bf16_candidates`` when
+    ``kernel.autotune_enabled()``; else the default (CANDIDATES[0])."""
+    N, K = w.shape
+    key = _bf16_tune_key(x, N, K)
+
+    def tune():
+        ring = _k.weight_ring(w)
+        best = _k.fastest(bf16_candidates(N, K, _k._num_sms(x.device)),
+                          lambda c: lambda i: bf16_mma(x, ring[i], c), len(ring),
+                          f"mma bf16 M={x.shape[0]} N={N} K={K}")
+        _k._remember(key, best)
+        return best
+
+    return _k.cached_or_tuned(key, tune, lambda: CANDIDATES[0])
+
+
+def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> torch.Tensor:
+    """``x @ w^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K] and a bf16 weight [N, K],
+    1 <= M <= 16: the W12 kernel's loop on bf16 words (no decode, no escapes), for the rows of
+    a verify or a drafter block inside CUDA graphs, with PDL. ``cfg``: default
+    ``bf16_mma_config`` (cfg.esc_pre has no effect)."""
+    M, K = x.shape
+    if w.dtype != torch.bfloat16 or w.dim() != 2 or w.shape[1] != K or x.dtype != torch.bfloat16:
+        raise ValueError(f"bf16_mma: needs bf16 x [M, K] and bf16 w [N, K]; got x {x.dtype} "
+                         f"{tuple(x.shape)}, w {w.dtype} {tuple(w.shape)}")
+    if not (1 <= M <= MAX_M and K % 8 == 0):
+        raise ValueError(f"bf16_mma: needs 1 <= M <= {MAX_M} and K % 8 == 0; got "
+                         f"x {tuple(x.shape)}")
+    if not HAS_GLUON:
+        raise RuntimeError("bf16_mma needs Triton with Gluon (triton >= 3.5)")
+    x, w = x.contiguous(), w.contiguous()
+    cfg = cfg or bf16_mma_config(x, w)
+    N = w.shape[0]
+    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
+    P, Q, X, E4 = layouts(cfg)
+    rps, split = split_plan(cfg, K)
+    blocks = _cdiv(N, 16 * cfg.warps_r)
+    if split > 1:
+        ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
+        locks = _k._locks(x.device, blocks)
+    else:
+        ws = locks = y
+    wi = w.view(torch.int32)
+    _w12_mma_kernel[(blocks, split)](
+        x.view(torch.int32), x, y, ws, locks, wi, wi, wi, wi, wi, wi,
+        M, N, K // 2, K // 8, 1, x.stride(0) // 2, y.stride(0), rps,
+        WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
+        HB_PER_ROW=False, ESC=False, USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4,
+        EC=esc_chunk(cfg), EP=0, E4P=E4, BF16=True, PB=bf16_layout(cfg),
+        **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["bf16"]), num_warps=cfg.warps_k * cfg.warps_r,
+        **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
+    return y
+
+
 def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:
     """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16. ``cfg``:
     default ``tuned_config``."""
@@ -590,7 +706,7 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
         HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, USE_SPLIT=split > 1, P=P, Q=Q,
         X=X, E4=E4, EC=esc_chunk(cfg), EP=esc_chunk(cfg) * cfg.esc_pre,
-        E4P=esc_layout(cfg, esc_chunk(cfg) * max(cfg.esc_pre, 1)),
+        E4P=esc_layout(cfg, esc_chunk(cfg) * max(cfg.esc_pre, 1)), BF16=False, PB=P,
         **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]), num_warps=cfg.warps_k * cfg.warps_r,
         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
     return y

@@ -25,13 +25,21 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
        "G": "i32", "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
-CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre)
-    (2, 1, 1, 8, 1, False, False, 0, 0), (4, 1, 1, 4, 2, False, False, 0, 0),
-    (2, 1, 1, 4, 2, False, True, 0, 0),
-    (2, 1, 0, 4, 1, True, False, 3, 0), (2, 1, 2, 4, 1, False, False, 0, 0),
-    (2, 1, 2, 8, 1, False, True, 2, 0),
-    (2, 1, 2, 8, 1, False, False, 2, 1), (2, 1, 1, 4, 2, True, True, 3, 2),
-    (4, 2, 0, 4, 1, False, False, 0, 4)]
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16)
+    (2, 1, 1, 8, 1, False, False, 0, 0, False), (4, 1, 1, 4, 2, False, False, 0, 0, False),
+    (2, 1, 1, 4, 2, False, True, 0, 0, False),
+    (2, 1, 0, 4, 1, True, False, 3, 0, False), (2, 1, 2, 4, 1, False, False, 0, 0, False),
+    (2, 1, 2, 8, 1, False, True, 2, 0, False),
+    (2, 1, 2, 8, 1, False, False, 2, 1, False), (2, 1, 1, 4, 2, True, True, 3, 2, False),
+    (4, 2, 0, 4, 1, False, False, 0, 4, False),
+    # bf16_mma: the same loop on bf16 words
+    (2, 1, 2, 8, 1, False, False, 2, 0, True), (2, 1, 1, 4, 2, False, True, 3, 0, True),
+    (4, 1, 0, 4, 1, False, False, 0, 0, True)]
+
+
+def _label(c) -> str:
+    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8])
+    return f"{'bf16 ' if c[9] else ''}{cfg.short} nt{c[4]}"
 
 
 def _compile_all() -> dict:
@@ -43,14 +51,19 @@ def _compile_all() -> dict:
     from tests.unit.sm90 import spills
 
     out = {}
-    for wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre in CASES:
+    for case in CASES:
+        wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16 = case
         cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre)
         P, Q, X, E4 = mma.layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         ec = mma.esc_chunk(cfg)
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
                       USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=ec, EP=ec * esc_pre,
-                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)))
+                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P)
+        if bf16:   # as bf16_mma launches it: the weight's int32 view in every plane argument
+            sig.update(h_ptr="*i32", hb_ptr="*i32", koff_ptr="*i32", kent_ptr="*i32",
+                       kval_ptr="*i32")
+            consts.update(ESC=False, BF16=True, PB=mma.bf16_layout(cfg))
         names = list(sig)
         sig.update({k: "constexpr" for k in consts})
         # the launcher's specialisation of 16-byte-aligned pointers and sizes divisible by 16
@@ -62,13 +75,13 @@ def _compile_all() -> dict:
             sig1, consts1 = dict(sig, M="constexpr"), dict(consts, M=1)
             triton.compile(GluonASTSource(mma._w12_mma_kernel, sig1, consts1, attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
-        out[f"{cfg.short} nt{nt}"] = {
+        out[_label(case)] = {
             "mma": ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
             "prmt": ptx.count("prmt.b32"),
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
-            "esc_pre": esc_pre, "ld_before_wait": len(re.findall(
+            "esc_pre": esc_pre, "bf16": bf16, "ld_before_wait": len(re.findall(
                 r"ld\.global", ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
             "pdl": pdl, "gdc": ptx.count("griddepcontrol."),
@@ -86,17 +99,19 @@ def test_compiles_for_sm90_with_the_mma_layout():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert set(res) == {f"{mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8]).short} nt{c[4]}"
-                        for c in CASES}
+    assert set(res) == {_label(c) for c in CASES}
     for name, r in res.items():
         S, nt = r["words"], r["nt"]
         # per round: 2 rows x S H words per thread; each H word is one MMA step of each half
         # for each 8-row activation tile (pack 2: the two rows' words go to one mma)
         assert r["mma"] == 2 * S * nt, (name, r)
-        assert r["prmt"] == 2 * S * 6, (name, r)     # DECODE_PTX: 6 prmt per H word
-        # three planes x two rows of 16-byte loads per S / 4 words (twice with the prologue's
-        # round loaded ahead), plus the x loads
-        planes = 6 * S // 4 * (2 if r["ahead"] else 1)
+        # DECODE_PTX: 6 prmt per H word; bf16 words are the A registers as loaded
+        assert r["prmt"] == (0 if r["bf16"] else 2 * S * 6), (name, r)
+        # per round a thread's 16-byte loads: three planes x two rows x S / 4 words, or bf16
+        # two halves x two rows x 2S / 4 words (twice with the prologue's round loaded ahead),
+        # plus the x loads
+        per_round = 2 * S if r["bf16"] else 6 * S // 4
+        planes = per_round * (2 if r["ahead"] else 1)
         assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
         assert r["local_alloc"] == 0, (name, r)        # no shared-memory layout conversion
         assert r["spills"] in (0, None), (name, r)
@@ -110,8 +125,7 @@ def test_compiles_for_sm90_with_the_mma_layout():
             # every write after the wait; the first round's planes loaded before it (ahead)
             assert 0 <= wait < pos["st.global"], (name, pos)
             assert pos["atom."] == -1 or pos["atom."] > wait, (name, pos)
-            planes = 6 * r["words"] // 4
-            assert r["v4_before_wait"] == (planes if r["ahead"] else 0), (name, r)
+            assert r["v4_before_wait"] == (per_round if r["ahead"] else 0), (name, r)
             # esc_pre: the index range (2 loads) and the entries (kent and kval: one load per
             # entry and thread, esc_pre chunks of >= 4 per warp) come before the wait too
             if r["esc_pre"]:
@@ -137,6 +151,20 @@ def test_supported_and_refusals():
         mma.w12_mma(torch.zeros(17, 64, dtype=torch.bfloat16), p)
     with pytest.raises(ValueError, match="K == the weight's"):
         mma.w12_mma(torch.zeros(2, 72, dtype=torch.bfloat16), p)
+
+
+def test_bf16_refusals():
+    w = torch.zeros(32, 64, dtype=torch.bfloat16)
+    assert not mma.bf16_mma_supported(17, 64) and not mma.bf16_mma_supported(4, 60)
+    with pytest.raises(ValueError, match="1 <= M <= 16"):
+        mma.bf16_mma(torch.zeros(17, 64, dtype=torch.bfloat16), w)
+    with pytest.raises(ValueError, match="bf16 w"):
+        mma.bf16_mma(torch.zeros(2, 64, dtype=torch.bfloat16), w.float())
+    with pytest.raises(ValueError, match="bf16 w"):
+        mma.bf16_mma(torch.zeros(2, 72, dtype=torch.bfloat16), w)
+    # the tuning space: the W12 one without the escape placements
+    assert all(not c.esc_pre for c in mma.bf16_candidates(5120, 17408, 132))
+    assert len(mma.bf16_candidates(5120, 17408, 132)) * 2 == len(mma.candidates(5120, 17408, 132))
 
 
 def test_config_labels():
@@ -182,6 +210,21 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,K", [(256, 512), (300, 1000), (1040, 5120), (96, 160), (64, 64)])
+def test_bf16_matches_torch_on_gpu(N, K):
+    """bf16_mma over the W12 kernel's configs (split-K, partial last rounds, NT 2) against
+    float64 torch."""
+    w = make_weight(N, K, N * 3 + K, n_edges=0)
+    wc = w.cuda()
+    for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
+                mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(2, 1, 1, 4),
+                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4)):
+        for M in (1, 2, 3, 7, 8, 9, 16):
+            a = acts(M, K, M + 7)
+            check_close(mma.bf16_mma(a.cuda(), wc, cfg), a, w)
+
+
 def test_split_plan_runs_whole_rounds():
     cfg = mma.MmaConfig(2, 1, 2, 8, split=3)        # rounds of 64 H words (512 columns)
     assert mma.split_plan(cfg, 5120) == (4, 3)       # 10 rounds: 4, 4, 2
@@ -215,8 +258,8 @@ def test_candidates_split_where_the_row_blocks_are_few():
 
 @pytest.mark.gpu
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
-    """A chain of norm -> W12-MMA layers (split-K among them) gives the same bits eagerly and
-    in a CUDA graph, with PDL off and in each of its modes."""
+    """A chain of norm -> W12-MMA layers (split-K among them, a bf16_mma layer every third)
+    gives the same bits eagerly and in a CUDA graph, with PDL off and in each of its modes."""
     from specpilot.kernels import norm, pdl
     from specpilot.w12 import kernel as Kn
 
@@ -230,12 +273,16 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
             mma.MmaConfig(2, 1, 1, 4, split=4, esc_pre=1), mma.MmaConfig(2, 1, 2, 8, esc_pre=2))
     x0 = acts(4, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
+    bf16_w = [make_weight(D, D, 50 + i, n_edges=0).cuda() for i in range(2)]
 
     def chain():
         h, outs = x0, []
         for i, p in enumerate(layers):
             h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfgs[i % len(cfgs)])
             outs.append(h)
+            if i % 3 == 2:   # a bf16 layer (bf16_mma, PDL trigger "bf16") every third
+                h = mma.bf16_mma(norm.rms_norm(h, nw, 1e-6), bf16_w[i % 2], cfgs[i % 2])
+                outs.append(h)
         return outs
 
     results = []
