@@ -652,7 +652,18 @@ def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> 
         raise RuntimeError("bf16_mma needs Triton with Gluon (triton >= 3.5)")
     x, w = x.contiguous(), w.contiguous()
     cfg = cfg or bf16_mma_config(x, w)
-    N = w.shape[0]
+    wi = w.view(torch.int32)
+    P, _, _, E4 = layouts(cfg)
+    return _launch(x, w.shape[0], cfg, (wi,) * 6, K // 8, 1, "bf16", HB_PER_ROW=False,
+                   ESC=False, EP=0, E4P=E4, BF16=True, PB=bf16_layout(cfg))
+
+
+def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int, G: int,
+            trigger: str, **consts) -> torch.Tensor:
+    """Run _w12_mma_kernel on x [M, K] for N output columns: y, the split-K plan and workspace,
+    the layouts and the PDL launch (pdl.GEMV_TRIGGER[trigger]); ``weight_args``: the six weight
+    pointers (planes, bases, escape index), ``consts``: the weight's constexprs."""
+    M, K = x.shape
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     P, Q, X, E4 = layouts(cfg)
     rps, split = split_plan(cfg, K)
@@ -662,15 +673,13 @@ def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> 
         locks = _k._locks(x.device, blocks)
     else:
         ws = locks = y
-    wi = w.view(torch.int32)
     _w12_mma_kernel[(blocks, split)](
-        x.view(torch.int32), x, y, ws, locks, wi, wi, wi, wi, wi, wi,
-        M, N, K // 2, K // 8, 1, x.stride(0) // 2, y.stride(0), rps,
+        x.view(torch.int32), x, y, ws, locks, *weight_args,
+        M, N, K // 2, HW, G, x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
-        HB_PER_ROW=False, ESC=False, USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4,
-        EC=esc_chunk(cfg), EP=0, E4P=E4, BF16=True, PB=bf16_layout(cfg),
-        **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["bf16"]), num_warps=cfg.warps_k * cfg.warps_r,
-        **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
+        USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg),
+        **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]), num_warps=cfg.warps_k * cfg.warps_r,
+        **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}), **consts)
     return y
 
 
@@ -687,26 +696,11 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
         raise ValueError(f"w12_mma reads the {IDX_ROWS}-row escape index")
     x = x.contiguous()
     cfg = cfg or tuned_config(x, planes)
-    N = planes.N
-    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
-    HW = planes.Kp // 8
-    P, Q, X, E4 = layouts(cfg)
-    rps, split = split_plan(cfg, K)
-    blocks = _cdiv(N, 16 * cfg.warps_r)
-    if split > 1:
-        ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
-        locks = _k._locks(x.device, blocks)
-    else:
-        ws = locks = y
-    _w12_mma_kernel[(blocks, split)](
-        x.view(torch.int32), x, y, ws, locks, planes.L.view(torch.int32),
-        planes.H.view(torch.int32), planes.hb.view(torch.int32) if planes.per_row else planes.hb,
-        planes.koff, planes.kent, planes.kval,
-        M, N, K // 2, HW, _cdiv(planes.Kp // 2, GROUP), x.stride(0) // 2, y.stride(0), rps,
-        WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
-        HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0, USE_SPLIT=split > 1, P=P, Q=Q,
-        X=X, E4=E4, EC=esc_chunk(cfg), EP=esc_chunk(cfg) * cfg.esc_pre,
-        E4P=esc_layout(cfg, esc_chunk(cfg) * max(cfg.esc_pre, 1)), BF16=False, PB=P,
-        **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]), num_warps=cfg.warps_k * cfg.warps_r,
-        **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
-    return y
+    P, _, _, _ = layouts(cfg)
+    weight_args = (planes.L.view(torch.int32), planes.H.view(torch.int32),
+                   planes.hb.view(torch.int32) if planes.per_row else planes.hb,
+                   planes.koff, planes.kent, planes.kval)
+    return _launch(x, planes.N, cfg, weight_args, planes.Kp // 8,
+                   _cdiv(planes.Kp // 2, GROUP), "w12", HB_PER_ROW=planes.per_row,
+                   ESC=planes.kent.numel() > 0, EP=esc_chunk(cfg) * cfg.esc_pre,
+                   E4P=esc_layout(cfg, esc_chunk(cfg) * max(cfg.esc_pre, 1)), BF16=False, PB=P)

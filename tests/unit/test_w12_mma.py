@@ -167,6 +167,42 @@ def test_bf16_refusals():
     assert len(mma.bf16_candidates(5120, 17408, 132)) * 2 == len(mma.candidates(5120, 17408, 132))
 
 
+def test_launchers_pass_the_kernel_its_arguments(monkeypatch):
+    """w12_mma and bf16_mma share one launcher: the positional arguments in the kernel's order
+    (SIG) and each weight kind's constexprs (the kernel itself runs on the GPU only)."""
+    if not mma.HAS_GLUON:
+        pytest.skip("no Gluon")
+    from specpilot.w12 import kernel as Kn
+
+    seen = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((grid, args, kw))
+
+    monkeypatch.setattr(mma, "_w12_mma_kernel", Recorder())
+    w = make_weight(48, 200, 1, n_edges=30)
+    p = Kn.prepare(encode(w), "cpu")
+    x = acts(3, 200, 2)
+    cfg = mma.MmaConfig(2, 1, 2, 8, split=2, esc_pre=1)   # rounds of 512 columns: one, no split
+    y = mma.w12_mma(x, p, cfg)
+    w16 = make_weight(48, 600, 2, n_edges=0)   # 75 H words: 3 rounds of 32 -> runs of 2, 1
+    mma.bf16_mma(acts(9, 600, 3), w16, mma.MmaConfig(2, 1, 1, 4, split=2))
+    (g12, a12, k12), (g16, a16, k16) = seen
+    assert len(a12) == len(a16) == len(SIG)
+    named = [dict(zip(SIG, a)) for a in (a12, a16)]
+    assert g12 == (3, 1) and g16 == (3, 2)
+    assert named[0]["y_ptr"] is y and named[0]["ws_ptr"] is y and named[0]["RPS"] == 1
+    assert named[0]["h_ptr"].shape == p.H.view(torch.int32).shape
+    assert named[0]["kent_ptr"] is p.kent and named[0]["M"] == 3 and named[0]["N"] == 48
+    assert (named[0]["KW"], named[0]["HW"], named[0]["sxm"]) == (100, p.Kp // 8, 100)
+    assert k12["ESC"] and not k12["BF16"] and k12["EP"] == mma.esc_chunk(cfg) and k12["NT"] == 1
+    assert named[1]["l_ptr"].dtype == torch.int32 and named[1]["HW"] == 75
+    assert named[1]["ws_ptr"].shape == (2, 9, 48) and named[1]["RPS"] == 2
+    assert k16["BF16"] and not k16["ESC"] and k16["NT"] == 2 and k16["USE_SPLIT"]
+    assert k16["num_warps"] == 2 and "maxnreg" not in k16
+
+
 def test_config_labels():
     assert mma.MmaConfig().short == "k4r1a1s4"
     assert mma.MmaConfig(2, 1, 2, 8, 168).short == "k2r1a2s8g168"
