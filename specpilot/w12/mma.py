@@ -578,10 +578,10 @@ MAX_PROGRAMS_PER_SM = 40
 ESC_PRE = 1
 
 
-def _tune_key(x: torch.Tensor, N: int, K: int) -> str:
-    """Key in kernel's tune cache and file: "mma-w12", GPU model, M, N, K."""
+def _tune_key(x: torch.Tensor, N: int, K: int, kind: str = "w12") -> str:
+    """Key in kernel's tune cache and file: "mma-" + kind (w12 / bf16), GPU model, M, N, K."""
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    return f"{_k.MMA_KEY_PREFIX}w12|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
+    return f"{_k.MMA_KEY_PREFIX}{kind}|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
 
 
 def mma_autotune(x: torch.Tensor, planes: W12Planes, cands=None) -> MmaConfig:
@@ -607,12 +607,6 @@ def bf16_mma_supported(M: int, K: int) -> bool:
     return HAS_GLUON and 1 <= M <= MAX_M and K % 8 == 0
 
 
-def _bf16_tune_key(x: torch.Tensor, N: int, K: int) -> str:
-    """Key in kernel's tune cache and file: "mma-bf16", GPU model, M, N, K."""
-    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    return f"{_k.MMA_KEY_PREFIX}bf16|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
-
-
 def bf16_candidates(N: int, K: int, n_sm: int) -> tuple:
     """The bf16 kernel's tuning space: ``candidates`` without the escape placements."""
     return tuple(c for c in candidates(N, K, n_sm) if not c.esc_pre)
@@ -623,7 +617,7 @@ def bf16_mma_config(x: torch.Tensor, w: torch.Tensor) -> MmaConfig:
     $SPECPILOT_W12_TUNE_FILE); else tuned now over ``bf16_candidates`` when
     ``kernel.autotune_enabled()``; else the default (CANDIDATES[0])."""
     N, K = w.shape
-    key = _bf16_tune_key(x, N, K)
+    key = _tune_key(x, N, K, "bf16")
 
     def tune():
         ring = _k.weight_ring(w)
@@ -638,9 +632,10 @@ def bf16_mma_config(x: torch.Tensor, w: torch.Tensor) -> MmaConfig:
 
 def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> torch.Tensor:
     """``x @ w^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K] and a bf16 weight [N, K],
-    1 <= M <= 16: the W12 kernel's loop on bf16 words (no decode, no escapes), for the rows of
-    a verify or a drafter block inside CUDA graphs, with PDL. ``cfg``: default
-    ``bf16_mma_config`` (cfg.esc_pre has no effect)."""
+    1 <= M <= 16: the W12 kernel's loop on bf16 words (no decode, no escapes), with PDL, for
+    few-row GEMMs of a bf16 model inside CUDA graphs (a verify's rows:
+    ``layers.linear.FUSE_MMA``). ``cfg``: default ``bf16_mma_config`` (cfg.esc_pre has no
+    effect)."""
     M, K = x.shape
     if w.dtype != torch.bfloat16 or w.dim() != 2 or w.shape[1] != K or x.dtype != torch.bfloat16:
         raise ValueError(f"bf16_mma: needs bf16 x [M, K] and bf16 w [N, K]; got x {x.dtype} "
