@@ -72,8 +72,8 @@ class GemvLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // self.in_features
-        ours = (x.dtype == torch.bfloat16 and self.weight.dtype == torch.bfloat16
-                and _gemv_device(x))
+        ours = (x.shape[-1:] == (self.in_features,) and x.dtype == torch.bfloat16
+                and self.weight.dtype == torch.bfloat16 and _gemv_device(x))
         if ours and FUSE_GEMV and rows == 1:
             from specpilot.w12 import gemv
 

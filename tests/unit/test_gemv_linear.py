@@ -112,6 +112,8 @@ def test_mma_dispatch(monkeypatch):
     assert same_bits(lin(x17), ref(x17)) and calls == [(4, 64)]    # more rows: F.linear
     lin(acts(1, 64, 1))
     assert gemv == [(1, 64)] and calls == [(4, 64)]                 # one row: the GEMV
+    with pytest.raises(RuntimeError):   # a wrong width reaches F.linear and its error
+        lin(acts(8, 32, 3))   # 4 x 64 values, but rows of 32
     monkeypatch.setattr(L, "FUSE_MMA", False)
     assert same_bits(lin(x4), ref(x4)) and calls == [(4, 64)]
 
