@@ -53,31 +53,20 @@ def parse_configs(text: str) -> list:
 
 
 def check(tag: str, p, w: torch.Tensor, configs, m_values) -> None:
+    """``p`` (W12 planes: ``w12_mma``; a bf16 weight: ``bf16_mma``) at each config against fp32
+    torch on the weight ``w``: one PASS / FAIL line."""
+    run, name = (MM.bf16_mma, "bf16_mma") if torch.is_tensor(p) else (MM.w12_mma, "w12_mma")
     worst, floor, pattern = 0.0, 0.0, True
     for M in m_values:
         a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
         ref = GB.reference(a, w)
         for cfg in configs:
-            same, err, fl = WB.compare(MM.w12_mma(a, p, cfg), ref)
+            same, err, fl = WB.compare(run(a, p, cfg), ref)
             if not same or err > 5e-3:
                 print(f"  {tag} M={M} {cfg.short}: same pattern {same}, rel err {err:.2e}")
             pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
-    WB.report(f"w12_mma vs torch fp32, {tag}", pattern and worst < 5e-3,
+    WB.report(f"{name} vs torch fp32, {tag}", pattern and worst < 5e-3,
               f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
-
-
-def check_bf16(N: int, Kd: int, w: torch.Tensor) -> None:
-    """bf16_mma at the first two bf16 candidates against fp32 torch, M = 1, 8, 16."""
-    worst = 0.0
-    ok = True
-    for M in (1, 8, 16):
-        a = torch.randn(M, Kd, device=DEV).bfloat16()
-        ref = GB.reference(a, w)
-        for cfg in MM.bf16_candidates(N, Kd, K._num_sms(torch.device(DEV)))[:2]:
-            same, err, _ = WB.compare(MM.bf16_mma(a, w, cfg), ref)
-            ok, worst = ok and same, max(worst, err)
-    WB.report(f"bf16_mma vs torch fp32, {N}x{Kd}", ok and worst < 5e-3,
-              f"worst rel err {worst:.2e}")
 
 
 def main() -> int:
@@ -123,8 +112,9 @@ def main() -> int:
         for (N, Kd), (p, xbig) in weights.items():
             check(f"{N}x{Kd}, {p.kent.numel()} escapes", p, xbig, configs[:2], CHECK_M)
         if args.bf16:
+            n_sm = K._num_sms(torch.device(DEV))
             for (N, Kd), (_, xbig) in weights.items():
-                check_bf16(N, Kd, xbig)
+                check(f"{N}x{Kd}", xbig, xbig, MM.bf16_candidates(N, Kd, n_sm)[:2], (1, 8, 16))
         print(f"checks done at {time.time() - t0:.0f} s", flush=True)
     RESULTS["timing"] = []
     print(f"{'model':16s} {'layer':22s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>7s} {'W12-TC':>7s} "

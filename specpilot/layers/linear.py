@@ -82,7 +82,7 @@ class GemvLinear(nn.Linear):
             from specpilot.w12 import mma
 
             if mma.bf16_mma_supported(rows, self.in_features):
-                return self._ours(x, rows, mma.bf16_mma, mma.bf16_mma_config, f"_mma_tuned{rows}")
+                return self._ours(x, rows, mma.bf16_mma, mma.tuned_config, f"_mma_tuned{rows}")
         return F.linear(x, self.weight, self.bias)
 
     def _ours(self, x, rows: int, run, config, tuned: str) -> torch.Tensor:

@@ -584,22 +584,30 @@ def _tune_key(x: torch.Tensor, N: int, K: int, kind: str = "w12") -> str:
     return f"{_k.MMA_KEY_PREFIX}{kind}|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
 
 
-def mma_autotune(x: torch.Tensor, planes: W12Planes, cands=None) -> MmaConfig:
-    """Time the candidates on (x, planes) as the GEMM's and GEMV's tuners do (CUDA-graph replays
-    over a >= 512 MB ring of weight copies) and cache the fastest for (GPU, M, N, K)."""
-    ring = _k.weight_ring(planes)
-    cands = cands or candidates(planes.N, planes.K, _k._num_sms(x.device))
-    best = _k.fastest(cands, lambda c: lambda i: w12_mma(x, ring[i], c), len(ring),
-                      f"mma M={x.shape[0]} N={planes.N} K={planes.K}")
-    _k._remember(_tune_key(x, planes.N, planes.K), best)
+def mma_autotune(x: torch.Tensor, w, cands=None) -> MmaConfig:
+    """Time the candidates on (x, w) as the GEMM's and GEMV's tuners do (CUDA-graph replays
+    over a >= 512 MB ring of weight copies) and cache the fastest for (kind, GPU, M, N, K). ``w``:
+    W12Planes (``w12_mma``, ``candidates``) or a bf16 [N, K] weight (``bf16_mma``,
+    ``bf16_candidates``)."""
+    w12 = isinstance(w, W12Planes)
+    N, K = (w.N, w.K) if w12 else w.shape
+    run = w12_mma if w12 else bf16_mma
+    ring = _k.weight_ring(w)
+    cands = cands or (candidates if w12 else bf16_candidates)(N, K, _k._num_sms(x.device))
+    best = _k.fastest(cands, lambda c: lambda i: run(x, ring[i], c), len(ring),
+                      f"mma {'w12' if w12 else 'bf16'} M={x.shape[0]} N={N} K={K}")
+    _k._remember(_tune_key(x, N, K, "w12" if w12 else "bf16"), best)
     return best
 
 
-def tuned_config(x: torch.Tensor, planes: W12Planes) -> MmaConfig:
-    """The tuned config (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now when
-    ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default."""
-    return _k.cached_or_tuned(_tune_key(x, planes.N, planes.K), lambda: mma_autotune(x, planes),
-                              lambda: CANDIDATES[0])
+def tuned_config(x: torch.Tensor, w) -> MmaConfig:
+    """The tuned config for (x, w) (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now
+    when ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default.
+    ``w`` as ``mma_autotune``'s."""
+    w12 = isinstance(w, W12Planes)
+    N, K = (w.N, w.K) if w12 else w.shape
+    return _k.cached_or_tuned(_tune_key(x, N, K, "w12" if w12 else "bf16"),
+                              lambda: mma_autotune(x, w), lambda: CANDIDATES[0])
 
 
 def bf16_mma_supported(M: int, K: int) -> bool:
@@ -612,30 +620,11 @@ def bf16_candidates(N: int, K: int, n_sm: int) -> tuple:
     return tuple(c for c in candidates(N, K, n_sm) if not c.esc_pre)
 
 
-def bf16_mma_config(x: torch.Tensor, w: torch.Tensor) -> MmaConfig:
-    """The config ``bf16_mma(x, w)`` runs with: tuned (in memory or from
-    $SPECPILOT_W12_TUNE_FILE); else tuned now over ``bf16_candidates`` when
-    ``kernel.autotune_enabled()``; else the default (CANDIDATES[0])."""
-    N, K = w.shape
-    key = _tune_key(x, N, K, "bf16")
-
-    def tune():
-        ring = _k.weight_ring(w)
-        best = _k.fastest(bf16_candidates(N, K, _k._num_sms(x.device)),
-                          lambda c: lambda i: bf16_mma(x, ring[i], c), len(ring),
-                          f"mma bf16 M={x.shape[0]} N={N} K={K}")
-        _k._remember(key, best)
-        return best
-
-    return _k.cached_or_tuned(key, tune, lambda: CANDIDATES[0])
-
-
 def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> torch.Tensor:
     """``x @ w^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K] and a bf16 weight [N, K],
     1 <= M <= 16: the W12 kernel's loop on bf16 words (no decode, no escapes), with PDL, for
     few-row GEMMs of a bf16 model inside CUDA graphs (a verify's rows:
-    ``layers.linear.FUSE_MMA``). ``cfg``: default ``bf16_mma_config`` (cfg.esc_pre has no
-    effect)."""
+    ``layers.linear.FUSE_MMA``). ``cfg``: default ``tuned_config`` (cfg.esc_pre has no effect)."""
     M, K = x.shape
     if w.dtype != torch.bfloat16 or w.dim() != 2 or w.shape[1] != K or x.dtype != torch.bfloat16:
         raise ValueError(f"bf16_mma: needs bf16 x [M, K] and bf16 w [N, K]; got x {x.dtype} "
@@ -646,7 +635,7 @@ def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> 
     if not HAS_GLUON:
         raise RuntimeError("bf16_mma needs Triton with Gluon (triton >= 3.5)")
     x, w = x.contiguous(), w.contiguous()
-    cfg = cfg or bf16_mma_config(x, w)
+    cfg = cfg or tuned_config(x, w)
     wi = w.view(torch.int32)
     P, _, _, E4 = layouts(cfg)
     return _launch(x, w.shape[0], cfg, (wi,) * 6, K // 8, 1, "bf16", HB_PER_ROW=False,

@@ -96,7 +96,7 @@ def test_mma_dispatch(monkeypatch):
     calls, tunes, gemv = [], [], []
     fake = lambda x, w: nn.functional.linear(x, w) * 2   # noqa: E731 - tells the paths apart
     monkeypatch.setattr(mma, "bf16_mma", lambda x, w: calls.append(x.shape) or fake(x, w))
-    monkeypatch.setattr(mma, "bf16_mma_config", lambda x, w: tunes.append(x.shape))
+    monkeypatch.setattr(mma, "tuned_config", lambda x, w: tunes.append(x.shape))
     monkeypatch.setattr(G, "bf16_gemv", lambda x, w: gemv.append(x.shape) or fake(x, w))
     monkeypatch.setattr(G, "bf16_gemv_config", lambda x, w: None)
     monkeypatch.setattr(L, "FUSE_MMA", True)
