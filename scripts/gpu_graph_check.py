@@ -70,8 +70,7 @@ FUSIONS = {"out_gate": ("specpilot.engine.triton_backend", "FUSE_OUT_GATE"),
            "conv_decode": ("specpilot.engine.state_pool", "FUSE_CONV_DECODE"),
            "drafter": ("specpilot.spec.draft_loader", "FUSE"),
            "qk_norm_rope": ("specpilot.layers.rotary", "FUSE_QK_NORM"),
-           "bf16_gemv": ("specpilot.layers.linear", "FUSE_GEMV"),
-           "bf16_mma": ("specpilot.layers.linear", "FUSE_MMA")}
+           "bf16_gemv": ("specpilot.layers.linear", "FUSE_GEMV")}
 
 
 def exactness(draft_graph: bool = False) -> bool:

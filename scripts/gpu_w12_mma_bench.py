@@ -18,8 +18,8 @@ timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
    sums over one token's linear layers. With --esc-ab, the best config again on the same planes
    with an empty escape list ("no-esc": timing only, the outputs are wrong), so that the cost of
    the escape prologue shows per layer. With --bf16, also ``mma.bf16_mma`` (the same loop on
-   the bf16 weight; the verify rows of a bf16 model with ``layers.linear.FUSE_MMA``) at each of
-   ``mma.bf16_candidates`` (checked first on the layer shapes at M = 1, 8, 16), and its sums.
+   the bf16 weight: our fastest bf16 kernel at these M) at each of ``mma.bf16_candidates``
+   (checked first on the layer shapes at M = 1, 8, 16), its sums, and W12-MMA over it.
 """
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def main() -> int:
             if args.bf16:
                 b16 = sum(r["bf16_mma_us"] * r["count"] for r in rs) / 1e3
                 print(f"{model:16s} M={M:2d} bf16: cuBLAS {cub:.2f}  bf16-MMA {b16:.2f}  "
-                      f"x cuBLAS {cub / b16:.3f}", flush=True)
+                      f"x cuBLAS {cub / b16:.3f}  W12-MMA x bf16-MMA {b16 / mm:.3f}", flush=True)
     return WB.finish(args.out, t0)
 
 

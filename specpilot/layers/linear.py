@@ -7,10 +7,10 @@ of Qwen3.8-27B and Muse-Glimmer-30B faster than cuBLAS on the H200, 6-7% over a 
 linear layers (session 25, docs/benchmarks/w12.md). At two rows it measured slower than cuBLAS
 (session 24, before the look-ahead), so only M = 1 takes it.
 
-At 2-16 rows (a verify's rows, or several requests' decode rows) ``FUSE_MMA`` sends the calls
-captured into a graph to ``w12.mma.bf16_mma``: the tensor-core loop of the W12 kernel on bf16
-words, launched with PDL, which cuBLAS is not. Off unless ``$SPECPILOT_BF16_MMA`` is "1": built
-in session 33 and not yet measured on a GPU (``gpu_graph_check.py --ab bf16_mma``).
+More rows (a verify's, several requests' decode rows) stay on cuBLAS: ``w12.mma.bf16_mma``
+(the W12 tensor-core loop on bf16 words, with PDL) at a verify's 8 / 16 rows measured 1.00x /
+0.88x of cuBLAS per token of Qwen3.8-27B's layers, and a ``stock`` step with it 1.0-1.2 ms
+slower on both targets (session 34, docs/benchmarks/hybrid.md).
 
 ``use_gemv(model)`` turns every plain bf16 ``nn.Linear`` of a model into a ``GemvLinear`` (same
 parameters, nothing copied); the model runner does it for bf16 models on CUDA GPUs of compute
@@ -32,8 +32,6 @@ import torch.nn.functional as F
 from torch import nn
 
 FUSE_GEMV = True   # False: F.linear at every M (benchmarks' A/B)
-FUSE_MMA = os.environ.get("SPECPILOT_BF16_MMA") == "1"   # 2..MMA_MAX_M rows on bf16_mma in graphs
-MMA_MAX_M = 16
 _TWIN = False      # True inside graph_twin()
 
 
@@ -63,41 +61,28 @@ def graph_twin():
 
 class GemvLinear(nn.Linear):
     """``nn.Linear`` whose bf16 forward at one activation row on CUDA is ``bf16_gemv`` inside
-    CUDA graphs (and at 2-16 rows ``bf16_mma`` with ``FUSE_MMA``). Eager calls keep
-    ``F.linear``: a Triton launch from Python costs far more host time than cuBLAS's (eager
-    ``ar`` decode measured 1.7-2.2x slower with the GEMV in every eager call, session 25), and
-    in a graph that cost is paid once at capture. The first eager call of a shape tunes the
-    kernel's config (the engine's warm-up before capture), so the captured graph runs the tuned
-    one."""
+    CUDA graphs. Eager calls keep ``F.linear``: a Triton launch from Python costs far more host
+    time than cuBLAS's (eager ``ar`` decode measured 1.7-2.2x slower with the GEMV in every eager
+    call, session 25), and in a graph that cost is paid once at capture. The first eager call
+    tunes the GEMV's config (the engine's warm-up before capture), so the captured graph runs
+    the tuned one."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // self.in_features
-        ours = (x.shape[-1:] == (self.in_features,) and x.dtype == torch.bfloat16
-                and self.weight.dtype == torch.bfloat16 and _gemv_device(x))
-        if ours and FUSE_GEMV and rows == 1:
-            from specpilot.w12 import gemv
+        if not (FUSE_GEMV and x.shape[-1:] == (self.in_features,) and x.numel() == self.in_features
+                and x.dtype == torch.bfloat16 and self.weight.dtype == torch.bfloat16
+                and _gemv_device(x)):
+            return F.linear(x, self.weight, self.bias)
+        from specpilot.w12 import gemv
 
-            return self._ours(x, 1, gemv.bf16_gemv, gemv.bf16_gemv_config, "_gemv_tuned")
-        if ours and FUSE_MMA and 2 <= rows <= MMA_MAX_M:
-            from specpilot.w12 import mma
-
-            if mma.bf16_mma_supported(rows, self.in_features):
-                return self._ours(x, rows, mma.bf16_mma, mma.tuned_config, f"_mma_tuned{rows}")
-        return F.linear(x, self.weight, self.bias)
-
-    def _ours(self, x, rows: int, run, config, tuned: str) -> torch.Tensor:
-        """In a graph: ``run`` on x as [rows, K], plus the bias. Eager: F.linear, and on the
-        module's first eager call at this many rows ``config`` (tuned now, cached for the
-        capture)."""
-        x2 = x.reshape(rows, self.in_features)
+        x1 = x.reshape(1, self.in_features)
         if _in_graph():
-            y = run(x2, self.weight)
+            y = gemv.bf16_gemv(x1, self.weight)
             if self.bias is not None:
                 y = y + self.bias
             return y.reshape(*x.shape[:-1], self.out_features)
-        if not getattr(self, tuned, False):
-            config(x2, self.weight)
-            setattr(self, tuned, True)
+        if not getattr(self, "_gemv_tuned", False):
+            gemv.bf16_gemv_config(x1, self.weight)
+            self._gemv_tuned = True
         return F.linear(x, self.weight, self.bias)
 
 

@@ -78,44 +78,11 @@ def test_gemv_linear_dispatch(monkeypatch):
     assert same_bits(y.view(1, 96), real(x1, lin.weight) + lin.bias)
     check_close(real(x1, lin.weight), x1.cpu(), lin.weight.detach().cpu())
     assert same_bits(lin(x2), nn.functional.linear(x2, lin.weight, lin.bias))   # two rows
+    with pytest.raises(RuntimeError):   # a wrong width reaches F.linear and its error
+        lin(acts(2, 32, 3).to(x1.device))   # 64 values, but rows of 32
     monkeypatch.setattr(L, "FUSE_GEMV", False)
     assert same_bits(lin(x1), linear)
     assert calls == [(1, 64)]
-
-
-def test_mma_dispatch(monkeypatch):
-    """FUSE_MMA: 2..MMA_MAX_M rows run mma.bf16_mma in graphs (tuned at the module's first
-    eager call per row count); one row stays on the GEMV, more rows and FUSE_MMA off on
-    F.linear."""
-    from specpilot.w12 import mma
-
-    lin = nn.Linear(64, 96, bias=True, dtype=torch.bfloat16)
-    L.use_gemv(lin)
-    monkeypatch.setattr(L, "_gemv_device", lambda x: True)
-    monkeypatch.setattr(mma, "HAS_GLUON", True)
-    calls, tunes, gemv = [], [], []
-    fake = lambda x, w: nn.functional.linear(x, w) * 2   # noqa: E731 - tells the paths apart
-    monkeypatch.setattr(mma, "bf16_mma", lambda x, w: calls.append(x.shape) or fake(x, w))
-    monkeypatch.setattr(mma, "tuned_config", lambda x, w: tunes.append(x.shape))
-    monkeypatch.setattr(G, "bf16_gemv", lambda x, w: gemv.append(x.shape) or fake(x, w))
-    monkeypatch.setattr(G, "bf16_gemv_config", lambda x, w: None)
-    monkeypatch.setattr(L, "FUSE_MMA", True)
-    x4, x16, x17 = acts(4, 64, 4), acts(16, 64, 16), acts(17, 64, 17)
-    ref = lambda x: nn.functional.linear(x, lin.weight, lin.bias)   # noqa: E731
-    for _ in range(2):   # eager: F.linear, tuned once per row count
-        assert same_bits(lin(x4), ref(x4)) and same_bits(lin(x16), ref(x16))
-    assert tunes == [(4, 64), (16, 64)] and calls == []
-    monkeypatch.setattr(L, "_in_graph", lambda: True)
-    y = lin(x4.view(2, 2, 64))
-    assert y.shape == (2, 2, 96) and calls == [(4, 64)]
-    assert same_bits(y.view(4, 96), fake(x4, lin.weight) + lin.bias)
-    assert same_bits(lin(x17), ref(x17)) and calls == [(4, 64)]    # more rows: F.linear
-    lin(acts(1, 64, 1))
-    assert gemv == [(1, 64)] and calls == [(4, 64)]                 # one row: the GEMV
-    with pytest.raises(RuntimeError):   # a wrong width reaches F.linear and its error
-        lin(acts(8, 32, 3))   # 4 x 64 values, but rows of 32
-    monkeypatch.setattr(L, "FUSE_MMA", False)
-    assert same_bits(lin(x4), ref(x4)) and calls == [(4, 64)]
 
 
 def test_gemv_wanted(monkeypatch):
@@ -139,22 +106,3 @@ def test_gpu_gemv_linear_eager_and_graph():
     # captured: the GEMV with the config tuned above
     assert same_bits(replayed(lambda: lin(x)), G.bf16_gemv(x, lin.weight) + lin.bias)
     check_close(G.bf16_gemv(x, lin.weight), x.cpu(), lin.weight.detach().cpu())
-
-
-@pytest.mark.gpu
-def test_gpu_mma_linear_graph(monkeypatch):
-    """FUSE_MMA: a verify's rows (8) through GemvLinear in a captured graph equal bf16_mma's bits
-    at the config tuned by the eager call, and torch within tolerance."""
-    from specpilot.w12 import mma
-
-    if not mma.bf16_mma_supported(8, 2048):
-        pytest.skip("no Gluon")
-    monkeypatch.setattr(L, "FUSE_MMA", True)
-    lin = nn.Linear(2048, 1536, bias=True, device="cuda", dtype=torch.bfloat16)
-    with torch.no_grad():
-        lin.weight.copy_(make_weight(1536, 2048, 6, n_edges=0).cuda())
-    L.use_gemv(lin)
-    x = acts(8, 2048, 10).cuda()
-    assert same_bits(lin(x), nn.functional.linear(x, lin.weight, lin.bias))
-    assert same_bits(replayed(lambda: lin(x)), mma.bf16_mma(x, lin.weight) + lin.bias)
-    check_close(mma.bf16_mma(x, lin.weight), x.cpu(), lin.weight.detach().cpu())

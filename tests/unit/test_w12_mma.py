@@ -261,6 +261,28 @@ def test_bf16_matches_torch_on_gpu(N, K):
             check_close(mma.bf16_mma(a.cuda(), wc, cfg), a, w)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,K", [(300, 1000), (1040, 5120), (96, 160)])
+def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
+    """On a weight without escapes, w12_mma on its planes and bf16_mma on its bf16 words run
+    the same loop on the same A registers (the decode rebuilds the exact words): equal bits at
+    every config, split-K and esc_pre included."""
+    from specpilot.w12 import kernel as Kn
+
+    g = torch.Generator().manual_seed(N + K)
+    sign = torch.randint(0, 2, (N, K), generator=g).float() * 2 - 1
+    x = (sign * (1 + torch.rand(N, K, generator=g))
+         * torch.pow(2.0, torch.randint(-9, -2, (N, K), generator=g).float())).bfloat16()
+    w = encode(x)
+    assert w.n_escapes == 0   # 2^-9 .. 2^-2: inside the 14 exponents of the window
+    p, xc = Kn.prepare(w, "cuda"), x.cuda()
+    for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 2, 8), mma.MmaConfig(4, 2, 0, 4),
+                mma.MmaConfig(2, 1, 1, 4, split=2), mma.MmaConfig(2, 1, 2, 8, esc_pre=1)):
+        for M in (1, 2, 8, 9, 16):
+            a = acts(M, K, M + 3).cuda()
+            assert same_bits(mma.w12_mma(a, p, cfg), mma.bf16_mma(a, xc, cfg)), (cfg.short, M)
+
+
 def test_split_plan_runs_whole_rounds():
     cfg = mma.MmaConfig(2, 1, 2, 8, split=3)        # rounds of 64 H words (512 columns)
     assert mma.split_plan(cfg, 5120) == (4, 3)       # 10 rounds: 4, 4, 2
