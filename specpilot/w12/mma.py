@@ -624,8 +624,8 @@ def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> 
     """``x @ w^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K] and a bf16 weight [N, K],
     1 <= M <= 16: the W12 kernel's loop on bf16 words (no decode, no escapes), with PDL. Our
     fastest bf16 kernel at these rows, so the bf16 side of W12's measurements
-    (``gpu_w12_mma_bench.py --bf16``); on a weight without escapes it equals ``w12_mma`` bit for
-    bit. Not in the engine: at a verify's 8 / 16 rows it measured no faster than cuBLAS and a
+    (``gpu_w12_mma_bench.py --bf16``); on a weight without escapes and K a multiple of 32 it
+    equals ``w12_mma`` bit for bit. Not in the engine: at a verify's 8 / 16 rows it measured no faster than cuBLAS and a
     ``stock`` step with it slower (session 34, docs/benchmarks/hybrid.md). ``cfg``: default
     ``tuned_config`` (cfg.esc_pre has no effect)."""
     M, K = x.shape

@@ -262,11 +262,14 @@ def test_bf16_matches_torch_on_gpu(N, K):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("N,K", [(300, 1000), (1040, 5120), (96, 160)])
+@pytest.mark.parametrize("N,K", [(300, 1024), (1040, 5120), (96, 160)])
 def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
-    """On a weight without escapes, w12_mma on its planes and bf16_mma on its bf16 words run
-    the same loop on the same A registers (the decode rebuilds the exact words): equal bits at
-    every config, split-K and esc_pre included."""
+    """On a weight without escapes and K a multiple of format.PAD_K, w12_mma on its planes and
+    bf16_mma on its bf16 words run the same loop on the same A registers (the decode rebuilds
+    the exact words): equal bits at every config, split-K and esc_pre included. With K padded
+    the two pair different columns (the planes' halves split at Kp / 2, the bf16 words' at
+    K / 2), so the fp32 sums run in another order: on 300 x 1000 one output of M = 16 at
+    k4r1a1s4 differed (H200, session 34)."""
     from specpilot.w12 import kernel as Kn
 
     g = torch.Generator().manual_seed(N + K)
