@@ -16,12 +16,7 @@
 # demo:  scripts/gpu_demo_speed.py (needs DEMO_MODEL: python -m specpilot.demo prints it)
 # also available: w12 (scripts/gpu_w12_bench.py), attn (scripts/gpu_attention_check.py --quick)
 # Results go to docs/benchmarks/ by hand, with the date, commit and these commands.
-set -u
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-: "${OUT:?set OUT to an output folder}"
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-PY="${PYTHON:-python3}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/gpu_env.sh"
 T0=$(date +%s)
 part() {  # name, seconds, command...
     local name=$1 limit=$2; shift 2

@@ -11,12 +11,7 @@
 # $OUT/gpu_tests.xml (junit: every test's outcome and time). A test over PER_TEST seconds fails
 # alone (pytest-timeout); LIMIT bounds the whole run. Needs pytest-xdist and pytest-timeout
 # (the H200 image has both). Results go to docs/benchmarks/ by hand, with date and commit.
-set -u
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-: "${OUT:?set OUT to an output folder}"
-mkdir -p "$OUT"
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-PY="${PYTHON:-python3}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/gpu_env.sh"
 if ! "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
     echo "gpu_tests.sh: torch sees no CUDA GPU (the files would run in the Triton interpreter;" \
          "use scripts/test.sh)" >&2
