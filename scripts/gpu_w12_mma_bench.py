@@ -24,9 +24,11 @@ timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
@@ -43,6 +45,18 @@ from specpilot.w12.format import encode  # noqa: E402
 DEV = "cuda"
 RESULTS = WB.RESULTS
 CHECK_M = (1, 2, 3, 5, 8, 9, 16)
+
+
+def twins(configs, step_acc: bool) -> list:
+    """configs, and with step_acc each of them again with step_acc=1."""
+    return list(configs) + ([replace(c, step_acc=1) for c in configs if not c.step_acc]
+                            if step_acc else [])
+
+
+def best_by_step_acc(tried: dict) -> tuple:
+    """(best us without step_acc, best us with it) of a {config label: us} dict."""
+    with_ = [t for k, t in tried.items() if k.endswith("c")]
+    return min(t for k, t in tried.items() if not k.endswith("c")), min(with_, default=math.nan)
 
 
 def parse_configs(text: str) -> list:
@@ -76,7 +90,8 @@ def main() -> int:
     ap.add_argument("--m", default="1,2,4,8,16")
     ap.add_argument("--configs", default="2/1/1/4,2/1/2/4,2/1/1/8,2/1/2/8,4/1/1/8,4/1/2/8,"
                     "2/1/1/8/128,4/1/1/8/128,2/1/2/8/168",
-                    help="warps_k/warps_r/ahead/words[/maxnreg[/split[/esc_pre]]] (MmaConfig), "
+                    help="warps_k/warps_r/ahead/words[/maxnreg[/split[/esc_pre[/step_acc]]]] "
+                    "(MmaConfig), "
                     "comma-separated; or 'tuned': per shape the tuner's candidates "
                     "(mma.candidates), which the tuner would pick the fastest of")
     ap.add_argument("--exclude", default="",
@@ -90,6 +105,9 @@ def main() -> int:
                     "candidates) instead of its default")
     ap.add_argument("--esc-ab", action="store_true",
                     help="also time the best config on planes without escapes (no-esc column)")
+    ap.add_argument("--step-acc", action="store_true",
+                    help="also time every config (W12 and bf16) with step_acc=1: the best "
+                    "without and with it, per layer and per token")
     ap.add_argument("--bf16", action="store_true",
                     help="also time bf16_mma on the bf16 weights over its candidates")
     args = ap.parse_args()
@@ -141,19 +159,20 @@ def main() -> int:
                       else G.gemv_default_config(M, N, Kd, n_sm))
                 t_gemv = GB.timed(lambda i: G.w12_gemv(acts[i], ring12[i], config=cg), n)
             tried = {}
-            for cfg in MM.candidates(N, Kd, n_sm) if tuned else configs:
+            for cfg in twins(MM.candidates(N, Kd, n_sm) if tuned else configs, args.step_acc):
                 tried[cfg.short] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
             best = min(tried, key=tried.get)
             t_m = tried[best]
             t_bare = float("nan")
             if args.esc_ab:
                 bare = GB.bare_ring(ring12)
-                cb = next(c for c in (MM.candidates(N, Kd, n_sm) if tuned else configs)
+                cb = next(c for c in twins(MM.candidates(N, Kd, n_sm) if tuned else configs,
+                                           args.step_acc)
                           if c.short == best)
                 t_bare = GB.timed(lambda i: MM.w12_mma(acts[i], bare[i], cb), n)
             t_b16, best16, tried16 = float("nan"), "", {}
             if args.bf16:
-                for cfg in MM.bf16_candidates(N, Kd, n_sm):
+                for cfg in twins(MM.bf16_candidates(N, Kd, n_sm), args.step_acc):
                     tried16[cfg.short] = GB.timed(
                         lambda i, c=cfg: MM.bf16_mma(acts[i], ring16[i], c), n)
                 best16 = min(tried16, key=tried16.get)
@@ -167,9 +186,15 @@ def main() -> int:
                                           "w12_mma_no_esc_us": t_bare, "bf16_mma_us": t_b16,
                                           "bf16_mma_config": best16,
                                           "bf16_mma_tried": tried16})
+                if args.step_acc:
+                    RESULTS["timing"][-1].update(
+                        step_acc_w12_us=best_by_step_acc(tried),
+                        step_acc_bf16_us=best_by_step_acc(tried16) if args.bf16 else None)
                 print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} {t_tc:7.1f} "
                       f"{t_gemv:7.1f} {t_m:7.1f} {wbytes / t_m / 1e3:5.0f} {t_cub / t_m:8.2f} {best} "
                       + (f"no-esc:{t_bare:.1f} " if args.esc_ab else "")
+                      + ("step_acc 0/1: {:.1f}/{:.1f} ".format(*best_by_step_acc(tried))
+                         if args.step_acc else "")
                       + (f"bf16-MMA:{t_b16:.1f} ({best16}, x cuBLAS {t_cub / t_b16:.2f}) "
                          if args.bf16 else "")
                       + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)
@@ -188,6 +213,13 @@ def main() -> int:
                 b16 = sum(r["bf16_mma_us"] * r["count"] for r in rs) / 1e3
                 print(f"{model:16s} M={M:2d} bf16: cuBLAS {cub:.2f}  bf16-MMA {b16:.2f}  "
                       f"x cuBLAS {cub / b16:.3f}  W12-MMA x bf16-MMA {b16 / mm:.3f}", flush=True)
+            for kind in ("w12", "bf16") if args.step_acc else ():
+                if rs[0][f"step_acc_{kind}_us"] is None:
+                    continue
+                off, on = (sum(r[f"step_acc_{kind}_us"][i] * r["count"] for r in rs) / 1e3
+                           for i in (0, 1))
+                print(f"{model:16s} M={M:2d} {kind} step_acc: best without {off:.2f}, with "
+                      f"{on:.2f} ms: x {off / on:.3f}", flush=True)
     return WB.finish(args.out, t0)
 
 

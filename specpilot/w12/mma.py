@@ -71,7 +71,10 @@ class MmaConfig:
     fills the GPU and its last programs are short; esc_pre: 0 = the escapes' exact products
     before the main loop (their loads waiting while the first round streams), n > 0 = the range
     and the first n chunks of entries loaded before the main loop (constant: before the PDL
-    wait) and every product after it."""
+    wait) and every product after it; step_acc: 1 = one accumulator per MMA step of a round (the
+    S chains of MMAs accumulate across rounds in their C registers, summed once after the main
+    loop), 0 = each round's S steps start from zero and are summed into one accumulator (4 S
+    FADDs per 8-row tile and round)."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
@@ -79,11 +82,12 @@ class MmaConfig:
     maxnreg: int = 0
     split: int = 1
     esc_pre: int = 0
+    step_acc: int = 0
 
     def __post_init__(self):
         if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
                 or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1
-                or self.esc_pre not in (0, 1, 2, 4)):
+                or self.esc_pre not in (0, 1, 2, 4) or self.step_acc not in (0, 1)):
             raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
@@ -91,7 +95,8 @@ class MmaConfig:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         split = f"x{self.split}" if self.split > 1 else ""
         esc = f"e{self.esc_pre}" if self.esc_pre else ""
-        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}"
+        acc = "c" if self.step_acc else ""
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}{acc}"
 
 
 def round_words(cfg: MmaConfig) -> int:
@@ -254,7 +259,7 @@ if HAS_GLUON:
                         USE_SPLIT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
                         EP: gl.constexpr, E4P: gl.constexpr, BF16: gl.constexpr,
-                        PB: gl.constexpr, PDL: gl.constexpr = 0):
+                        PB: gl.constexpr, SACC: gl.constexpr = False, PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
@@ -267,7 +272,7 @@ if HAS_GLUON:
         # product after the main loop. BF16: l_ptr is an int32 view of a bf16 weight [N, K]
         # (rows of 4 HW words, HW = K / 8; no planes, bases or escapes): a thread loads, per H
         # word of the W12 form, the same columns' bf16 words (layout PB: 2S words per half and
-        # row), which are the MMA's A registers as they are
+        # row), which are the MMA's A registers as they are. SACC: MmaConfig.step_acc
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -315,10 +320,16 @@ if HAS_GLUON:
         ACC: gl.constexpr = gl.SliceLayout(4, Q)
         R: gl.constexpr = gl.SliceLayout(0, ACC)
         zero = gl.zeros(SHAPE, gl.float32, Q)
-        acc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-        acc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-        bcc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-        bcc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
+        if SACC:   # [.., S]: the MMAs' own C registers, one chain per step
+            acc01 = gl.zeros(SHAPE, gl.float32, Q)
+            acc23 = gl.zeros(SHAPE, gl.float32, Q)
+            bcc01 = gl.zeros(SHAPE, gl.float32, Q)
+            bcc23 = gl.zeros(SHAPE, gl.float32, Q)
+        else:
+            acc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
+            acc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
+            bcc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
+            bcc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
 
         step = 4 * S * WK
         k0 = pid_k * RPS * step                     # the program's K range: H words [k0, lim)
@@ -378,15 +389,22 @@ if HAS_GLUON:
             ahi = gl.convert_layout(ahi, Q)
             blo = gl.convert_layout(blo, Q)
             bhi = gl.convert_layout(bhi, Q)
-            d01, d23 = _mma(alo, ahi, _x_operand(xa, S, Q), zero, zero)
-            d01, d23 = _mma(blo, bhi, _x_operand(xb, S, Q), d01, d23)
-            acc01 += gl.sum(d01, axis=4)
-            acc23 += gl.sum(d23, axis=4)
-            if NT == 2:
-                d01, d23 = _mma(alo, ahi, _x_operand(xa1, S, Q), zero, zero)
-                d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
-                bcc01 += gl.sum(d01, axis=4)
-                bcc23 += gl.sum(d23, axis=4)
+            if SACC:
+                acc01, acc23 = _mma(alo, ahi, _x_operand(xa, S, Q), acc01, acc23)
+                acc01, acc23 = _mma(blo, bhi, _x_operand(xb, S, Q), acc01, acc23)
+                if NT == 2:
+                    bcc01, bcc23 = _mma(alo, ahi, _x_operand(xa1, S, Q), bcc01, bcc23)
+                    bcc01, bcc23 = _mma(blo, bhi, _x_operand(xb1, S, Q), bcc01, bcc23)
+            else:
+                d01, d23 = _mma(alo, ahi, _x_operand(xa, S, Q), zero, zero)
+                d01, d23 = _mma(blo, bhi, _x_operand(xb, S, Q), d01, d23)
+                acc01 += gl.sum(d01, axis=4)
+                acc23 += gl.sum(d23, axis=4)
+                if NT == 2:
+                    d01, d23 = _mma(alo, ahi, _x_operand(xa1, S, Q), zero, zero)
+                    d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
+                    bcc01 += gl.sum(d01, axis=4)
+                    bcc23 += gl.sum(d23, axis=4)
             if AHEAD >= 1:
                 h, la, lb = h2, la2, lb2
             if AHEAD >= 2:
@@ -405,6 +423,11 @@ if HAS_GLUON:
                     f01, f23 = _esc_products(f01, f23, 8, x16_ptr, sxm, ent2, ev2, eok2, n0, M,
                                              WR, E4)
 
+        if SACC:   # the steps' chains summed: [WK, 8WR, 2, 4] in ACC, as without
+            acc01 = gl.sum(acc01, axis=4)
+            acc23 = gl.sum(acc23, axis=4)
+            bcc01 = gl.sum(bcc01, axis=4)
+            bcc23 = gl.sum(bcc23, axis=4)
         # reduce over the warps (w): [8WR, 2, 4] per accumulator
         r01 = gl.sum(acc01, axis=0) + e01
         r23 = gl.sum(acc23, axis=0) + e23
@@ -625,9 +648,9 @@ def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> 
     1 <= M <= 16: the W12 kernel's loop on bf16 words (no decode, no escapes), with PDL. Our
     fastest bf16 kernel at these rows, so the bf16 side of W12's measurements
     (``gpu_w12_mma_bench.py --bf16``); on a weight without escapes and K a multiple of 32 it
-    equals ``w12_mma`` bit for bit. Not in the engine: at a verify's 8 / 16 rows it measured no faster than cuBLAS and a
-    ``stock`` step with it slower (session 34, docs/benchmarks/hybrid.md). ``cfg``: default
-    ``tuned_config`` (cfg.esc_pre has no effect)."""
+    equals ``w12_mma`` bit for bit. Not in the engine: at a verify's 8 / 16 rows it measured no
+    faster than cuBLAS and a ``stock`` step with it slower (session 34,
+    docs/benchmarks/hybrid.md). ``cfg``: default ``tuned_config`` (cfg.esc_pre has no effect)."""
     M, K = x.shape
     if w.dtype != torch.bfloat16 or w.dim() != 2 or w.shape[1] != K or x.dtype != torch.bfloat16:
         raise ValueError(f"bf16_mma: needs bf16 x [M, K] and bf16 w [N, K]; got x {x.dtype} "
@@ -664,7 +687,7 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
         x.view(torch.int32), x, y, ws, locks, *weight_args,
         M, N, K // 2, HW, G, x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
-        USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg),
+        USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg), SACC=bool(cfg.step_acc),
         **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]), num_warps=cfg.warps_k * cfg.warps_r,
         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}), **consts)
     return y

@@ -25,20 +25,24 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
        "G": "i32", "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
-CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16)
-    (2, 1, 1, 8, 1, False, False, 0, 0, False), (4, 1, 1, 4, 2, False, False, 0, 0, False),
-    (2, 1, 1, 4, 2, False, True, 0, 0, False),
-    (2, 1, 0, 4, 1, True, False, 3, 0, False), (2, 1, 2, 4, 1, False, False, 0, 0, False),
-    (2, 1, 2, 8, 1, False, True, 2, 0, False),
-    (2, 1, 2, 8, 1, False, False, 2, 1, False), (2, 1, 1, 4, 2, True, True, 3, 2, False),
-    (4, 2, 0, 4, 1, False, False, 0, 4, False),
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16,
+          #  step_acc)
+    (2, 1, 1, 8, 1, False, False, 0, 0, False, 0), (4, 1, 1, 4, 2, False, False, 0, 0, False, 0),
+    (2, 1, 1, 4, 2, False, True, 0, 0, False, 0),
+    (2, 1, 0, 4, 1, True, False, 3, 0, False, 0), (2, 1, 2, 4, 1, False, False, 0, 0, False, 0),
+    (2, 1, 2, 8, 1, False, True, 2, 0, False, 0),
+    (2, 1, 2, 8, 1, False, False, 2, 1, False, 0), (2, 1, 1, 4, 2, True, True, 3, 2, False, 0),
+    (4, 2, 0, 4, 1, False, False, 0, 4, False, 0),
     # bf16_mma: the same loop on bf16 words
-    (2, 1, 2, 8, 1, False, False, 2, 0, True), (2, 1, 1, 4, 2, False, True, 3, 0, True),
-    (4, 1, 0, 4, 1, False, False, 0, 0, True)]
+    (2, 1, 2, 8, 1, False, False, 2, 0, True, 0), (2, 1, 1, 4, 2, False, True, 3, 0, True, 0),
+    (4, 1, 0, 4, 1, False, False, 0, 0, True, 0),
+    # step_acc: each MMA step's chain accumulates across rounds
+    (2, 1, 2, 8, 1, False, False, 2, 0, False, 1), (4, 1, 1, 4, 2, False, True, 3, 1, False, 1),
+    (2, 1, 2, 4, 2, False, False, 2, 0, True, 1)]
 
 
 def _label(c) -> str:
-    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8])
+    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], step_acc=c[10])
     return f"{'bf16 ' if c[9] else ''}{cfg.short} nt{c[4]}"
 
 
@@ -52,14 +56,16 @@ def _compile_all() -> dict:
 
     out = {}
     for case in CASES:
-        wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16 = case
-        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre)
+        wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16, sacc = case
+        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre,
+                            step_acc=sacc)
         P, Q, X, E4 = mma.layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         ec = mma.esc_chunk(cfg)
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
                       USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=ec, EP=ec * esc_pre,
-                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P)
+                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P,
+                      SACC=bool(sacc))
         if bf16:   # as bf16_mma launches it: the weight's int32 view in every plane argument
             sig.update(h_ptr="*i32", hb_ptr="*i32", koff_ptr="*i32", kent_ptr="*i32",
                        kval_ptr="*i32")
@@ -71,6 +77,9 @@ def _compile_all() -> dict:
         k = triton.compile(GluonASTSource(mma._w12_mma_kernel, sig, consts, attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
         ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+        # the main loop: from the label before the first mma.sync to the branch after the last
+        first, last = ptx.find("mma.sync"), ptx.rfind("mma.sync")
+        loop = ptx[ptx.rfind("$L__BB", 0, first):ptx.find("bra", last)]
         if split:   # the launcher passes M == 1 as a constant: that variant compiles too
             sig1, consts1 = dict(sig, M="constexpr"), dict(consts, M=1)
             triton.compile(GluonASTSource(mma._w12_mma_kernel, sig1, consts1, attrs),
@@ -81,8 +90,10 @@ def _compile_all() -> dict:
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
-            "esc_pre": esc_pre, "bf16": bf16, "ld_before_wait": len(re.findall(
-                r"ld\.global", ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
+            "esc_pre": esc_pre, "bf16": bf16, "sacc": sacc,
+            "fadd_loop": len(re.findall(r"add\.(?:rn\.)?f32", loop)),
+            "ld_before_wait": len(re.findall(r"ld\.global",
+                                             ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
             "pdl": pdl, "gdc": ptx.count("griddepcontrol."),
             "pos": {op: ptx.find(op) for op in ("griddepcontrol.wait",
@@ -107,6 +118,9 @@ def test_compiles_for_sm90_with_the_mma_layout():
         assert r["mma"] == 2 * S * nt, (name, r)
         # DECODE_PTX: 6 prmt per H word; bf16 words are the A registers as loaded
         assert r["prmt"] == (0 if r["bf16"] else 2 * S * 6), (name, r)
+        # per round: the S steps' results summed into the accumulator (4 floats per 8-row tile
+        # and step), or with step_acc none: the steps' chains are summed after the loop
+        assert r["fadd_loop"] == (0 if r["sacc"] else 4 * S * nt), (name, r)
         # per round a thread's 16-byte loads: three planes x two rows x S / 4 words, or bf16
         # two halves x two rows x 2S / 4 words (twice with the prologue's round loaded ahead),
         # plus the x loads
@@ -212,6 +226,9 @@ def test_config_labels():
     with pytest.raises(ValueError, match="bad values"):
         mma.MmaConfig(split=0)
     assert mma.MmaConfig(2, 1, 2, 8, split=3, esc_pre=2).short == "k2r1a2s8x3e2"
+    assert mma.MmaConfig(2, 1, 2, 8, esc_pre=1, step_acc=1).short == "k2r1a2s8e1c"
+    with pytest.raises(ValueError, match="bad values"):
+        mma.MmaConfig(step_acc=2)
     with pytest.raises(ValueError, match="bad values"):
         mma.MmaConfig(esc_pre=3)
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
@@ -240,7 +257,10 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                 # the rest of a row block's escapes in further chunks)
                 mma.MmaConfig(2, 1, 2, 8, esc_pre=1), mma.MmaConfig(2, 1, 1, 4, esc_pre=2),
                 mma.MmaConfig(2, 1, 2, 8, split=3, esc_pre=1),
-                mma.MmaConfig(4, 2, 0, 4, split=2, esc_pre=4)):
+                mma.MmaConfig(4, 2, 0, 4, split=2, esc_pre=4),
+                # an accumulator per MMA step (step_acc)
+                mma.MmaConfig(2, 1, 2, 8, step_acc=1),
+                mma.MmaConfig(4, 1, 1, 4, split=3, esc_pre=1, step_acc=1)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
@@ -255,7 +275,8 @@ def test_bf16_matches_torch_on_gpu(N, K):
     wc = w.cuda()
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
                 mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(2, 1, 1, 4),
-                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4)):
+                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4),
+                mma.MmaConfig(2, 1, 2, 4, step_acc=1)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M + 7)
             check_close(mma.bf16_mma(a.cuda(), wc, cfg), a, w)
@@ -280,7 +301,8 @@ def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
     assert w.n_escapes == 0   # 2^-9 .. 2^-2: inside the 14 exponents of the window
     p, xc = Kn.prepare(w, "cuda"), x.cuda()
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 2, 8), mma.MmaConfig(4, 2, 0, 4),
-                mma.MmaConfig(2, 1, 1, 4, split=2), mma.MmaConfig(2, 1, 2, 8, esc_pre=1)):
+                mma.MmaConfig(2, 1, 1, 4, split=2), mma.MmaConfig(2, 1, 2, 8, esc_pre=1),
+                mma.MmaConfig(4, 1, 1, 4, split=2, step_acc=1)):
         for M in (1, 2, 8, 9, 16):
             a = acts(M, K, M + 3).cuda()
             assert same_bits(mma.w12_mma(a, p, cfg), mma.bf16_mma(a, xc, cfg)), (cfg.short, M)
