@@ -53,10 +53,11 @@ def twins(configs, step_acc: bool) -> list:
                             if step_acc else [])
 
 
-def best_by_step_acc(tried: dict) -> tuple:
-    """(best us without step_acc, best us with it) of a {config label: us} dict."""
-    with_ = [t for k, t in tried.items() if k.endswith("c")]
-    return min(t for k, t in tried.items() if not k.endswith("c")), min(with_, default=math.nan)
+def best_by_step_acc(tried: dict, configs) -> tuple:
+    """(best us without step_acc, best us with it; nan where none) over configs, from tried
+    ({config label: us})."""
+    return tuple(min((tried[c.short] for c in configs if c.step_acc == on), default=math.nan)
+                 for on in (0, 1))
 
 
 def parse_configs(text: str) -> list:
@@ -159,24 +160,26 @@ def main() -> int:
                       else G.gemv_default_config(M, N, Kd, n_sm))
                 t_gemv = GB.timed(lambda i: G.w12_gemv(acts[i], ring12[i], config=cg), n)
             tried = {}
-            for cfg in twins(MM.candidates(N, Kd, n_sm) if tuned else configs, args.step_acc):
+            cands = twins(MM.candidates(N, Kd, n_sm) if tuned else configs, args.step_acc)
+            for cfg in cands:
                 tried[cfg.short] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
             best = min(tried, key=tried.get)
             t_m = tried[best]
             t_bare = float("nan")
             if args.esc_ab:
                 bare = GB.bare_ring(ring12)
-                cb = next(c for c in twins(MM.candidates(N, Kd, n_sm) if tuned else configs,
-                                           args.step_acc)
-                          if c.short == best)
+                cb = next(c for c in cands if c.short == best)
                 t_bare = GB.timed(lambda i: MM.w12_mma(acts[i], bare[i], cb), n)
             t_b16, best16, tried16 = float("nan"), "", {}
             if args.bf16:
-                for cfg in twins(MM.bf16_candidates(N, Kd, n_sm), args.step_acc):
+                cands16 = twins(MM.bf16_candidates(N, Kd, n_sm), args.step_acc)
+                for cfg in cands16:
                     tried16[cfg.short] = GB.timed(
                         lambda i, c=cfg: MM.bf16_mma(acts[i], ring16[i], c), n)
                 best16 = min(tried16, key=tried16.get)
                 t_b16 = tried16[best16]
+            sa_w12 = best_by_step_acc(tried, cands) if args.step_acc else None
+            sa_b16 = best_by_step_acc(tried16, cands16) if args.step_acc and args.bf16 else None
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
             for model, name, count in rows:
                 RESULTS["timing"].append({"model": model, "layer": name, "N": N, "K": Kd, "M": M,
@@ -185,16 +188,12 @@ def main() -> int:
                                           "w12_mma_config": best, "w12_mma_tried": tried,
                                           "w12_mma_no_esc_us": t_bare, "bf16_mma_us": t_b16,
                                           "bf16_mma_config": best16,
-                                          "bf16_mma_tried": tried16})
-                if args.step_acc:
-                    RESULTS["timing"][-1].update(
-                        step_acc_w12_us=best_by_step_acc(tried),
-                        step_acc_bf16_us=best_by_step_acc(tried16) if args.bf16 else None)
+                                          "bf16_mma_tried": tried16,
+                                          "step_acc_w12_us": sa_w12, "step_acc_bf16_us": sa_b16})
                 print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} {t_tc:7.1f} "
                       f"{t_gemv:7.1f} {t_m:7.1f} {wbytes / t_m / 1e3:5.0f} {t_cub / t_m:8.2f} {best} "
                       + (f"no-esc:{t_bare:.1f} " if args.esc_ab else "")
-                      + ("step_acc 0/1: {:.1f}/{:.1f} ".format(*best_by_step_acc(tried))
-                         if args.step_acc else "")
+                      + ("step_acc 0/1: {:.1f}/{:.1f} ".format(*sa_w12) if args.step_acc else "")
                       + (f"bf16-MMA:{t_b16:.1f} ({best16}, x cuBLAS {t_cub / t_b16:.2f}) "
                          if args.bf16 else "")
                       + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)

@@ -319,13 +319,13 @@ if HAS_GLUON:
         tok_ok1 = (tok0 + 8) < M
         ACC: gl.constexpr = gl.SliceLayout(4, Q)
         R: gl.constexpr = gl.SliceLayout(0, ACC)
-        zero = gl.zeros(SHAPE, gl.float32, Q)
         if SACC:   # [.., S]: the MMAs' own C registers, one chain per step
             acc01 = gl.zeros(SHAPE, gl.float32, Q)
             acc23 = gl.zeros(SHAPE, gl.float32, Q)
             bcc01 = gl.zeros(SHAPE, gl.float32, Q)
             bcc23 = gl.zeros(SHAPE, gl.float32, Q)
-        else:
+        else:   # each round's steps from zero, summed into [.., 4]
+            zero = gl.zeros(SHAPE, gl.float32, Q)
             acc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
             acc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
@@ -601,8 +601,15 @@ MAX_PROGRAMS_PER_SM = 40
 ESC_PRE = 1
 
 
-def _tune_key(x: torch.Tensor, N: int, K: int, kind: str = "w12") -> str:
-    """Key in kernel's tune cache and file: "mma-" + kind (w12 / bf16), GPU model, M, N, K."""
+def _weight_kind(w) -> tuple:
+    """("w12", N, K) for W12Planes, ("bf16", N, K) for a bf16 [N, K] weight."""
+    return ("w12", w.N, w.K) if isinstance(w, W12Planes) else ("bf16", *w.shape)
+
+
+def _tune_key(x: torch.Tensor, w) -> str:
+    """Key in kernel's tune cache and file: "mma-" + w's kind (w12 / bf16), GPU model, M, N,
+    K."""
+    kind, N, K = _weight_kind(w)
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
     return f"{_k.MMA_KEY_PREFIX}{kind}|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
 
@@ -612,14 +619,14 @@ def mma_autotune(x: torch.Tensor, w, cands=None) -> MmaConfig:
     over a >= 512 MB ring of weight copies) and cache the fastest for (kind, GPU, M, N, K). ``w``:
     W12Planes (``w12_mma``, ``candidates``) or a bf16 [N, K] weight (``bf16_mma``,
     ``bf16_candidates``)."""
-    w12 = isinstance(w, W12Planes)
-    N, K = (w.N, w.K) if w12 else w.shape
-    run = w12_mma if w12 else bf16_mma
+    kind, N, K = _weight_kind(w)
+    run = w12_mma if kind == "w12" else bf16_mma
     ring = _k.weight_ring(w)
-    cands = cands or (candidates if w12 else bf16_candidates)(N, K, _k._num_sms(x.device))
+    cands = cands or (candidates if kind == "w12" else bf16_candidates)(N, K,
+                                                                        _k._num_sms(x.device))
     best = _k.fastest(cands, lambda c: lambda i: run(x, ring[i], c), len(ring),
-                      f"mma {'w12' if w12 else 'bf16'} M={x.shape[0]} N={N} K={K}")
-    _k._remember(_tune_key(x, N, K, "w12" if w12 else "bf16"), best)
+                      f"mma {kind} M={x.shape[0]} N={N} K={K}")
+    _k._remember(_tune_key(x, w), best)
     return best
 
 
@@ -627,10 +634,8 @@ def tuned_config(x: torch.Tensor, w) -> MmaConfig:
     """The tuned config for (x, w) (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now
     when ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default.
     ``w`` as ``mma_autotune``'s."""
-    w12 = isinstance(w, W12Planes)
-    N, K = (w.N, w.K) if w12 else w.shape
-    return _k.cached_or_tuned(_tune_key(x, N, K, "w12" if w12 else "bf16"),
-                              lambda: mma_autotune(x, w), lambda: CANDIDATES[0])
+    return _k.cached_or_tuned(_tune_key(x, w), lambda: mma_autotune(x, w),
+                              lambda: CANDIDATES[0])
 
 
 def bf16_mma_supported(M: int, K: int) -> bool:

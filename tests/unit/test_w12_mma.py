@@ -414,7 +414,7 @@ def test_gpu_w12_matmul_takes_the_tuned_mma_above_the_gemv(monkeypatch):
     for M in range(Kn.MMA_MIN_M, Kn.MMA_MAX_M + 1):
         a = acts(M, K, M).cuda()
         y = Kn.w12_matmul(a, p)
-        cfg = Kn._TUNED[mma._tune_key(a, N, K)]
+        cfg = Kn._TUNED[mma._tune_key(a, p)]
         assert same_bits(y, mma.w12_mma(a, p, cfg))
     assert len(Kn._TUNED) == Kn.MMA_MAX_M - Kn.MMA_MIN_M + 1
 
