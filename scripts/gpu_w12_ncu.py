@@ -1,0 +1,76 @@
+"""Nsight Compute on the few-row GEMMs: what limits W12-MMA against the same loop on bf16 words.
+
+Run under ncu from the repository root on a CUDA machine (ncu's default cache control flushes the
+caches before each profiled kernel; ``--clock-control none`` leaves the clocks as they run):
+
+    ncu --profile-from-start off --clock-control none --set full -o /tmp/w12 \\
+        python3 scripts/gpu_w12_ncu.py --shape 34816,5120 \\
+        --cases w12:2:2/1/2/8/0/1/1,bf16:8:2/1/2/4,cublas:8
+    ncu -i /tmp/w12.ncu-rep --page details > details.txt
+
+Each case (``kind:M[:config]``, kind w12 | bf16 | cublas, config as ``MmaConfig``'s fields joined
+by "/") runs twice outside the profiled range (compilation, warm-up), then once inside
+``cudaProfilerStart`` / ``Stop``, so the report holds one kernel per case, in the order given
+(cuBLAS may add its own small kernels). Weights: gpu_w12_gemv_bench's build_weights (random
+N(0, 0.02^2) with planted escapes, one encoded block replicated). Prints one line per case:
+its order in the report and the config.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gpu_w12_gemv_bench as GB  # noqa: E402
+from specpilot.w12 import mma as MM  # noqa: E402
+
+
+def parse_case(text: str) -> tuple:
+    parts = text.strip().split(":")
+    if len(parts) not in (2, 3) or parts[0] not in ("w12", "bf16", "cublas"):
+        raise SystemExit(f"bad case {text!r}: kind:M[:config], kind w12 | bf16 | cublas")
+    cfg = MM.MmaConfig(*(int(v) for v in parts[2].split("/"))) if len(parts) == 3 else None
+    if parts[0] != "cublas" and cfg is None:
+        raise SystemExit(f"case {text!r}: w12 and bf16 need a config")
+    return parts[0], int(parts[1]), cfg
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="34816,5120", help="N,K of the weight")
+    ap.add_argument("--cases", required=True, help="comma-separated kind:M[:config]")
+    ap.add_argument("--block-rows", type=int, default=1024)
+    args = ap.parse_args()
+    N, K = (int(v) for v in args.shape.split(","))
+    cases = [parse_case(c) for c in args.cases.split(",")]
+    planes, w = GB.build_weights([(None, None, N, K, None)], args.block_rows)[(N, K)]
+    torch.manual_seed(0)
+    for i, (kind, M, cfg) in enumerate(cases):
+        x = torch.randn(M, K, device="cuda").bfloat16()
+        if kind == "w12":
+            def run():
+                return MM.w12_mma(x, planes, cfg)
+        elif kind == "bf16":
+            def run():
+                return MM.bf16_mma(x, w, cfg)
+        else:
+            def run():
+                return x @ w.t()
+        for _ in range(2):
+            run()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        run()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        print(f"case {i}: {kind} M={M} {cfg.short if cfg else ''} on {N} x {K}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
