@@ -304,13 +304,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="JSON file for all results")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--m", default=",".join(map(str, M_VALUES)), help="activation rows to time")
+    ap.add_argument("--m", default=None,
+                    help=f"activation rows to time (default {','.join(map(str, M_VALUES))}; "
+                    "with --quick 1,16,64)")
     ap.add_argument("--ring-mb", type=int, default=512, help="weight bytes rotated per timing")
     ap.add_argument("--block-rows", type=int, default=1024, help="rows encoded on the CPU per K")
     ap.add_argument("--tune-budget", type=float, default=200.0,
                     help="no new autotuning after this many seconds from the start")
     ap.add_argument("--eager", action="store_true", help="time eager loops instead of CUDA graphs")
-    ap.add_argument("--quick", action="store_true", help="smaller correctness sweep, M = 1, 16, 64")
+    ap.add_argument("--quick", action="store_true",
+                    help="smaller correctness sweep; M = 1, 16, 64 unless --m is given")
     ap.add_argument("--no-ptx", action="store_true", help="plain-Triton decode instead of the PTX")
     ap.add_argument("--save-tuning", default=None,
                     help="also write the tuned configs here (kernel.save_tuning format, which "
@@ -330,7 +333,8 @@ def main() -> int:
     print(env, flush=True)
     t0 = time.time()
     models = args.models.split(",")
-    m_values = (1, 16, 64) if args.quick else tuple(int(m) for m in args.m.split(","))
+    m_values = (tuple(int(m) for m in args.m.split(",")) if args.m is not None
+                else (1, 16, 64) if args.quick else M_VALUES)
     for model in models:
         print(f"{model}: " + ", ".join(f"{n} {N}x{Kd} (x{c})" for n, N, Kd, c in layer_shapes(model)))
     correctness(args.quick)
