@@ -24,7 +24,6 @@ timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import time
@@ -44,22 +43,6 @@ from specpilot.w12.format import encode  # noqa: E402
 DEV = "cuda"
 RESULTS = WB.RESULTS
 CHECK_M = (1, 2, 3, 5, 8, 9, 16)
-
-
-def twins(configs, stages) -> list:
-    """configs, and each of them (those without a ring) again with each ring depth of stages
-    (mma.with_ring)."""
-    out = list(configs)
-    for d in stages:
-        out += [MM.with_ring(c, d) for c in configs if not c.stages]
-    return list(dict.fromkeys(out))
-
-
-def best_by_ring(tried: dict, configs, stages) -> tuple:
-    """(best us without a ring, then with each depth of stages; nan where none) over configs,
-    from tried ({config label: us})."""
-    return tuple(min((tried[c.short] for c in configs if c.stages == d), default=math.nan)
-                 for d in (0, *stages))
 
 
 def parse_configs(text: str) -> list:
@@ -93,7 +76,7 @@ def main() -> int:
     ap.add_argument("--m", default="1,2,4,8,16")
     ap.add_argument("--configs", default="2/1/1/4,2/1/2/4,2/1/1/8,2/1/2/8,4/1/1/8,4/1/2/8,"
                     "2/1/1/8/128,4/1/1/8/128,2/1/2/8/168",
-                    help="warps_k/warps_r/ahead/words[/maxnreg[/split[/esc_pre[/stages]]]] "
+                    help="warps_k/warps_r/ahead/words[/maxnreg[/split[/esc_pre]]] "
                     "(MmaConfig), "
                     "comma-separated; or 'tuned': per shape the tuner's candidates "
                     "(mma.candidates), which the tuner would pick the fastest of")
@@ -108,14 +91,9 @@ def main() -> int:
                     "candidates) instead of its default")
     ap.add_argument("--esc-ab", action="store_true",
                     help="also time the best config on planes without escapes (no-esc column)")
-    ap.add_argument("--ring", default="",
-                    help="comma-separated ring depths (MmaConfig.stages): also time every config "
-                    "(W12 and bf16) with its planes through a shared-memory ring of each depth; "
-                    "the best without and with each, per layer and per token")
     ap.add_argument("--bf16", action="store_true",
                     help="also time bf16_mma on the bf16 weights over its candidates")
     args = ap.parse_args()
-    rings = tuple(int(v) for v in args.ring.split(",") if v)
     t0 = time.time()
     tuned = args.configs == "tuned"
     configs = [MM.CANDIDATES[0]] if tuned else parse_configs(args.configs)
@@ -164,7 +142,7 @@ def main() -> int:
                       else G.gemv_default_config(M, N, Kd, n_sm))
                 t_gemv = GB.timed(lambda i: G.w12_gemv(acts[i], ring12[i], config=cg), n)
             tried = {}
-            cands = twins(MM.candidates(N, Kd, n_sm) if tuned else configs, rings)
+            cands = MM.candidates(N, Kd, n_sm) if tuned else configs
             for cfg in cands:
                 tried[cfg.short] = GB.timed(lambda i, c=cfg: MM.w12_mma(acts[i], ring12[i], c), n)
             best = min(tried, key=tried.get)
@@ -176,14 +154,12 @@ def main() -> int:
                 t_bare = GB.timed(lambda i: MM.w12_mma(acts[i], bare[i], cb), n)
             t_b16, best16, tried16 = float("nan"), "", {}
             if args.bf16:
-                cands16 = twins(MM.bf16_candidates(N, Kd, n_sm), rings)
+                cands16 = MM.bf16_candidates(N, Kd, n_sm)
                 for cfg in cands16:
                     tried16[cfg.short] = GB.timed(
                         lambda i, c=cfg: MM.bf16_mma(acts[i], ring16[i], c), n)
                 best16 = min(tried16, key=tried16.get)
                 t_b16 = tried16[best16]
-            sa_w12 = best_by_ring(tried, cands, rings) if rings else None
-            sa_b16 = best_by_ring(tried16, cands16, rings) if rings and args.bf16 else None
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
             for model, name, count in rows:
                 RESULTS["timing"].append({"model": model, "layer": name, "N": N, "K": Kd, "M": M,
@@ -192,13 +168,10 @@ def main() -> int:
                                           "w12_mma_config": best, "w12_mma_tried": tried,
                                           "w12_mma_no_esc_us": t_bare, "bf16_mma_us": t_b16,
                                           "bf16_mma_config": best16,
-                                          "bf16_mma_tried": tried16,
-                                          "ring_w12_us": sa_w12, "ring_bf16_us": sa_b16})
+                                          "bf16_mma_tried": tried16})
                 print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:2d} {t_cub:7.1f} {t_tc:7.1f} "
                       f"{t_gemv:7.1f} {t_m:7.1f} {wbytes / t_m / 1e3:5.0f} {t_cub / t_m:8.2f} {best} "
                       + (f"no-esc:{t_bare:.1f} " if args.esc_ab else "")
-                      + (f"ring 0/{'/'.join(map(str, rings))}: "
-                         + "/".join(f"{v:.1f}" for v in sa_w12) + " " if rings else "")
                       + (f"bf16-MMA:{t_b16:.1f} ({best16}, x cuBLAS {t_cub / t_b16:.2f}) "
                          if args.bf16 else "")
                       + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)
@@ -217,18 +190,6 @@ def main() -> int:
                 b16 = sum(r["bf16_mma_us"] * r["count"] for r in rs) / 1e3
                 print(f"{model:16s} M={M:2d} bf16: cuBLAS {cub:.2f}  bf16-MMA {b16:.2f}  "
                       f"x cuBLAS {cub / b16:.3f}  W12-MMA x bf16-MMA {b16 / mm:.3f}", flush=True)
-            for kind in ("w12", "bf16") if rings else ():
-                if rs[0][f"ring_{kind}_us"] is None:
-                    continue
-                per = [sum(r[f"ring_{kind}_us"][i] * r["count"] for r in rs) / 1e3
-                       for i in range(len(rings) + 1)]
-                best = [min(r[f"ring_{kind}_us"][0], *r[f"ring_{kind}_us"][1:]) * r["count"]
-                        for r in rs]
-                print(f"{model:16s} M={M:2d} {kind} ring: without {per[0]:.2f} ms; "
-                      + ", ".join(f"d{d} {t:.2f} (x {per[0] / t:.3f})" for d, t in
-                                  zip(rings, per[1:]))
-                      + f"; best of all per layer {sum(best) / 1e3:.2f} "
-                      f"(x {per[0] * 1e3 / sum(best):.3f})", flush=True)
     return WB.finish(args.out, t0)
 
 

@@ -46,11 +46,9 @@ from .kernel import DECODE_PTX, GROUP, IDX_ROWS, W12Planes, _cdiv
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.ampere import async_copy as _acp
 except ImportError:  # no Triton, or one without Gluon: mma_supported() says False
     gluon = None
     gl = None
-    _acp = None
 
 HAS_GLUON = gluon is not None
 MAX_M = 16                 # activation rows per call (two 8-row MMA tiles)
@@ -73,11 +71,7 @@ class MmaConfig:
     fills the GPU and its last programs are short; esc_pre: 0 = the escapes' exact products
     before the main loop (their loads waiting while the first round streams), n > 0 = the range
     and the first n chunks of entries loaded before the main loop (constant: before the PDL
-    wait) and every product after it; stages: 0 = the plane loads go to registers (``ahead``
-    1: one round ahead), 2-4 = through a ring of that many rounds in shared memory (cp.async,
-    ``stages`` - 1 rounds in flight per warp without holding registers; each thread reads back
-    only the words it copied; ``ahead`` then only says whether the x loads run a round
-    ahead: 0 or 2)."""
+    wait) and every product after it."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
@@ -85,13 +79,11 @@ class MmaConfig:
     maxnreg: int = 0
     split: int = 1
     esc_pre: int = 0
-    stages: int = 0
 
     def __post_init__(self):
         if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
                 or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1
-                or self.esc_pre not in (0, 1, 2, 4)
-                or self.stages not in (0, 2, 3, 4) or (self.stages and self.ahead == 1)):
+                or self.esc_pre not in (0, 1, 2, 4)):
             raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
@@ -99,15 +91,7 @@ class MmaConfig:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         split = f"x{self.split}" if self.split > 1 else ""
         esc = f"e{self.esc_pre}" if self.esc_pre else ""
-        ring = f"d{self.stages}" if self.stages else ""
-        return (f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}"
-                f"{ring}")
-
-
-def with_ring(cfg: MmaConfig, stages: int) -> MmaConfig:
-    """cfg with its plane loads through a shared-memory ring of ``stages`` rounds (ahead 1, the
-    register ring, becomes 0; the x loads run ahead as before)."""
-    return replace(cfg, stages=stages, ahead=0 if cfg.ahead == 1 else cfg.ahead)
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}"
 
 
 def round_words(cfg: MmaConfig) -> int:
@@ -155,9 +139,6 @@ if HAS_GLUON:
     # a CTA barrier: thread_barrier in triton 3.6 (the GPU machine's), barrier from 3.7 on
     _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
     _MMA = gl.constexpr(MMA_PTX)
-    # cp.async into shared memory: async_copy_global_to_shared in triton 3.6 (the GPU
-    # machine's), async_load from 3.9 on
-    _cp_async = getattr(_acp, "async_load", None) or _acp.async_copy_global_to_shared
 
     @gluon.jit
     def _i5(n: gl.constexpr, d: gl.constexpr, L: gl.constexpr):
@@ -233,37 +214,6 @@ if HAS_GLUON:
         return h, la, lb
 
     @gluon.jit
-    def _copy_round(sh, sa, sb, slot, hrow, lrow, row_ok, q, wrow, row_okb, qb, HW, lim,
-                    BF16: gl.constexpr):
-        """_load_round's words into ring slot ``slot`` (cp.async, one commit group; words past
-        lim or the last row are zero-filled: they decode to finite weights that meet x = 0,
-        which _load_x masks there, or land in rows that are not stored)."""
-        if BF16:
-            ok = row_okb & (qb < 2 * lim)
-            _cp_async(sa.index(slot), wrow + qb, mask=ok)
-            _cp_async(sb.index(slot), wrow + 2 * HW + qb, mask=ok)
-        else:
-            ok = row_ok & (q < lim)
-            _cp_async(sh.index(slot), hrow + q, mask=ok)
-            _cp_async(sa.index(slot), lrow + q, mask=ok)
-            _cp_async(sb.index(slot), lrow + HW + q, mask=ok)
-        _acp.commit_group()
-
-    @gluon.jit
-    def _read_round(sh, sa, sb, slot, P: gl.constexpr, PB: gl.constexpr, BF16: gl.constexpr):
-        """Ring slot ``slot`` as _load_round returns it (each thread reads the words it
-        copied)."""
-        if BF16:
-            la = sa.index(slot).load(PB)
-            lb = sb.index(slot).load(PB)
-            h = la
-        else:
-            h = sh.index(slot).load(P)
-            la = sa.index(slot).load(P)
-            lb = sb.index(slot).load(P)
-        return h, la, lb
-
-    @gluon.jit
     def _load_x(xrow0, xrow1, tok_ok0, tok_ok1, xq, HW, KW, lim, NT: gl.constexpr):
         """One round's x words: xq (first half) and 2 HW + xq (second half) of activation rows
         tok and, with NT 2, tok + 8 (else the first two again); 0 from H word lim on (the end
@@ -304,8 +254,7 @@ if HAS_GLUON:
                         USE_SPLIT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
                         EP: gl.constexpr, E4P: gl.constexpr, BF16: gl.constexpr,
-                        PB: gl.constexpr, PDL: gl.constexpr = 0,
-                        STAGES: gl.constexpr = 0, SL: gl.constexpr = None):
+                        PB: gl.constexpr, PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
@@ -318,9 +267,7 @@ if HAS_GLUON:
         # product after the main loop. BF16: l_ptr is an int32 view of a bf16 weight [N, K]
         # (rows of 4 HW words, HW = K / 8; no planes, bases or escapes): a thread loads, per H
         # word of the W12 form, the same columns' bf16 words (layout PB: 2S words per half and
-        # row), which are the MMA's A registers as they are. STAGES
-        # (MmaConfig.stages) > 0: the weight words through a ring of STAGES rounds in shared
-        # memory (layout SL), STAGES - 1 rounds copied ahead
+        # row), which are the MMA's A registers as they are.
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -367,8 +314,8 @@ if HAS_GLUON:
         tok_ok1 = (tok0 + 8) < M
         ACC: gl.constexpr = gl.SliceLayout(4, Q)
         R: gl.constexpr = gl.SliceLayout(0, ACC)
-        # each round's MMA steps start from zero and are summed into [.., 4] (a variant that
-        # kept one chain per step across rounds, with no sums in the loop, measured 1-3% slower:
+        # each round's MMA steps start from zero and are summed into [.., 4] (one chain per
+        # step across rounds, with no sums in the loop, measured 1-3% slower per token:
         # docs/benchmarks/w12.md, session 35)
         zero = gl.zeros(SHAPE, gl.float32, Q)
         acc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
@@ -380,19 +327,7 @@ if HAS_GLUON:
         k0 = pid_k * RPS * step                     # the program's K range: H words [k0, lim)
         lim = gl.minimum(k0 + RPS * step, HW)
         n_iter = gl.cdiv(lim - k0, step)
-        if STAGES > 0:
-            if BF16:
-                sa = gl.allocate_shared_memory(gl.int32, [STAGES, WK, 8 * WR, 2, 4, 2 * S], SL)
-                sb = gl.allocate_shared_memory(gl.int32, [STAGES, WK, 8 * WR, 2, 4, 2 * S], SL)
-                sh = sa   # not read
-            else:
-                sh = gl.allocate_shared_memory(gl.int32, [STAGES, WK, 8 * WR, 2, 4, S], SL)
-                sa = gl.allocate_shared_memory(gl.int32, [STAGES, WK, 8 * WR, 2, 4, S], SL)
-                sb = gl.allocate_shared_memory(gl.int32, [STAGES, WK, 8 * WR, 2, 4, S], SL)
-            for r in gl.static_range(STAGES - 1):
-                _copy_round(sh, sa, sb, r, hrow, lrow, row_ok, k0 + r * step + q0, wrow, row_okb,
-                            2 * (k0 + r * step) + qb0, HW, lim, BF16)
-        elif AHEAD >= 1:
+        if AHEAD >= 1:
             h, la, lb = _load_round(hrow, lrow, row_ok, k0 + q0, wrow, row_okb, 2 * k0 + qb0,
                                     HW, lim, BF16)
         if ESC and EP > 0:   # all of the rows' escapes (every K) in the first split
@@ -423,13 +358,7 @@ if HAS_GLUON:
                                         kval_ptr, n0, N, M, G, WR, E4, EC)
         for i in range(n_iter):
             j = k0 + i * step
-            if STAGES > 0:   # round i + STAGES - 1 into the slot round i - 1 was read from
-                jn = j + (STAGES - 1) * step
-                _copy_round(sh, sa, sb, (i + STAGES - 1) % STAGES, hrow, lrow, row_ok, jn + q0,
-                            wrow, row_okb, 2 * jn + qb0, HW, lim, BF16)
-                _acp.wait_group(STAGES - 1)   # round i's group is complete
-                h, la, lb = _read_round(sh, sa, sb, i % STAGES, P, PB, BF16)
-            elif AHEAD >= 1:
+            if AHEAD >= 1:
                 h2, la2, lb2 = _load_round(hrow, lrow, row_ok, j + step + q0, wrow, row_okb,
                                            2 * (j + step) + qb0, HW, lim, BF16)
             else:
@@ -461,12 +390,10 @@ if HAS_GLUON:
                 d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
                 bcc01 += gl.sum(d01, axis=4)
                 bcc23 += gl.sum(d23, axis=4)
-            if STAGES == 0 and AHEAD >= 1:
+            if AHEAD >= 1:
                 h, la, lb = h2, la2, lb2
             if AHEAD >= 2:
                 xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
-        if STAGES > 0:
-            _acp.wait_group(0)   # the copies past the last round (zero-filled) have landed
         _gdc_launch_dependents(PDL == 2)
         if ESC and EP > 0:   # the entries loaded ahead, then any further ones EC at a time
             e01, e23 = _esc_products(e01, e23, 0, x16_ptr, sxm, ent, ev, eok, n0, M, WR, E4P)
@@ -631,13 +558,6 @@ def layouts(cfg: MmaConfig):
     return P, Q, X, esc_layout(cfg, esc_chunk(cfg))
 
 
-def ring_layout(cfg: MmaConfig):
-    """The shared-memory ring's layout (MmaConfig.stages): a slot [WK, 8 WR, 2, 4, words] int32
-    (bf16: 2 words) row-major, no swizzle (each thread reads back its own copies); the ring
-    holds ``stages`` slots one after another."""
-    return gl.SwizzledSharedLayout(1, 1, 1, [4, 3, 2, 1, 0])
-
-
 def bf16_layout(cfg: MmaConfig):
     """PB: a bf16 weight's words per thread ([WK, 8 WR, 2, 4, 2S]: 2S contiguous words per half
     and row, two per H word of the W12 form)."""
@@ -753,7 +673,6 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
         M, N, K // 2, HW, G, x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
         USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg),
-        STAGES=cfg.stages, SL=ring_layout(cfg),
         **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]), num_warps=cfg.warps_k * cfg.warps_r,
         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}), **consts)
     return y

@@ -13,6 +13,7 @@ from specpilot.costmodel.__main__ import MODEL_CONFIGS, main
 from specpilot.costmodel.counts import Rates, Step, TargetShape, attention, step_costs
 from specpilot.costmodel.report import build_report, render
 from specpilot.spec.draft_config import DraftConfig
+from specpilot.w12.format import encode_auto
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "hidden_size": 8, "intermediate_size": 16,
          "vocab_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -371,7 +372,16 @@ def test_profile_w12_engine_on_cpu(tmp_path):
     dirs = _tiny_config_dirs(tmp_path)
     eng = prof.build_engine(dirs["t"], None, 2, 12, None, None, 40, device="cpu",
                             dtype="bfloat16", attention_backend="torch", weight_format="w12")
-    assert eng.runner.w12_report["converted"] == 17 and eng.runner.w12_report["kept"] == 0
+    # 17 linear layers. Their random weights (a few thousand each) sit near the escape-rate
+    # threshold, so a draw may keep some bf16 (on the H200, torch 2.11, 15 of 17 were converted,
+    # session 35): each kept layer's weight must really be over it, as encode_auto says
+    report = eng.runner.w12_report
+    assert report["converted"] + report["kept"] == 17 and report["converted"] >= 1
+    modules = dict(eng.runner.model.named_modules())
+    for name, how in report["layers"].items():
+        if not how.startswith("w12"):
+            assert how == "kept: escape rate above threshold", (name, how)
+            assert encode_auto(modules[name].weight.detach())[0] is None, name
     p = prof.profile_engine(eng, 2, 12, steps=2, warmup=1,
                             rates=prof.measure_rates("cpu", 1 << 16, 32, reps=1))
     shape, step = TargetShape.from_config(TINY_HYBRID), Step(2, 12, weight_format="w12")

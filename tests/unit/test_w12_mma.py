@@ -25,24 +25,20 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
        "G": "i32", "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
-CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16,
-          #  stages)
-    (2, 1, 1, 8, 1, False, False, 0, 0, False, 0), (4, 1, 1, 4, 2, False, False, 0, 0, False, 0),
-    (2, 1, 1, 4, 2, False, True, 0, 0, False, 0),
-    (2, 1, 0, 4, 1, True, False, 3, 0, False, 0), (2, 1, 2, 4, 1, False, False, 0, 0, False, 0),
-    (2, 1, 2, 8, 1, False, True, 2, 0, False, 0),
-    (2, 1, 2, 8, 1, False, False, 2, 1, False, 0), (2, 1, 1, 4, 2, True, True, 3, 2, False, 0),
-    (4, 2, 0, 4, 1, False, False, 0, 4, False, 0),
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16)
+    (2, 1, 1, 8, 1, False, False, 0, 0, False), (4, 1, 1, 4, 2, False, False, 0, 0, False),
+    (2, 1, 1, 4, 2, False, True, 0, 0, False),
+    (2, 1, 0, 4, 1, True, False, 3, 0, False), (2, 1, 2, 4, 1, False, False, 0, 0, False),
+    (2, 1, 2, 8, 1, False, True, 2, 0, False),
+    (2, 1, 2, 8, 1, False, False, 2, 1, False), (2, 1, 1, 4, 2, True, True, 3, 2, False),
+    (4, 2, 0, 4, 1, False, False, 0, 4, False),
     # bf16_mma: the same loop on bf16 words
-    (2, 1, 2, 8, 1, False, False, 2, 0, True, 0), (2, 1, 1, 4, 2, False, True, 3, 0, True, 0),
-    (4, 1, 0, 4, 1, False, False, 0, 0, True, 0),
-    # stages: the weight words through a ring in shared memory (cp.async)
-    (2, 1, 2, 8, 1, False, False, 2, 1, False, 3), (2, 1, 0, 4, 2, True, True, 3, 0, False, 4),
-    (2, 1, 2, 4, 2, False, False, 2, 0, True, 3)]
+    (2, 1, 2, 8, 1, False, False, 2, 0, True), (2, 1, 1, 4, 2, False, True, 3, 0, True),
+    (4, 1, 0, 4, 1, False, False, 0, 0, True)]
 
 
 def _label(c) -> str:
-    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], stages=c[10])
+    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8])
     return f"{'bf16 ' if c[9] else ''}{cfg.short} nt{c[4]}"
 
 
@@ -56,16 +52,14 @@ def _compile_all() -> dict:
 
     out = {}
     for case in CASES:
-        wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16, stages = case
-        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre,
-                            stages=stages)
+        wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16 = case
+        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre)
         P, Q, X, E4 = mma.layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         ec = mma.esc_chunk(cfg)
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
                       USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=ec, EP=ec * esc_pre,
-                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P,
-                      STAGES=stages, SL=mma.ring_layout(cfg))
+                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P)
         if bf16:   # as bf16_mma launches it: the weight's int32 view in every plane argument
             sig.update(h_ptr="*i32", hb_ptr="*i32", koff_ptr="*i32", kent_ptr="*i32",
                        kval_ptr="*i32")
@@ -90,11 +84,7 @@ def _compile_all() -> dict:
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
-            "esc_pre": esc_pre, "bf16": bf16, "stages": stages,
-            "cp_async": len(re.findall(r"cp\.async\.cg\.shared\.global[^\n]*, 0x10,", ptx)),
-            "cp_before_wait": len(re.findall(r"cp\.async\.cg", ptx[:max(0, ptx.find(
-                "griddepcontrol.wait"))])),
-            "wait_group_loop": loop.count("cp.async.wait_group"),
+            "esc_pre": esc_pre, "bf16": bf16,
             "fadd_loop": len(re.findall(r"add\.(?:rn\.)?f32", loop)),
             "ld_before_wait": len(re.findall(r"ld\.global",
                                              ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
@@ -127,15 +117,11 @@ def test_compiles_for_sm90_with_the_mma_layout():
         assert r["fadd_loop"] == 4 * S * nt, (name, r)
         # per round a thread's 16-byte loads: three planes x two rows x S / 4 words, or bf16
         # two halves x two rows x 2S / 4 words (twice with the prologue's round loaded ahead),
-        # plus the x loads; with stages the weight words as 16-byte cp.async instead (stages - 1
-        # rounds in the prologue, one in the loop) and one wait per round
+        # plus the x loads
         per_round = 2 * S if r["bf16"] else 6 * S // 4
-        planes = 0 if r["stages"] else per_round * (2 if r["ahead"] else 1)
+        planes = per_round * (2 if r["ahead"] else 1)
         assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
-        assert r["cp_async"] == per_round * r["stages"], (name, r)
-        assert r["wait_group_loop"] == (1 if r["stages"] else 0), (name, r)
-        # no shared-memory layout conversion; with stages the ring's buffers only
-        assert r["local_alloc"] == (0 if not r["stages"] else 2 if r["bf16"] else 3), (name, r)
+        assert r["local_alloc"] == 0, (name, r)        # no shared-memory layout conversion
         assert r["spills"] in (0, None), (name, r)
         # split-K: one ticket taken and one reset per program; none without
         assert r["atom"] == (2 if r["split"] else 0), (name, r)
@@ -147,8 +133,7 @@ def test_compiles_for_sm90_with_the_mma_layout():
             # every write after the wait; the first round's planes loaded before it (ahead)
             assert 0 <= wait < pos["st.global"], (name, pos)
             assert pos["atom."] == -1 or pos["atom."] > wait, (name, pos)
-            assert r["v4_before_wait"] == (per_round if r["ahead"] and not r["stages"] else 0), r
-            assert r["cp_before_wait"] == per_round * max(r["stages"] - 1, 0), (name, r)
+            assert r["v4_before_wait"] == (per_round if r["ahead"] else 0), (name, r)
             # esc_pre: the index range (2 loads) and the entries (kent and kval: one load per
             # entry and thread, esc_pre chunks of >= 4 per warp) come before the wait too
             if r["esc_pre"]:
@@ -220,7 +205,6 @@ def test_launchers_pass_the_kernel_its_arguments(monkeypatch):
     assert named[0]["kent_ptr"] is p.kent and named[0]["M"] == 3 and named[0]["N"] == 48
     assert (named[0]["KW"], named[0]["HW"], named[0]["sxm"]) == (100, p.Kp // 8, 100)
     assert k12["ESC"] and not k12["BF16"] and k12["EP"] == mma.esc_chunk(cfg) and k12["NT"] == 1
-    assert k12["STAGES"] == 0 and k16["STAGES"] == 0
     assert named[1]["l_ptr"].dtype == torch.int32 and named[1]["HW"] == 75
     assert named[1]["ws_ptr"].shape == (2, 9, 48) and named[1]["RPS"] == 2
     assert k16["BF16"] and not k16["ESC"] and k16["NT"] == 2 and k16["USE_SPLIT"]
@@ -236,14 +220,6 @@ def test_config_labels():
     with pytest.raises(ValueError, match="bad values"):
         mma.MmaConfig(split=0)
     assert mma.MmaConfig(2, 1, 2, 8, split=3, esc_pre=2).short == "k2r1a2s8x3e2"
-    assert mma.MmaConfig(2, 1, 2, 8, esc_pre=1, stages=3).short == "k2r1a2s8e1d3"
-    for bad in (dict(stages=1), dict(stages=5), dict(ahead=1, stages=3)):
-        with pytest.raises(ValueError, match="bad values"):   # ahead 1 is the register ring
-            mma.MmaConfig(**bad)
-    # a config's ring twin: the planes through shared memory, x ahead as before
-    assert mma.with_ring(mma.MmaConfig(2, 1, 1, 4), 3) == mma.MmaConfig(2, 1, 0, 4, stages=3)
-    assert mma.with_ring(mma.MmaConfig(2, 1, 2, 8, 168, esc_pre=1), 4).short == \
-        "k2r1a2s8g168e1d4"
     with pytest.raises(ValueError, match="bad values"):
         mma.MmaConfig(esc_pre=3)
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
@@ -272,12 +248,7 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                 # the rest of a row block's escapes in further chunks)
                 mma.MmaConfig(2, 1, 2, 8, esc_pre=1), mma.MmaConfig(2, 1, 1, 4, esc_pre=2),
                 mma.MmaConfig(2, 1, 2, 8, split=3, esc_pre=1),
-                mma.MmaConfig(4, 2, 0, 4, split=2, esc_pre=4),
-                # the planes through a ring in shared memory (zero-filled past the K range and
-                # the last row)
-                mma.MmaConfig(2, 1, 2, 8, stages=3), mma.MmaConfig(2, 1, 0, 4, stages=4),
-                mma.MmaConfig(4, 1, 2, 4, split=3, esc_pre=1, stages=2),
-                mma.MmaConfig(4, 2, 0, 4, split=2, stages=3)):
+                mma.MmaConfig(4, 2, 0, 4, split=2, esc_pre=4)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
@@ -292,8 +263,7 @@ def test_bf16_matches_torch_on_gpu(N, K):
     wc = w.cuda()
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
                 mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(2, 1, 1, 4),
-                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4),
-                mma.MmaConfig(2, 1, 2, 4, stages=3), mma.MmaConfig(2, 1, 0, 8, split=3, stages=4)):
+                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M + 7)
             check_close(mma.bf16_mma(a.cuda(), wc, cfg), a, w)
@@ -318,8 +288,7 @@ def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
     assert w.n_escapes == 0   # 2^-9 .. 2^-2: inside the 14 exponents of the window
     p, xc = Kn.prepare(w, "cuda"), x.cuda()
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 2, 8), mma.MmaConfig(4, 2, 0, 4),
-                mma.MmaConfig(2, 1, 1, 4, split=2), mma.MmaConfig(2, 1, 2, 8, esc_pre=1),
-                mma.MmaConfig(2, 1, 2, 8, stages=3), mma.MmaConfig(4, 1, 0, 4, split=2, stages=4)):
+                mma.MmaConfig(2, 1, 1, 4, split=2), mma.MmaConfig(2, 1, 2, 8, esc_pre=1)):
         for M in (1, 2, 8, 9, 16):
             a = acts(M, K, M + 3).cuda()
             assert same_bits(mma.w12_mma(a, p, cfg), mma.bf16_mma(a, xc, cfg)), (cfg.short, M)
