@@ -1,0 +1,162 @@
+"""Does the W12 planes' access pattern itself cap the DRAM bandwidth? A read-only probe.
+
+The W12 tensor-core loop reached 80% of the H200's DRAM peak where the same loop on bf16 words
+reached 89% (Nsight Compute, docs/benchmarks/w12.md, session 35). Per round a program of 16
+rows reads three runs per row (the H plane, the L plane's two halves) where the bf16 loop reads
+two. This probe reads the same bytes in the same rounds with one trivial kernel (loads, an
+integer sum, no decode, no MMA), for several weight layouts, and prints TB/s:
+
+* ``planes``: H [N, K/2] and L [N, K] bytes as stored today (three runs per row and round, H
+  from another array);
+* ``rows``: each row's L then H in one buffer row (three runs per row, one array);
+* ``row-tiles``: per row, each round's L-half-a, L-half-b and H runs stored together (one
+  run per row and round);
+* ``block-tiles``: per 16-row block and round, all its bytes stored together (one 12 KB run);
+* ``bf16``: a bf16 weight [N, K] read as the bf16 loop does (two runs per row, 2x the bytes).
+
+    PYTHONPATH=. python3 scripts/gpu_w12_pattern_probe.py [--n 34816 --k 5120]
+
+Each layout is timed as the benches time (a CUDA graph of calls rotating over >= 512 MB of
+copies, median of 5 replays), at num_stages 1-3 (Triton's software pipeline: rounds in flight).
+On CPU (TRITON_INTERPRET=1) ``--check`` compares each layout's sum with torch's on a small shape.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+ROWS = 16
+WORDS = 64   # H words per row and round of the tuned k2r1a2s8 config (4 S WK)
+
+
+@triton.jit
+def _probe(a_ptr, b_ptr, c_ptr, out_ptr, N, n_rounds, sa, sb, sc, ba, bb, bc, ra, rb, rc,
+           W: tl.constexpr, NS: tl.constexpr, ROWS_: tl.constexpr):
+    """Program pid reads, per round r < n_rounds and row i < ROWS_, W int32 words of each of NS
+    streams at base + pid * b + i * s + r * rr (+ column), and stores the sum of all."""
+    pid = tl.program_id(0)
+    i = tl.arange(0, ROWS_)[:, None]
+    col = tl.arange(0, W)[None, :]
+    ok = pid * ROWS_ + i < N
+    acc = tl.zeros([ROWS_, W], tl.int32)
+    pa = a_ptr + pid.to(tl.int64) * ba + i * sa + col
+    pb = b_ptr + pid.to(tl.int64) * bb + i * sb + col
+    pc = c_ptr + pid.to(tl.int64) * bc + i * sc + col
+    for r in range(n_rounds):
+        acc += tl.load(pa + r * ra, mask=ok, other=0)
+        if NS >= 2:
+            acc += tl.load(pb + r * rb, mask=ok, other=0)
+        if NS >= 3:
+            acc += tl.load(pc + r * rc, mask=ok, other=0)
+    tl.store(out_ptr + pid, tl.sum(tl.sum(acc, axis=1), axis=0))
+
+
+def layouts(N: int, K: int, device) -> dict:
+    """{name: (buffers, launch args)}: random int32 words in each layout's buffers; args = the
+    kernel's stream arguments (bases as tensors, strides in words)."""
+    assert N % ROWS == 0 and K % (8 * WORDS) == 0
+    hw, lw = K // 8, K // 4            # H and L words per row
+    rounds = hw // WORDS
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def rnd(*shape):
+        return torch.randint(-2**31, 2**31 - 1, shape, generator=g, dtype=torch.int32).to(device)
+
+    H, L = rnd(N, hw), rnd(N, lw)
+    rowbuf = rnd(N, lw + hw)
+    tiles = rnd(N, 3 * hw)
+    blocks = rnd(N // ROWS * rounds * ROWS * 3 * WORDS)
+    W16 = rnd(N, 2 * lw)
+    rw = 3 * WORDS
+    return {
+        # (a, b, c, sa, sb, sc, ba, bb, bc, ra, rb, rc, W, NS, rounds, bytes)
+        "planes": (H, L, L[:, hw:], hw, lw, lw, ROWS * hw, ROWS * lw, ROWS * lw,
+                   WORDS, WORDS, WORDS, WORDS, 3, rounds),
+        "rows": (rowbuf[:, lw:], rowbuf, rowbuf[:, hw:], lw + hw, lw + hw, lw + hw,
+                 ROWS * (lw + hw), ROWS * (lw + hw), ROWS * (lw + hw), WORDS, WORDS, WORDS,
+                 WORDS, 3, rounds),
+        # the tiled layouts' one run per row (or block) and round, read as three loads of W
+        "row-tiles": (tiles, tiles[:, WORDS:], tiles[:, 2 * WORDS:], 3 * hw, 3 * hw, 3 * hw,
+                      ROWS * 3 * hw, ROWS * 3 * hw, ROWS * 3 * hw, rw, rw, rw, WORDS, 3, rounds),
+        "block-tiles": (blocks, blocks[WORDS:], blocks[2 * WORDS:], rw, rw, rw,
+                        rounds * ROWS * rw, rounds * ROWS * rw, rounds * ROWS * rw, ROWS * rw,
+                        ROWS * rw, ROWS * rw, WORDS, 3, rounds),
+        "bf16": (W16, W16[:, lw:], W16, 2 * lw, 2 * lw, 0, ROWS * 2 * lw, ROWS * 2 * lw, 0,
+                 2 * WORDS, 2 * WORDS, 0, 2 * WORDS, 2, rounds),
+    }
+
+
+def run(N, spec, out, stages: int):
+    a, b, c, sa, sb, sc, ba, bb, bc, ra, rb, rc, W, NS, rounds = spec
+    _probe[(N // ROWS,)](a, b, c, out, N, rounds, sa, sb, sc, ba, bb, bc, ra, rb, rc, W=W, NS=NS,
+                         ROWS_=ROWS, num_warps=2, num_stages=stages)
+    return out
+
+
+def expected(spec) -> int:
+    """Sum of every word of the layout's buffers (its streams cover each word once)."""
+    bufs = {t.untyped_storage().data_ptr(): t for t in spec[:spec[13]]}
+    return sum(int(torch.empty(0, dtype=torch.int32).set_(t.untyped_storage()).to(torch.int64)
+                   .sum()) for t in bufs.values())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=34816)
+    ap.add_argument("--k", type=int, default=5120)
+    ap.add_argument("--check", action="store_true", help="CPU: sums against torch, no timing")
+    args = ap.parse_args()
+    if args.check:
+        N, K = 32, 1024
+        for name, spec in layouts(N, K, "cpu").items():
+            out = torch.zeros(N // ROWS, dtype=torch.int32)
+            got = int(run(N, spec, out, 1).to(torch.int64).sum()) & 0xFFFFFFFF
+            want = expected(spec) & 0xFFFFFFFF
+            print(f"{name:12s} sum {'PASS' if got == want else 'FAIL'}", flush=True)
+            if got != want:
+                return 1
+        return 0
+    from specpilot.w12 import kernel as K
+
+    N, Kd = args.n, args.k
+    print(f"{torch.cuda.get_device_name()}, N {N}, K {Kd}", flush=True)
+    specs = layouts(N, Kd, "cuda")
+    for name, spec in specs.items():
+        nbytes = sum(t.numel() * 4 for t in {t.untyped_storage().data_ptr(): t for t in
+                                             spec[:spec[13]]}.values())
+        copies = max(2, -(-512 * 2**20 // nbytes))
+        ring = [spec] + [layouts_copy(spec) for _ in range(copies - 1)]
+        out = torch.zeros(N // ROWS, dtype=torch.int32, device="cuda")
+        row = []
+        for stages in (1, 2, 3):
+            run(N, spec, out, stages)
+            us = K.time_calls_us(lambda i, s=stages: run(N, ring[i], out, s), len(ring))
+            row.append(f"st{stages} {us:7.1f} us {nbytes / us / 1e6:5.2f} TB/s")
+        print(f"{name:12s} {nbytes / 2**20:6.0f} MiB  " + "  ".join(row), flush=True)
+    return 0
+
+
+def layouts_copy(spec):
+    """A copy of one layout's buffers with its views rebuilt on the copy (same offsets)."""
+    streams = spec[:3]
+    bufs = {}
+    out = []
+    for t in streams:
+        st = t.untyped_storage()
+        if st.data_ptr() not in bufs:
+            base = torch.empty(0, dtype=torch.int32, device=t.device).set_(st)
+            bufs[st.data_ptr()] = base.clone()
+        nb = bufs[st.data_ptr()]
+        out.append(torch.as_strided(nb, t.shape, t.stride(), t.storage_offset()))
+    return (*out, *spec[3:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
