@@ -16,6 +16,12 @@ integer sum, no decode, no MMA), for several weight layouts, and prints TB/s:
 
     PYTHONPATH=. python3 scripts/gpu_w12_pattern_probe.py [--n 34816 --k 5120]
 
+``--gluon CONFIGS`` (MmaConfig fields joined by "/", comma-separated; GPU only) times, on the real
+planes of the same shape (random words in the W12 layout), a Gluon kernel that issues exactly the
+W12 tensor-core kernel's plane loads for each config (the same layouts, rounds, register ring
+and ``mma._load_planes``) and only sums the words: no x loads, decode, MMA or escapes. Against
+the kernel's own time this says what its loads alone cost in that program and round shape.
+
 Each layout is timed as the benches time (a CUDA graph of calls rotating over >= 512 MB of
 copies, median of 5 replays), at num_stages 1-3 (Triton's software pipeline: rounds in flight).
 On CPU (TRITON_INTERPRET=1) ``--check`` compares each layout's sum with torch's on a small shape.
@@ -31,6 +37,8 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from specpilot.w12 import mma as MM  # noqa: E402
 
 ROWS = 16
 WORDS = 64   # H words per row and round of the tuned k2r1a2s8 config (4 S WK)
@@ -56,6 +64,72 @@ def _probe(a_ptr, b_ptr, c_ptr, out_ptr, N, n_rounds, sa, sb, sc, ba, bb, bc, ra
         if NS >= 3:
             acc += tl.load(pc + r * rc, mask=ok, other=0)
     tl.store(out_ptr + pid, tl.sum(tl.sum(acc, axis=1), axis=0))
+
+
+if MM.HAS_GLUON:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+
+    @gluon.jit
+    def _gluon_probe(l_ptr, h_ptr, out_ptr, N, HW, WK: gl.constexpr, WR: gl.constexpr,
+                     S: gl.constexpr, AHEAD: gl.constexpr, P: gl.constexpr):
+        """The read-only twin of mma._w12_mma_kernel's plane loads (its layouts, rounds, register
+        ring and _load_planes), summing the words."""
+        pid = gl.program_id(0)
+        n0 = pid * (16 * WR)
+        gg = MM._i5(8 * WR, 1, P)
+        row = n0 + 16 * (gg // 8) + 2 * (gg % 8) + MM._i5(2, 2, P)
+        row_ok = row < N
+        hrow = h_ptr + row.to(gl.int64) * HW
+        lrow = l_ptr + row.to(gl.int64) * (2 * HW)
+        q0 = (4 * S) * MM._i5(WK, 0, P) + S * MM._i5(4, 3, P) + MM._i5(S, 4, P)
+        step = 4 * S * WK
+        acc = gl.zeros([WK, 8 * WR, 2, 4, S], gl.int32, P)
+        if AHEAD >= 1:
+            h, la, lb = MM._load_planes(hrow, lrow, row_ok, q0, HW, HW)
+        for i in range(gl.cdiv(HW, step)):
+            if AHEAD >= 1:
+                h2, la2, lb2 = MM._load_planes(hrow, lrow, row_ok, (i + 1) * step + q0, HW, HW)
+            else:
+                h, la, lb = MM._load_planes(hrow, lrow, row_ok, i * step + q0, HW, HW)
+            acc += h + la + lb
+            if AHEAD >= 1:
+                h, la, lb = h2, la2, lb2
+        t = gl.sum(gl.sum(gl.sum(gl.sum(gl.sum(acc, axis=4), axis=3), axis=2), axis=1), axis=0)
+        gl.store(out_ptr + pid, t)
+
+
+def gluon_probe(N: int, K: int, configs: list) -> None:
+    """Time the read-only twin of the W12-MMA kernel's loads per config on N x K planes."""
+    from specpilot.w12 import kernel as Kn
+
+    g = torch.Generator(device="cpu").manual_seed(1)
+    L = torch.randint(0, 256, (N, K), generator=g, dtype=torch.uint8).cuda()
+    H = torch.randint(0, 256, (N, K // 2), generator=g, dtype=torch.uint8).cuda()
+    nbytes = L.numel() + H.numel()
+    ring = [(L, H)] + [(L.clone(), H.clone())
+                       for _ in range(max(1, -(-512 * 2**20 // nbytes) - 1))]
+    for text in configs:
+        cfg = MM.MmaConfig(*(int(v) for v in text.split("/")))
+        P = MM.layouts(cfg)[0]
+        blocks = -(-N // (16 * cfg.warps_r))
+        out = torch.zeros(blocks, dtype=torch.int32, device="cuda")
+
+        def run(i, cfg=cfg, P=P):
+            li, hi = ring[i]
+            _gluon_probe[(blocks,)](li.view(torch.int32), hi.view(torch.int32), out, N, K // 8,
+                             WK=cfg.warps_k, WR=cfg.warps_r, S=cfg.words, AHEAD=cfg.ahead, P=P,
+                             num_warps=cfg.warps_k * cfg.warps_r,
+                             **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
+        run(0)
+        rows = 16 * cfg.warps_r   # each program's sum against torch's (mod 2^32)
+        words = torch.cat([L.view(torch.int32), H.view(torch.int32)], 1).to(torch.int64)
+        pad = blocks * rows - N
+        want = torch.nn.functional.pad(words.sum(1), (0, pad)).view(blocks, rows).sum(1)
+        ok = torch.equal((want & 0xFFFFFFFF).cpu(), out.to(torch.int64).cpu() & 0xFFFFFFFF)
+        us = Kn.time_calls_us(run, len(ring))
+        print(f"gluon loads {cfg.short:14s} {us:7.1f} us {nbytes / us / 1e6:5.2f} TB/s  "
+              f"sums {'PASS' if ok else 'FAIL'}", flush=True)
 
 
 def layouts(N: int, K: int, device, WORDS: int = WORDS) -> dict:
@@ -112,6 +186,8 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=34816)
     ap.add_argument("--k", type=int, default=5120)
     ap.add_argument("--check", action="store_true", help="CPU: sums against torch, no timing")
+    ap.add_argument("--gluon", default="",
+                    help="comma-separated MmaConfigs: time the W12-MMA kernel's loads alone")
     ap.add_argument("--words", default="64",
                     help="comma-separated H words per row and round (64: k2r1a2s8's rounds)")
     args = ap.parse_args()
@@ -129,6 +205,8 @@ def main() -> int:
 
     N, Kd = args.n, args.k
     print(f"{torch.cuda.get_device_name()}, N {N}, K {Kd}", flush=True)
+    if args.gluon:
+        gluon_probe(N, Kd, args.gluon.split(","))
     todo = [(f"{name} w{w}", spec) for w in map(int, args.words.split(","))
             for name, spec in layouts(N, Kd, "cuda", w).items()]
     for name, spec in todo:
