@@ -16,14 +16,14 @@ integer sum, no decode, no MMA), for several weight layouts, and prints TB/s:
 
     PYTHONPATH=. python3 scripts/gpu_w12_pattern_probe.py [--n 34816 --k 5120]
 
-``--gluon CONFIGS`` (MmaConfig fields joined by "/", comma-separated; GPU only) times, on the real
-planes of the same shape (random words in the W12 layout), a Gluon kernel that issues exactly the
+``--gluon CONFIGS`` (MmaConfig fields joined by "/", comma-separated; GPU only; N a multiple of
+16 warps_r) times, on planes of the same shape (random bytes in the W12 layout), a Gluon kernel that issues exactly the
 W12 tensor-core kernel's plane loads for each config (the same layouts, rounds, register ring
 and ``mma._load_planes``) and only sums the words: no x loads, decode, MMA or escapes. Against
 the kernel's own time this says what its loads alone cost in that program and round shape.
 
 Each layout is timed as the benches time (a CUDA graph of calls rotating over >= 512 MB of
-copies, median of 5 replays), at num_stages 1-3 (Triton's software pipeline: rounds in flight).
+copies, median of 5 replays), at num_stages 1 and 3 (Triton's software pipeline).
 On CPU (TRITON_INTERPRET=1) ``--check`` compares each layout's sum with torch's on a small shape.
 """
 from __future__ import annotations
@@ -117,10 +117,11 @@ def gluon_probe(N: int, K: int, configs: list) -> None:
 
         def run(i, cfg=cfg, P=P):
             li, hi = ring[i]
-            _gluon_probe[(blocks,)](li.view(torch.int32), hi.view(torch.int32), out, N, K // 8,
-                             WK=cfg.warps_k, WR=cfg.warps_r, S=cfg.words, AHEAD=cfg.ahead, P=P,
-                             num_warps=cfg.warps_k * cfg.warps_r,
-                             **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
+            _gluon_probe[(blocks,)](
+                li.view(torch.int32), hi.view(torch.int32), out, N, K // 8, WK=cfg.warps_k,
+                WR=cfg.warps_r, S=cfg.words, AHEAD=cfg.ahead, P=P,
+                num_warps=cfg.warps_k * cfg.warps_r,
+                **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
         run(0)
         rows = 16 * cfg.warps_r   # each program's sum against torch's (mod 2^32)
         words = torch.cat([L.view(torch.int32), H.view(torch.int32)], 1).to(torch.int64)
@@ -150,7 +151,7 @@ def layouts(N: int, K: int, device, WORDS: int = WORDS) -> dict:
     W16 = rnd(N, 2 * lw)
     rw = 3 * WORDS
     return {
-        # (a, b, c, sa, sb, sc, ba, bb, bc, ra, rb, rc, W, NS, rounds, bytes)
+        # (a, b, c, sa, sb, sc, ba, bb, bc, ra, rb, rc, W, NS, rounds)
         "planes": (H, L, L[:, hw:], hw, lw, lw, ROWS * hw, ROWS * lw, ROWS * lw,
                    WORDS, WORDS, WORDS, WORDS, 3, rounds),
         "rows": (rowbuf[:, lw:], rowbuf, rowbuf[:, hw:], lw + hw, lw + hw, lw + hw,
