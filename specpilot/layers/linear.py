@@ -10,7 +10,12 @@ linear layers (session 25, docs/benchmarks/w12.md). At two rows it measured slow
 More rows (a verify's, several requests' decode rows) stay on cuBLAS: ``w12.mma.bf16_mma``
 (the W12 tensor-core loop on bf16 words, with PDL) at a verify's 8 / 16 rows measured 1.00x /
 0.88x of cuBLAS per token of Qwen3.8-27B's layers, and a ``stock`` step with it 1.0-1.2 ms
-slower on both targets (session 34, docs/benchmarks/hybrid.md).
+slower on both targets (session 34, docs/benchmarks/hybrid.md). The one layer where it was
+faster side by side is the lm_head (1.07-1.09x of cuBLAS at 2-16 rows on both targets, session
+35, docs/benchmarks/w12.md), which a ``stock`` step runs twice (the drafter's head and the
+verify's): ``FUSE_MMA_HEAD`` sends the lm_head's 2-16-row calls captured into a graph to
+``bf16_mma``. Off unless ``$SPECPILOT_BF16_MMA_HEAD`` is "1", until a ``stock`` step measures
+faster with it (``gpu_graph_check.py --ab bf16_mma_head``).
 
 ``use_gemv(model)`` turns every plain bf16 ``nn.Linear`` of a model into a ``GemvLinear`` (same
 parameters, nothing copied); the model runner does it for bf16 models on CUDA GPUs of compute
@@ -32,6 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 FUSE_GEMV = True   # False: F.linear at every M (benchmarks' A/B)
+FUSE_MMA_HEAD = os.environ.get("SPECPILOT_BF16_MMA_HEAD") == "1"  # lm_head's 2..16 rows: bf16_mma
+MMA_MAX_M = 16
 _TWIN = False      # True inside graph_twin()
 
 
@@ -61,28 +68,43 @@ def graph_twin():
 
 class GemvLinear(nn.Linear):
     """``nn.Linear`` whose bf16 forward at one activation row on CUDA is ``bf16_gemv`` inside
-    CUDA graphs. Eager calls keep ``F.linear``: a Triton launch from Python costs far more host
-    time than cuBLAS's (eager ``ar`` decode measured 1.7-2.2x slower with the GEMV in every eager
-    call, session 25), and in a graph that cost is paid once at capture. The first eager call
-    tunes the GEMV's config (the engine's warm-up before capture), so the captured graph runs
-    the tuned one."""
+    CUDA graphs (and, for the lm_head with ``FUSE_MMA_HEAD``, at 2-16 rows ``bf16_mma``). Eager
+    calls keep ``F.linear``: a Triton launch from Python costs far more host time than cuBLAS's
+    (eager ``ar`` decode measured 1.7-2.2x slower with the GEMV in every eager call, session
+    25), and in a graph that cost is paid once at capture. The first eager call at a row count
+    tunes the kernel's config (the engine's warm-up before capture), so the captured graph runs
+    the tuned one. ``is_head``: set by ``use_gemv`` on the model's lm_head."""
+
+    is_head = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not (FUSE_GEMV and x.shape[-1:] == (self.in_features,) and x.numel() == self.in_features
-                and x.dtype == torch.bfloat16 and self.weight.dtype == torch.bfloat16
-                and _gemv_device(x)):
-            return F.linear(x, self.weight, self.bias)
-        from specpilot.w12 import gemv
+        rows = x.numel() // self.in_features
+        ours = (x.shape[-1:] == (self.in_features,) and x.dtype == torch.bfloat16
+                and self.weight.dtype == torch.bfloat16 and _gemv_device(x))
+        if ours and FUSE_GEMV and rows == 1:
+            from specpilot.w12 import gemv
 
-        x1 = x.reshape(1, self.in_features)
+            return self._ours(x, 1, gemv.bf16_gemv, gemv.bf16_gemv_config, "_gemv_tuned")
+        if ours and FUSE_MMA_HEAD and self.is_head and 2 <= rows <= MMA_MAX_M:
+            from specpilot.w12 import mma
+
+            if mma.bf16_mma_supported(rows, self.in_features):
+                return self._ours(x, rows, mma.bf16_mma, mma.tuned_config, f"_mma_tuned{rows}")
+        return F.linear(x, self.weight, self.bias)
+
+    def _ours(self, x, rows: int, run, config, tuned: str) -> torch.Tensor:
+        """In a graph: ``run`` on x as [rows, K], plus the bias. Eager: F.linear, and on the
+        module's first eager call at this many rows ``config`` (tuned now, cached for the
+        capture)."""
+        x2 = x.reshape(rows, self.in_features)
         if _in_graph():
-            y = gemv.bf16_gemv(x1, self.weight)
+            y = run(x2, self.weight)
             if self.bias is not None:
                 y = y + self.bias
             return y.reshape(*x.shape[:-1], self.out_features)
-        if not getattr(self, "_gemv_tuned", False):
-            gemv.bf16_gemv_config(x1, self.weight)
-            self._gemv_tuned = True
+        if not getattr(self, tuned, False):
+            config(x2, self.weight)
+            setattr(self, tuned, True)
         return F.linear(x, self.weight, self.bias)
 
 
@@ -99,10 +121,13 @@ def gemv_wanted(device: torch.device, dtype: torch.dtype) -> bool:
 
 def use_gemv(model: nn.Module) -> int:
     """Every plain bf16 ``nn.Linear`` of ``model`` becomes a ``GemvLinear`` in place (its class
-    only: the parameters, tied ones included, stay the same objects). Returns how many."""
+    only: the parameters, tied ones included, stay the same objects); the one named lm_head gets
+    ``is_head``. Returns how many."""
     n = 0
-    for module in model.modules():
+    for name, module in model.named_modules():
         if type(module) is nn.Linear and module.weight.dtype == torch.bfloat16:
             module.__class__ = GemvLinear
+            if name.split(".")[-1] == "lm_head":
+                module.is_head = True
             n += 1
     return n

@@ -39,6 +39,13 @@ def test_use_gemv_swaps_plain_bf16_linears_only():
     assert all(p is params[n] for n, p in m.named_parameters(remove_duplicate=False))
     assert m.head.weight is m.emb.weight
     assert L.use_gemv(m) == 0   # already swapped
+    assert not any(x.is_head for x in (m[0], m[1], m.head))   # no module named lm_head
+    outer = nn.Module()
+    outer.lm_head = nn.Linear(64, 200, bias=False, dtype=torch.bfloat16)
+    outer.model = nn.Module()
+    outer.model.lm_head_proj = nn.Linear(64, 64, dtype=torch.bfloat16)
+    assert L.use_gemv(outer) == 2
+    assert outer.lm_head.is_head and not outer.model.lm_head_proj.is_head
 
 
 def test_gemv_linear_dispatch(monkeypatch):
@@ -85,6 +92,45 @@ def test_gemv_linear_dispatch(monkeypatch):
     assert calls == [(1, 64)]
 
 
+def test_mma_head_dispatch(monkeypatch):
+    """FUSE_MMA_HEAD: the lm_head's 2..MMA_MAX_M rows run mma.bf16_mma in graphs (tuned at the
+    module's first eager call per row count); other layers, one row (the GEMV), more rows and
+    the flag off keep their paths."""
+    from specpilot.w12 import mma
+
+    head = nn.Linear(64, 96, bias=True, dtype=torch.bfloat16)
+    other = nn.Linear(64, 96, bias=True, dtype=torch.bfloat16)
+    m = nn.Module()
+    m.lm_head, m.other = head, other
+    L.use_gemv(m)
+    monkeypatch.setattr(L, "_gemv_device", lambda x: True)
+    monkeypatch.setattr(mma, "HAS_GLUON", True)
+    calls, tunes, gemv = [], [], []
+    fake = lambda x, w: nn.functional.linear(x, w) * 2   # noqa: E731 - tells the paths apart
+    monkeypatch.setattr(mma, "bf16_mma", lambda x, w: calls.append(x.shape) or fake(x, w))
+    monkeypatch.setattr(mma, "tuned_config", lambda x, w: tunes.append(x.shape))
+    monkeypatch.setattr(G, "bf16_gemv", lambda x, w: gemv.append(x.shape) or fake(x, w))
+    monkeypatch.setattr(G, "bf16_gemv_config", lambda x, w: None)
+    monkeypatch.setattr(L, "FUSE_MMA_HEAD", True)
+    x4, x16, x17 = acts(4, 64, 4), acts(16, 64, 16), acts(17, 64, 17)
+    ref = lambda lin, x: nn.functional.linear(x, lin.weight, lin.bias)   # noqa: E731
+    for _ in range(2):   # eager: F.linear, tuned once per row count
+        assert same_bits(head(x4), ref(head, x4)) and same_bits(head(x16), ref(head, x16))
+    assert tunes == [(4, 64), (16, 64)] and calls == []
+    monkeypatch.setattr(L, "_in_graph", lambda: True)
+    y = head(x4.view(2, 2, 64))
+    assert y.shape == (2, 2, 96) and calls == [(4, 64)]
+    assert same_bits(y.view(4, 96), fake(x4, head.weight) + head.bias)
+    assert same_bits(other(x4), ref(other, x4)) and calls == [(4, 64)]   # not the head
+    assert same_bits(head(x17), ref(head, x17)) and calls == [(4, 64)]   # more rows: F.linear
+    head(acts(1, 64, 1))
+    assert gemv == [(1, 64)] and calls == [(4, 64)]                      # one row: the GEMV
+    with pytest.raises(RuntimeError):   # a wrong width reaches F.linear and its error
+        head(acts(8, 32, 3))   # 4 x 64 values, but rows of 32
+    monkeypatch.setattr(L, "FUSE_MMA_HEAD", False)
+    assert same_bits(head(x4), ref(head, x4)) and calls == [(4, 64)]
+
+
 def test_gemv_wanted(monkeypatch):
     assert not L.gemv_wanted(torch.device("cpu"), torch.bfloat16)
     if CUDA:
@@ -106,3 +152,23 @@ def test_gpu_gemv_linear_eager_and_graph():
     # captured: the GEMV with the config tuned above
     assert same_bits(replayed(lambda: lin(x)), G.bf16_gemv(x, lin.weight) + lin.bias)
     check_close(G.bf16_gemv(x, lin.weight), x.cpu(), lin.weight.detach().cpu())
+
+
+@pytest.mark.gpu
+def test_gpu_mma_head_graph(monkeypatch):
+    """FUSE_MMA_HEAD: an lm_head's verify rows (8) in a captured graph equal bf16_mma's bits at
+    the config tuned by the eager call, and torch within tolerance."""
+    from specpilot.w12 import mma
+
+    if not mma.bf16_mma_supported(8, 2048):
+        pytest.skip("no Gluon")
+    monkeypatch.setattr(L, "FUSE_MMA_HEAD", True)
+    m = nn.Module()
+    m.lm_head = nn.Linear(2048, 1536, bias=False, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        m.lm_head.weight.copy_(make_weight(1536, 2048, 6, n_edges=0).cuda())
+    L.use_gemv(m)
+    lin, x = m.lm_head, acts(8, 2048, 10).cuda()
+    assert same_bits(lin(x), nn.functional.linear(x, lin.weight))
+    assert same_bits(replayed(lambda: lin(x)), mma.bf16_mma(x, lin.weight))
+    check_close(mma.bf16_mma(x, lin.weight), x.cpu(), lin.weight.detach().cpu())
