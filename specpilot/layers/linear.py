@@ -38,7 +38,6 @@ from torch import nn
 
 FUSE_GEMV = True   # False: F.linear at every M (benchmarks' A/B)
 FUSE_MMA_HEAD = os.environ.get("SPECPILOT_BF16_MMA_HEAD") == "1"  # lm_head's 2..16 rows: bf16_mma
-MMA_MAX_M = 16
 _TWIN = False      # True inside graph_twin()
 
 
@@ -85,10 +84,10 @@ class GemvLinear(nn.Linear):
             from specpilot.w12 import gemv
 
             return self._ours(x, 1, gemv.bf16_gemv, gemv.bf16_gemv_config, "_gemv_tuned")
-        if ours and FUSE_MMA_HEAD and self.is_head and 2 <= rows <= MMA_MAX_M:
+        if ours and FUSE_MMA_HEAD and self.is_head and rows >= 2:
             from specpilot.w12 import mma
 
-            if mma.bf16_mma_supported(rows, self.in_features):
+            if mma.bf16_mma_supported(rows, self.in_features):   # up to mma.MAX_M rows
                 return self._ours(x, rows, mma.bf16_mma, mma.tuned_config, f"_mma_tuned{rows}")
         return F.linear(x, self.weight, self.bias)
 

@@ -93,7 +93,7 @@ def test_gemv_linear_dispatch(monkeypatch):
 
 
 def test_mma_head_dispatch(monkeypatch):
-    """FUSE_MMA_HEAD: the lm_head's 2..MMA_MAX_M rows run mma.bf16_mma in graphs (tuned at the
+    """FUSE_MMA_HEAD: the lm_head's 2..mma.MAX_M rows run mma.bf16_mma in graphs (tuned at the
     module's first eager call per row count); other layers, one row (the GEMV), more rows and
     the flag off keep their paths."""
     from specpilot.w12 import mma
