@@ -65,7 +65,7 @@ CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_conf
 # (DECODE), the drafter's fused GEMMs (q | kv per layer, gate_up, one context-K/V GEMM), the
 # attention's q / k head norms inside the RoPE launch, our bf16 GEMV for one-row linear layers
 # instead of cuBLAS; and bf16_mma for the lm_head's 2-16 rows (the drafter's head and the
-# verify's), which is off unless $SPECPILOT_BF16_MMA_HEAD is "1" (an --ab candidate).
+# verify's; on unless $SPECPILOT_BF16_MMA_HEAD is "0").
 FUSIONS = {"out_gate": ("specpilot.engine.triton_backend", "FUSE_OUT_GATE"),
            "pre_norm": ("specpilot.layers.norm", "FUSE_PRE_NORM"),
            "conv_decode": ("specpilot.engine.state_pool", "FUSE_CONV_DECODE"),

@@ -71,10 +71,13 @@ if MM.HAS_GLUON:
     from triton.experimental.gluon import language as gl
 
     @gluon.jit
-    def _gluon_probe(l_ptr, h_ptr, out_ptr, N, HW, WK: gl.constexpr, WR: gl.constexpr,
-                     S: gl.constexpr, AHEAD: gl.constexpr, P: gl.constexpr):
+    def _gluon_probe(l_ptr, h_ptr, x_ptr, out_ptr, N, HW, M, sxm, WK: gl.constexpr,
+                     WR: gl.constexpr, S: gl.constexpr, AHEAD: gl.constexpr, LEVEL: gl.constexpr,
+                     NT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr, X: gl.constexpr):
         """The read-only twin of mma._w12_mma_kernel's plane loads (its layouts, rounds, register
-        ring and _load_planes), summing the words."""
+        ring and _load_planes), summing the words. LEVEL 1 adds the kernel's x loads
+        (mma._load_x, M rows), 2 the decode of the words, 3 the MMAs on them (the kernel's loop
+        without escapes, epilogue or split-K); from 1 on the stored sum is not checked."""
         pid = gl.program_id(0)
         n0 = pid * (16 * WR)
         gg = MM._i5(8 * WR, 1, P)
@@ -84,23 +87,73 @@ if MM.HAS_GLUON:
         lrow = l_ptr + row.to(gl.int64) * (2 * HW)
         q0 = (4 * S) * MM._i5(WK, 0, P) + S * MM._i5(4, 3, P) + MM._i5(S, 4, P)
         step = 4 * S * WK
-        acc = gl.zeros([WK, 8 * WR, 2, 4, S], gl.int32, P)
+        xq0 = 2 * ((4 * S) * MM._i4(WK, 0, X) + S * MM._i4(4, 2, X)) + MM._i4(2 * S, 3, X)
+        tok0 = MM._i4(8 * WR, 1, X) % 8
+        xrow0 = x_ptr + tok0 * sxm
+        xrow1 = x_ptr + (tok0 + 8) * sxm
+        SHAPE: gl.constexpr = [WK, 8 * WR, 2, 4, S]
+        acc = gl.zeros(SHAPE, gl.int32, P)
+        xacc = gl.zeros([WK, 8 * WR, 4, 2 * S], gl.int32, X)
+        hbw = gl.full(SHAPE, 0x70707070, gl.int32, P)
+        zero = gl.zeros(SHAPE, gl.float32, Q)
+        facc = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, gl.SliceLayout(4, Q))
         if AHEAD >= 1:
             h, la, lb = MM._load_planes(hrow, lrow, row_ok, q0, HW, HW)
+        if AHEAD >= 2 and LEVEL >= 1:
+            xa, xb, xa1, xb1 = MM._load_x(xrow0, xrow1, tok0 < M, tok0 + 8 < M, xq0, HW,
+                                          4 * HW, HW, NT)
         for i in range(gl.cdiv(HW, step)):
             if AHEAD >= 1:
                 h2, la2, lb2 = MM._load_planes(hrow, lrow, row_ok, (i + 1) * step + q0, HW, HW)
             else:
                 h, la, lb = MM._load_planes(hrow, lrow, row_ok, i * step + q0, HW, HW)
-            acc += h + la + lb
+            if LEVEL >= 1:
+                if AHEAD >= 2:
+                    xa2, xb2, xc2, xd2 = MM._load_x(xrow0, xrow1, tok0 < M, tok0 + 8 < M,
+                                                    2 * (i + 1) * step + xq0, HW, 4 * HW, HW,
+                                                    NT)
+                else:
+                    xa, xb, xa1, xb1 = MM._load_x(xrow0, xrow1, tok0 < M, tok0 + 8 < M,
+                                                  2 * i * step + xq0, HW, 4 * HW, HW, NT)
+            if LEVEL >= 2:
+                alo, ahi, blo, bhi = gl.inline_asm_elementwise(
+                    MM._DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
+                    dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+            if LEVEL >= 3:
+                alo = gl.convert_layout(alo, Q)
+                ahi = gl.convert_layout(ahi, Q)
+                blo = gl.convert_layout(blo, Q)
+                bhi = gl.convert_layout(bhi, Q)
+                d01, d23 = MM._mma(alo, ahi, MM._x_operand(xa, S, Q), zero, zero)
+                d01, d23 = MM._mma(blo, bhi, MM._x_operand(xb, S, Q), d01, d23)
+                facc += gl.sum(d01 + d23, axis=4)
+                if NT == 2:
+                    d01, d23 = MM._mma(alo, ahi, MM._x_operand(xa1, S, Q), zero, zero)
+                    d01, d23 = MM._mma(blo, bhi, MM._x_operand(xb1, S, Q), d01, d23)
+                    facc += gl.sum(d01 + d23, axis=4)
+            elif LEVEL == 2:
+                acc += alo ^ ahi ^ blo ^ bhi
+            else:
+                acc += h + la + lb
+            if LEVEL == 1 or LEVEL == 2:
+                xacc += xa ^ xb
+                if NT == 2:
+                    xacc += xa1 ^ xb1
             if AHEAD >= 1:
                 h, la, lb = h2, la2, lb2
+            if AHEAD >= 2 and LEVEL >= 1:
+                xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
         t = gl.sum(gl.sum(gl.sum(gl.sum(gl.sum(acc, axis=4), axis=3), axis=2), axis=1), axis=0)
-        gl.store(out_ptr + pid, t)
+        t += gl.sum(gl.sum(gl.sum(gl.sum(xacc, axis=3), axis=2), axis=1), axis=0)
+        ft = gl.sum(gl.sum(gl.sum(gl.sum(facc, axis=3), axis=2), axis=1), axis=0)
+        gl.store(out_ptr + pid, t + ft.to(gl.int32))
 
 
-def gluon_probe(N: int, K: int, configs: list) -> None:
-    """Time the read-only twin of the W12-MMA kernel's loads per config on N x K planes."""
+def gluon_probe(N: int, K: int, configs: list, levels: list, ms: list) -> None:
+    """Time the read-only twin of the W12-MMA kernel's loads per config on N x K planes, at
+    each of ``levels`` (0: loads; 1: + x loads; 2: + decode; 3: + MMA) and, from level 1 on, each
+    M of ``ms``; at level 3 also the kernel itself (``mma.w12_mma``) on the same planes with no
+    escapes."""
     from specpilot.w12 import kernel as Kn
 
     g = torch.Generator(device="cpu").manual_seed(1)
@@ -109,30 +162,50 @@ def gluon_probe(N: int, K: int, configs: list) -> None:
     nbytes = L.numel() + H.numel()
     ring = [(L, H)] + [(L.clone(), H.clone())
                        for _ in range(max(1, -(-512 * 2**20 // nbytes) - 1))]
+    G = Kn._cdiv(K // 2, Kn.GROUP)
+    koff = torch.zeros(Kn._cdiv(N, Kn.IDX_ROWS) * G + 1, dtype=torch.int32, device="cuda")
+    hb = torch.full((1,), 0x70, dtype=torch.uint8, device="cuda")
+    planes = [Kn.W12Planes(N, K, li, hi, hb, koff, koff[:0], koff[:0].to(torch.int16))
+              for li, hi in ring]
     for text in configs:
         cfg = MM.MmaConfig(*(int(v) for v in text.split("/")))
-        P = MM.layouts(cfg)[0]
+        P, Q, X, _ = MM.layouts(cfg)
         rows = 16 * cfg.warps_r
         if N % rows:   # a partial block would load its missing rows as H code 7, not summed zeros
             raise SystemExit(f"--gluon {cfg.short}: N = {N} is not a multiple of {rows}")
         blocks = N // rows
         out = torch.zeros(blocks, dtype=torch.int32, device="cuda")
+        for level in levels:
+            for M in (ms if level else [1]):
+                x = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+                handle = []
 
-        def run(i, cfg=cfg, P=P):
-            li, hi = ring[i]
-            _gluon_probe[(blocks,)](
-                li.view(torch.int32), hi.view(torch.int32), out, N, K // 8, WK=cfg.warps_k,
-                WR=cfg.warps_r, S=cfg.words, AHEAD=cfg.ahead, P=P,
-                num_warps=cfg.warps_k * cfg.warps_r,
-                **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
-        run(0)
-        # each program's sum against torch's (mod 2^32)
-        words = torch.cat([L.view(torch.int32), H.view(torch.int32)], 1).to(torch.int64)
-        want = words.sum(1).view(blocks, rows).sum(1)
-        ok = torch.equal((want & 0xFFFFFFFF).cpu(), out.to(torch.int64).cpu() & 0xFFFFFFFF)
-        us = Kn.time_calls_us(run, len(ring))
-        print(f"gluon loads {cfg.short:14s} {us:7.1f} us {nbytes / us / 1e6:5.2f} TB/s  "
-              f"sums {'PASS' if ok else 'FAIL'}", flush=True)
+                def run(i, cfg=cfg, level=level, x=x, M=M, handle=handle):
+                    li, hi = ring[i]
+                    handle[:] = [_gluon_probe[(blocks,)](
+                        li.view(torch.int32), hi.view(torch.int32), x.view(torch.int32), out, N,
+                        K // 8, M, K // 2, WK=cfg.warps_k, WR=cfg.warps_r, S=cfg.words,
+                        AHEAD=cfg.ahead, LEVEL=level, NT=1 if M <= 8 else 2, P=P, Q=Q, X=X,
+                        num_warps=cfg.warps_k * cfg.warps_r,
+                        **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))]
+                run(0)
+                check = ""
+                if level == 0:   # each program's sum against torch's (mod 2^32)
+                    words = torch.cat([L.view(torch.int32), H.view(torch.int32)], 1)
+                    want = words.to(torch.int64).sum(1).view(blocks, rows).sum(1)
+                    ok = torch.equal((want & 0xFFFFFFFF).cpu(),
+                                     out.to(torch.int64).cpu() & 0xFFFFFFFF)
+                    check = f"sums {'PASS' if ok else 'FAIL'}"
+                us = Kn.time_calls_us(run, len(ring))
+                regs = getattr(handle[0], "n_regs", "?")
+                print(f"gluon L{level} {cfg.short:14s} M={M:<2d} {us:7.1f} us "
+                      f"{nbytes / us / 1e6:5.2f} TB/s regs {regs}  {check}", flush=True)
+                if level == 3:
+                    MM.w12_mma(x, planes[0], cfg)
+                    us = Kn.time_calls_us(lambda i, x=x, cfg=cfg: MM.w12_mma(x, planes[i], cfg),
+                                          len(ring))
+                    print(f"kernel   {cfg.short:14s} M={M:<2d} {us:7.1f} us "
+                          f"{nbytes / us / 1e6:5.2f} TB/s  (no escapes)", flush=True)
 
 
 def layouts(N: int, K: int, device, WORDS: int = WORDS) -> dict:
@@ -191,8 +264,12 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="CPU: sums against torch, no timing")
     ap.add_argument("--gluon", default="",
                     help="comma-separated MmaConfigs: time the W12-MMA kernel's loads alone")
+    ap.add_argument("--levels", default="0",
+                    help="--gluon: comma-separated 0 loads, 1 + x loads, 2 + decode, 3 + MMA")
+    ap.add_argument("--m", default="2", help="--gluon levels >= 1: activation rows")
     ap.add_argument("--words", default="64",
-                    help="comma-separated H words per row and round (64: k2r1a2s8's rounds)")
+                    help="comma-separated H words per row and round (64: k2r1a2s8's rounds); "
+                    "empty: none")
     args = ap.parse_args()
     if args.check:
         N, K = 32, 1024
@@ -209,8 +286,9 @@ def main() -> int:
     N, Kd = args.n, args.k
     print(f"{torch.cuda.get_device_name()}, N {N}, K {Kd}", flush=True)
     if args.gluon:
-        gluon_probe(N, Kd, args.gluon.split(","))
-    todo = [(f"{name} w{w}", spec) for w in map(int, args.words.split(","))
+        gluon_probe(N, Kd, args.gluon.split(","), [int(v) for v in args.levels.split(",")],
+                    [int(v) for v in args.m.split(",")])
+    todo = [(f"{name} w{w}", spec) for w in [int(v) for v in args.words.split(",") if v]
             for name, spec in layouts(N, Kd, "cuda", w).items()]
     for name, spec in todo:
         nbytes = sum(st.nbytes() for st in {t.untyped_storage().data_ptr(): t.untyped_storage()

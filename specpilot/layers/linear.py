@@ -14,8 +14,11 @@ slower on both targets (session 34, docs/benchmarks/hybrid.md). The one layer wh
 faster side by side is the lm_head (1.07-1.09x of cuBLAS at 2-16 rows on both targets, session
 35, docs/benchmarks/w12.md), which a ``stock`` step runs twice (the drafter's head and the
 verify's): ``FUSE_MMA_HEAD`` sends the lm_head's 2-16-row calls captured into a graph to
-``bf16_mma``. Off unless ``$SPECPILOT_BF16_MMA_HEAD`` is "1", until a ``stock`` step measures
-faster with it (``gpu_graph_check.py --ab bf16_mma_head``).
+``bf16_mma``. On unless ``$SPECPILOT_BF16_MMA_HEAD`` is "0": in one process (session 36,
+``gpu_graph_check.py --ab bf16_mma_head``, docs/benchmarks/hybrid.md) the ``stock`` step was
+0.04 / 0.07 ms faster with it (Qwen3.8-27B block 8 / Muse-Glimmer-30B block 16, medians of
+three rounds) and the overlapped step 0.13 / 0.02 ms: small, about the rounds' spread, but
+faster on both.
 
 ``use_gemv(model)`` turns every plain bf16 ``nn.Linear`` of a model into a ``GemvLinear`` (same
 parameters, nothing copied); the model runner does it for bf16 models on CUDA GPUs of compute
@@ -37,7 +40,11 @@ import torch.nn.functional as F
 from torch import nn
 
 FUSE_GEMV = True   # False: F.linear at every M (benchmarks' A/B)
-FUSE_MMA_HEAD = os.environ.get("SPECPILOT_BF16_MMA_HEAD") == "1"  # lm_head's 2..16 rows: bf16_mma
+
+_HEAD_ENV = os.environ.get("SPECPILOT_BF16_MMA_HEAD")
+if _HEAD_ENV not in (None, "0", "1"):
+    raise ValueError(f"$SPECPILOT_BF16_MMA_HEAD must be 0 or 1, got {_HEAD_ENV!r}")
+FUSE_MMA_HEAD = _HEAD_ENV != "0"   # lm_head's 2..16 rows in graphs: bf16_mma
 _TWIN = False      # True inside graph_twin()
 
 
