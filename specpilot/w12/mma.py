@@ -71,7 +71,10 @@ class MmaConfig:
     fills the GPU and its last programs are short; esc_pre: 0 = the escapes' exact products
     before the main loop (their loads waiting while the first round streams), n > 0 = the range
     and the first n chunks of entries loaded before the main loop (constant: before the PDL
-    wait) and every product after it."""
+    wait) and every product after it; esc_mma: 1 = instead, the escapes as tensor-core MMAs
+    before the main loop (``_esc_mma``: 16 entries per m16n8k16 step and warp, their exact
+    values in the A operand at their rows, x gathered at their columns in B; the first chunk's
+    entries loaded before the PDL wait), esc_pre then unused."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
@@ -79,18 +82,20 @@ class MmaConfig:
     maxnreg: int = 0
     split: int = 1
     esc_pre: int = 0
+    esc_mma: int = 0
 
     def __post_init__(self):
         if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
                 or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1
-                or self.esc_pre not in (0, 1, 2, 4)):
+                or self.esc_pre not in (0, 1, 2, 4) or self.esc_mma not in (0, 1)
+                or (self.esc_mma and self.esc_pre)):
             raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         split = f"x{self.split}" if self.split > 1 else ""
-        esc = f"e{self.esc_pre}" if self.esc_pre else ""
+        esc = f"e{self.esc_pre}" if self.esc_pre else "m" if self.esc_mma else ""
         return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}"
 
 
@@ -254,7 +259,8 @@ if HAS_GLUON:
                         USE_SPLIT: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
                         EP: gl.constexpr, E4P: gl.constexpr, BF16: gl.constexpr,
-                        PB: gl.constexpr, PDL: gl.constexpr = 0):
+                        PB: gl.constexpr, EM: gl.constexpr = 0, QE: gl.constexpr = None,
+                        EL: gl.constexpr = None, PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
@@ -267,7 +273,8 @@ if HAS_GLUON:
         # product after the main loop. BF16: l_ptr is an int32 view of a bf16 weight [N, K]
         # (rows of 4 HW words, HW = K / 8; no planes, bases or escapes): a thread loads, per H
         # word of the W12 form, the same columns' bf16 words (layout PB: 2S words per half and
-        # row), which are the MMA's A registers as they are.
+        # row), which are the MMA's A registers as they are. EM: the escapes by _esc_mma (layouts
+        # QE, EL) before the main loop, their first chunk's entries loaded before the wait.
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -330,10 +337,14 @@ if HAS_GLUON:
         if AHEAD >= 1:
             h, la, lb = _load_round(hrow, lrow, row_ok, k0 + q0, wrow, row_okb, 2 * k0 + qb0,
                                     HW, lim, BF16)
-        if ESC and EP > 0:   # all of the rows' escapes (every K) in the first split
+        if ESC and EP > 0 and not EM:   # all of the rows' escapes (every K), first split only
             elo, ehi = _esc_range(koff_ptr, n0, N, G, WR)
             ehi = elo + (ehi - elo) * (pid_k == 0).to(gl.int32)
             ent, ev, eok = _esc_entries(kent_ptr, kval_ptr, elo, ehi, E4P, EP)
+        if ESC and EM:
+            elo, ehi = _esc_range(koff_ptr, n0, N, G, WR)
+            ehi = elo + (ehi - elo) * (pid_k == 0).to(gl.int32)
+            ek = _esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, n0, WK, WR, EL)
         _gdc_wait(PDL > 0)
         _gdc_launch_dependents(PDL == 3)
         if AHEAD >= 2:
@@ -349,7 +360,11 @@ if HAS_GLUON:
         e23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         f01 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         f23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
-        if ESC and EP == 0:
+        if ESC and EM:   # the escapes' exact products into the accumulators, before the loop
+            acc01, acc23, bcc01, bcc23 = _esc_mma(acc01, acc23, bcc01, bcc23, ek, kent_ptr,
+                                                  kval_ptr, x16_ptr, sxm, elo, ehi, n0, M, WK,
+                                                  WR, NT, QE, EL)
+        elif ESC and EP == 0:
             if pid_k == 0:   # all of the rows' escapes (every K) in the first split
                 e01, e23 = _escapes(e01, e23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr,
                                     n0, N, M, G, WR, E4, EC)
@@ -395,7 +410,7 @@ if HAS_GLUON:
             if AHEAD >= 2:
                 xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
         _gdc_launch_dependents(PDL == 2)
-        if ESC and EP > 0:   # the entries loaded ahead, then any further ones EC at a time
+        if ESC and EP > 0 and not EM:   # the entries loaded ahead, then further ones EC at a time
             e01, e23 = _esc_products(e01, e23, 0, x16_ptr, sxm, ent, ev, eok, n0, M, WR, E4P)
             if NT == 2:
                 f01, f23 = _esc_products(f01, f23, 8, x16_ptr, sxm, ent, ev, eok, n0, M, WR,
@@ -534,6 +549,96 @@ if HAS_GLUON:
         return r01, r23
 
 
+if HAS_GLUON:
+    @gluon.jit
+    def _esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, t, n0, WK: gl.constexpr, WR: gl.constexpr,
+                         EL: gl.constexpr):
+        """Chunk t of the escape MMAs: warp (w, r) takes entries elo + 16 (w + WK t) + k of
+        [elo, ehi). As [WK, 8WR, 2, 4, 2] tensors in EL, (slot pair h, lane c, j): A side (lo:
+        k = 2c + j, hi: k = 8 + 2c + j, the same for both h) and B side (k = 8h + 2c + j):
+        (row of the entry in the warp's 16-row block (out of [0, 16) where not its block),
+        value bits, valid) for lo and hi, and the columns of B's entries."""
+        w = _i5(WK, 0, EL)
+        gg = _i5(8 * WR, 1, EL)
+        h = _i5(2, 2, EL)
+        k = 2 * _i5(4, 3, EL) + _i5(2, 4, EL) + 0 * h                 # [1, 1, 2, 4, 2]
+        e = elo + 16 * (w + WK * t) + k
+        ok_lo = e < ehi
+        ok_hi = e + 8 < ehi
+        ent_lo = gl.load(kent_ptr + e, mask=ok_lo, other=0)
+        ent_hi = gl.load(kent_ptr + e + 8, mask=ok_hi, other=0)
+        v_lo = gl.load(kval_ptr + e, mask=ok_lo, other=0).to(gl.int32) & 0xFFFF
+        v_hi = gl.load(kval_ptr + e + 8, mask=ok_hi, other=0).to(gl.int32) & 0xFFFF
+        base = 16 * (gg // 8) + n0 % 256                             # the warp's block, mod 256
+        r_lo = (((ent_lo >> 24) & 0xFF) - base) & 255
+        r_hi = (((ent_hi >> 24) & 0xFF) - base) & 255
+        col = gl.where(h == 0, ent_lo, ent_hi) & 0xFFFFFF
+        okb = gl.where(h == 0, ok_lo, ok_hi)
+        return r_lo, v_lo, ok_lo, r_hi, v_hi, ok_hi, col, okb
+
+    @gluon.jit
+    def _pack_j(v, QE: gl.constexpr):
+        """[.., 2] 16-bit values (int32) -> [.., 1] bf16x2 words (j = 0 low) in QE."""
+        a, b = gl.split(v)
+        return gl.convert_layout(gl.expand_dims(a | (b << 16), 4), QE)
+
+    @gluon.jit
+    def _esc_a(r, v, ok, EL: gl.constexpr, QE: gl.constexpr):
+        """The A words of the escape MMA for one slot pair: at row slot g + 8 p (weight row
+        2g + p of the warp's block) the entry's value where its row is that row, else 0."""
+        G8: gl.constexpr = r.shape[1]
+        gg = _i5(G8, 1, EL) % 8
+        p = _i5(2, 2, EL)
+        return _pack_j(gl.where(ok & (r == 2 * gg + p), v, 0), QE)
+
+    @gluon.jit
+    def _esc_x(x16_ptr, sxm, col, okb, tok0, M, EL: gl.constexpr, QE: gl.constexpr):
+        """The B words of the escape MMA: x[tok0 + g, column of entry 8h + 2c + j] as bf16x2."""
+        G8: gl.constexpr = col.shape[1]
+        tok = tok0 + _i5(G8, 1, EL) % 8
+        xv = gl.load(x16_ptr + tok * (2 * sxm) + col, mask=okb & (tok < M), other=0.0)
+        return _pack_j(xv.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
+
+    @gluon.jit
+    def _esc_mma_step(acc01, acc23, bcc01, bcc23, ek, x16_ptr, sxm, M, NT: gl.constexpr,
+                      QE: gl.constexpr, EL: gl.constexpr):
+        """One chunk's MMAs (16 entries per warp) added to the [WK, 8WR, 2, 4, 1] sums."""
+        r_lo, v_lo, ok_lo, r_hi, v_hi, ok_hi, col, okb = ek
+        alo = _esc_a(r_lo, v_lo, ok_lo, EL, QE)
+        ahi = _esc_a(r_hi, v_hi, ok_hi, EL, QE)
+        acc01, acc23 = _mma(alo, ahi, _esc_x(x16_ptr, sxm, col, okb, 0, M, EL, QE), acc01, acc23)
+        if NT == 2:
+            bcc01, bcc23 = _mma(alo, ahi, _esc_x(x16_ptr, sxm, col, okb, 8, M, EL, QE), bcc01,
+                                bcc23)
+        return acc01, acc23, bcc01, bcc23
+
+    @gluon.jit
+    def _esc_mma(acc01, acc23, bcc01, bcc23, ek, kent_ptr, kval_ptr, x16_ptr, sxm, elo, ehi, n0,
+                 M, WK: gl.constexpr, WR: gl.constexpr, NT: gl.constexpr, QE: gl.constexpr,
+                 EL: gl.constexpr):
+        """acc01 .. bcc23 ([WK, 8WR, 2, 4]) plus the exact products of the escapes of rows
+        [n0, n0 + 16 WR), all K, as m16n8k16 MMAs (bf16 x bf16 products are exact in fp32): per
+        warp and chunk 16 entries in A (their values at their rows, zero elsewhere) against x at
+        their columns in B. ek: chunk 0's entries (_esc_mma_entries), loaded by the caller."""
+        SH: gl.constexpr = [WK, 8 * WR, 2, 4, 1]
+        e01 = gl.zeros(SH, gl.float32, QE)
+        e23 = gl.zeros(SH, gl.float32, QE)
+        f01 = gl.zeros(SH, gl.float32, QE)
+        f23 = gl.zeros(SH, gl.float32, QE)
+        e01, e23, f01, f23 = _esc_mma_step(e01, e23, f01, f23, ek, x16_ptr, sxm, M, NT, QE, EL)
+        for t in range(1, gl.cdiv(ehi - elo, 16 * WK)):
+            ek2 = _esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, t, n0, WK, WR, EL)
+            e01, e23, f01, f23 = _esc_mma_step(e01, e23, f01, f23, ek2, x16_ptr, sxm, M, NT, QE,
+                                               EL)
+        ACC: gl.constexpr = acc01.type.layout
+        acc01 += gl.convert_layout(gl.sum(e01, axis=4), ACC)
+        acc23 += gl.convert_layout(gl.sum(e23, axis=4), ACC)
+        if NT == 2:
+            bcc01 += gl.convert_layout(gl.sum(f01, axis=4), ACC)
+            bcc23 += gl.convert_layout(gl.sum(f23, axis=4), ACC)
+        return acc01, acc23, bcc01, bcc23
+
+
 def esc_chunk(cfg: MmaConfig) -> int:
     """Escapes per epilogue chunk: ESC_E, or 4 per warp for programs of more than 8 warps."""
     return max(ESC_E, 4 * cfg.warps_k * cfg.warps_r)
@@ -556,6 +661,16 @@ def layouts(cfg: MmaConfig):
     Q = gl.BlockedLayout([1, 1, 2, 1, S], [1, 8, 1, 4, 1], [wk, wr, 1, 1, 1], [2, 4, 3, 1, 0])
     X = gl.BlockedLayout([1, 1, 1, 2 * S], [1, 8, 4, 1], [wk, wr, 1, 1], [3, 2, 1, 0])
     return P, Q, X, esc_layout(cfg, esc_chunk(cfg))
+
+
+def esc_mma_layouts(cfg: MmaConfig):
+    """(QE, EL) of the escape MMAs (MmaConfig.esc_mma): QE is Q with one MMA step
+    ([WK, 8 WR, 2, 4, 1]), EL the entries' [WK, 8 WR, 2, 4, 2] (the two halves of a bf16x2
+    word last, in the thread)."""
+    wk, wr = cfg.warps_k, cfg.warps_r
+    QE = gl.BlockedLayout([1, 1, 2, 1, 1], [1, 8, 1, 4, 1], [wk, wr, 1, 1, 1], [2, 4, 3, 1, 0])
+    EL = gl.BlockedLayout([1, 1, 2, 1, 2], [1, 8, 1, 4, 1], [wk, wr, 1, 1, 1], [4, 2, 3, 1, 0])
+    return QE, EL
 
 
 def bf16_layout(cfg: MmaConfig):
@@ -661,6 +776,7 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
     M, K = x.shape
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     P, Q, X, E4 = layouts(cfg)
+    QE, EL = esc_mma_layouts(cfg)
     rps, split = split_plan(cfg, K)
     blocks = _cdiv(N, 16 * cfg.warps_r)
     if split > 1:
@@ -672,7 +788,7 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
         x.view(torch.int32), x, y, ws, locks, *weight_args,
         M, N, K // 2, HW, G, x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
-        USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg),
+        USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg), QE=QE, EL=EL,
         **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]), num_warps=cfg.warps_k * cfg.warps_r,
         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}), **consts)
     return y
@@ -697,5 +813,5 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
                    planes.koff, planes.kent, planes.kval)
     return _launch(x, planes.N, cfg, weight_args, planes.Kp // 8,
                    _cdiv(planes.Kp // 2, GROUP), "w12", HB_PER_ROW=planes.per_row,
-                   ESC=planes.kent.numel() > 0, EP=esc_chunk(cfg) * cfg.esc_pre,
+                   ESC=planes.kent.numel() > 0, EP=esc_chunk(cfg) * cfg.esc_pre, EM=cfg.esc_mma,
                    E4P=esc_layout(cfg, esc_chunk(cfg) * max(cfg.esc_pre, 1)), BF16=False, PB=P)

@@ -25,7 +25,8 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
        "G": "i32", "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
-CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16)
+CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16[,
+    #          esc_mma])
     (2, 1, 1, 8, 1, False, False, 0, 0, False), (4, 1, 1, 4, 2, False, False, 0, 0, False),
     (2, 1, 1, 4, 2, False, True, 0, 0, False),
     (2, 1, 0, 4, 1, True, False, 3, 0, False), (2, 1, 2, 4, 1, False, False, 0, 0, False),
@@ -34,11 +35,13 @@ CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, es
     (4, 2, 0, 4, 1, False, False, 0, 4, False),
     # bf16_mma: the same loop on bf16 words
     (2, 1, 2, 8, 1, False, False, 2, 0, True), (2, 1, 1, 4, 2, False, True, 3, 0, True),
-    (4, 1, 0, 4, 1, False, False, 0, 0, True)]
+    (4, 1, 0, 4, 1, False, False, 0, 0, True),
+    # the escapes as tensor-core MMAs before the main loop
+    (2, 1, 2, 8, 1, False, False, 2, 0, False, 1), (2, 2, 1, 4, 2, True, True, 3, 0, False, 1)]
 
 
 def _label(c) -> str:
-    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8])
+    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], esc_mma=c[10] if len(c) > 10 else 0)
     return f"{'bf16 ' if c[9] else ''}{cfg.short} nt{c[4]}"
 
 
@@ -52,14 +55,18 @@ def _compile_all() -> dict:
 
     out = {}
     for case in CASES:
-        wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16 = case
-        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre)
+        wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16 = case[:10]
+        esc_mma = case[10] if len(case) > 10 else 0
+        cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre,
+                            esc_mma=esc_mma)
         P, Q, X, E4 = mma.layouts(cfg)
+        QE, EL = mma.esc_mma_layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         ec = mma.esc_chunk(cfg)
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
                       USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=ec, EP=ec * esc_pre,
-                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P)
+                      E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P,
+                      EM=esc_mma, QE=QE, EL=EL)
         if bf16:   # as bf16_mma launches it: the weight's int32 view in every plane argument
             sig.update(h_ptr="*i32", hb_ptr="*i32", koff_ptr="*i32", kent_ptr="*i32",
                        kval_ptr="*i32")
@@ -71,8 +78,11 @@ def _compile_all() -> dict:
         k = triton.compile(GluonASTSource(mma._w12_mma_kernel, sig, consts, attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
         ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
-        # the main loop: from the label before the first mma.sync to the branch after the last
-        first, last = ptx.find("mma.sync"), ptx.rfind("mma.sync")
+        # the main loop: from the label before its first mma.sync (after the escape MMAs' 2 NT:
+        # one chunk, then a loop over further chunks) to the branch after the last
+        first, last = -1, ptx.rfind("mma.sync")
+        for _ in range(1 + (2 * nt if esc_mma else 0)):
+            first = ptx.find("mma.sync", first + 1)
         loop = ptx[ptx.rfind("$L__BB", 0, first):ptx.find("bra", last)]
         if split:   # the launcher passes M == 1 as a constant: that variant compiles too
             sig1, consts1 = dict(sig, M="constexpr"), dict(consts, M=1)
@@ -84,7 +94,7 @@ def _compile_all() -> dict:
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
-            "esc_pre": esc_pre, "bf16": bf16,
+            "esc_pre": esc_pre, "bf16": bf16, "esc_mma": esc_mma,
             "fadd_loop": len(re.findall(r"add\.(?:rn\.)?f32", loop)),
             "ld_before_wait": len(re.findall(r"ld\.global",
                                              ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
@@ -109,7 +119,8 @@ def test_compiles_for_sm90_with_the_mma_layout():
         S, nt = r["words"], r["nt"]
         # per round: 2 rows x S H words per thread; each H word is one MMA step of each half
         # for each 8-row activation tile (pack 2: the two rows' words go to one mma)
-        assert r["mma"] == 2 * S * nt, (name, r)
+        # esc_mma: one MMA per 8-row tile for the first chunk and one in the loop over the rest
+        assert r["mma"] == 2 * S * nt + (2 * nt if r["esc_mma"] else 0), (name, r)
         # DECODE_PTX: 6 prmt per H word; bf16 words are the A registers as loaded
         assert r["prmt"] == (0 if r["bf16"] else 2 * S * 6), (name, r)
         # per round: the S steps' results summed into the accumulator (4 floats per 8-row tile
@@ -138,6 +149,9 @@ def test_compiles_for_sm90_with_the_mma_layout():
             # entry and thread, esc_pre chunks of >= 4 per warp) come before the wait too
             if r["esc_pre"]:
                 assert r["ld_before_wait"] >= r["v4_before_wait"] + 2 + 2 * r["esc_pre"], r
+            # esc_mma: the range and the first chunk's entries (kent and kval, 8 + 8 entries)
+            if r["esc_mma"]:
+                assert r["ld_before_wait"] >= r["v4_before_wait"] + 2 + 4, r
             # the next kernel may launch after the main loop (2) or right after the wait (3)
             assert wait < launch and (launch > pos["mma.sync"]) == (r["pdl"] == 2), (name, pos)
 
@@ -222,6 +236,10 @@ def test_config_labels():
     assert mma.MmaConfig(2, 1, 2, 8, split=3, esc_pre=2).short == "k2r1a2s8x3e2"
     with pytest.raises(ValueError, match="bad values"):
         mma.MmaConfig(esc_pre=3)
+    assert mma.MmaConfig(2, 1, 2, 8, 168, esc_mma=1).short == "k2r1a2s8g168m"
+    for bad in (dict(esc_mma=2), dict(esc_mma=1, esc_pre=1)):
+        with pytest.raises(ValueError, match="bad values"):
+            mma.MmaConfig(**bad)
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
     assert mma.esc_chunk(mma.MmaConfig(2, 1)) == mma.ESC_E
 
@@ -248,7 +266,13 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                 # the rest of a row block's escapes in further chunks)
                 mma.MmaConfig(2, 1, 2, 8, esc_pre=1), mma.MmaConfig(2, 1, 1, 4, esc_pre=2),
                 mma.MmaConfig(2, 1, 2, 8, split=3, esc_pre=1),
-                mma.MmaConfig(4, 2, 0, 4, split=2, esc_pre=4)):
+                mma.MmaConfig(4, 2, 0, 4, split=2, esc_pre=4),
+                # the escapes as MMAs (16 entries per warp and chunk; here 2e-3 of the weights
+                # escape: a row block of K = 5120 has ~160, many chunks), with split-K, two
+                # row blocks per program
+                mma.MmaConfig(2, 1, 2, 8, esc_mma=1), mma.MmaConfig(2, 1, 1, 4, esc_mma=1),
+                mma.MmaConfig(2, 1, 2, 8, split=3, esc_mma=1),
+                mma.MmaConfig(4, 2, 0, 4, split=2, esc_mma=1)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
