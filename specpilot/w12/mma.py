@@ -117,10 +117,10 @@ def candidates(N: int, K: int, n_sm: int) -> tuple:
     row blocks are few (<= SPLIT_MAX_BLOCKS_PER_SM * n_sm), for the first SPLIT_BASES bases the
     splits of SPLITS that give each program >= 2 rounds, a plan of their own and at most
     MAX_PROGRAMS_PER_SM * n_sm programs; each of them also with the escapes after the main loop
-    (esc_pre ESC_PRE)."""
+    (esc_pre ESC_PRE) and as MMAs (esc_mma 1)."""
     out = []
     for i, base in enumerate(CANDIDATES):
-        out += [base, replace(base, esc_pre=ESC_PRE)]
+        out += [base, replace(base, esc_pre=ESC_PRE), replace(base, esc_mma=1)]
         seen = {split_plan(base, K)}
         blocks = _cdiv(N, 16 * base.warps_r)
         few = blocks <= SPLIT_MAX_BLOCKS_PER_SM * n_sm
@@ -129,7 +129,7 @@ def candidates(N: int, K: int, n_sm: int) -> tuple:
             plan = split_plan(cfg, K)
             if plan not in seen and plan[0] >= 2 and blocks * plan[1] <= MAX_PROGRAMS_PER_SM * n_sm:
                 seen.add(plan)
-                out += [cfg, replace(cfg, esc_pre=ESC_PRE)]
+                out += [cfg, replace(cfg, esc_pre=ESC_PRE), replace(cfg, esc_mma=1)]
     return tuple(out)
 
 
@@ -561,7 +561,7 @@ if HAS_GLUON:
         w = _i5(WK, 0, EL)
         gg = _i5(8 * WR, 1, EL)
         h = _i5(2, 2, EL)
-        k = 2 * _i5(4, 3, EL) + _i5(2, 4, EL) + 0 * h                 # [1, 1, 2, 4, 2]
+        k = 2 * _i5(4, 3, EL) + _i5(2, 4, EL) + 0 * h + 0 * gg        # [1, 8WR, 2, 4, 2]
         e = elo + 16 * (w + WK * t) + k
         ok_lo = e < ehi
         ok_hi = e + 8 < ehi
@@ -740,7 +740,7 @@ def bf16_mma_supported(M: int, K: int) -> bool:
 
 def bf16_candidates(N: int, K: int, n_sm: int) -> tuple:
     """The bf16 kernel's tuning space: ``candidates`` without the escape placements."""
-    return tuple(c for c in candidates(N, K, n_sm) if not c.esc_pre)
+    return tuple(c for c in candidates(N, K, n_sm) if not (c.esc_pre or c.esc_mma))
 
 
 def bf16_mma(x: torch.Tensor, w: torch.Tensor, cfg: MmaConfig | None = None) -> torch.Tensor:

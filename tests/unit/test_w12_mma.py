@@ -185,8 +185,8 @@ def test_bf16_refusals():
     with pytest.raises(ValueError, match="bf16 w"):
         mma.bf16_mma(torch.zeros(2, 72, dtype=torch.bfloat16), w)
     # the tuning space: the W12 one without the escape placements
-    assert all(not c.esc_pre for c in mma.bf16_candidates(5120, 17408, 132))
-    assert len(mma.bf16_candidates(5120, 17408, 132)) * 2 == len(mma.candidates(5120, 17408, 132))
+    assert all(not (c.esc_pre or c.esc_mma) for c in mma.bf16_candidates(5120, 17408, 132))
+    assert len(mma.bf16_candidates(5120, 17408, 132)) * 3 == len(mma.candidates(5120, 17408, 132))
 
 
 def test_launchers_pass_the_kernel_its_arguments(monkeypatch):
@@ -329,7 +329,7 @@ def test_split_plan_runs_whole_rounds():
 
 def test_candidates_split_where_the_row_blocks_are_few():
     # Qwen3.8's down (320 row blocks, 34 rounds of k2s8): every split with its own plan
-    c = [x for x in mma.candidates(5120, 17408, 132) if not x.esc_pre]
+    c = [x for x in mma.candidates(5120, 17408, 132) if not (x.esc_pre or x.esc_mma)]
     assert [x.short for x in c if x.warps_k == 2 and x.words == 8 and x.ahead == 2
             and not x.maxnreg] == ["k2r1a2s8", "k2r1a2s8x2", "k2r1a2s8x3", "k2r1a2s8x4",
                                    "k2r1a2s8x6", "k2r1a2s8x8"]
@@ -338,15 +338,18 @@ def test_candidates_split_where_the_row_blocks_are_few():
     n_bases = len(mma.CANDIDATES)
     assert all(x.split == 1 for x in c[len(c) - n_bases + mma.SPLIT_BASES:])
     # many row blocks (an lm_head, a gate_up: 2176 > 5 x 132): no split
-    twins = tuple(c for base in mma.CANDIDATES for c in (base, replace(base, esc_pre=1)))
+    twins = tuple(c for base in mma.CANDIDATES
+                  for c in (base, replace(base, esc_pre=1), replace(base, esc_mma=1)))
     assert mma.candidates(248320, 5120, 132) == twins
     assert mma.candidates(34816, 5120, 132) == twins
     # >= 2 rounds per program: K = 2048 has 4 rounds of k2s8 -> split 2 only
     assert [x.split for x in mma.candidates(256, 2048, 132) if x.words == 8 and x.warps_k == 2
-            and x.ahead == 2 and not x.maxnreg and not x.esc_pre] == [1, 2]
-    # every candidate comes with its twin of the escapes after the main loop, next to it
+            and x.ahead == 2 and not x.maxnreg and not x.esc_pre and not x.esc_mma] == [1, 2]
+    # every candidate comes with its twins of the escapes after the main loop and as MMAs,
+    # next to it
     c = mma.candidates(5120, 17408, 132)
-    assert c[1::2] == tuple(replace(x, esc_pre=mma.ESC_PRE) for x in c[::2])
+    assert c[1::3] == tuple(replace(x, esc_pre=mma.ESC_PRE) for x in c[::3])
+    assert c[2::3] == tuple(replace(x, esc_mma=1) for x in c[::3])
 
 
 @pytest.mark.gpu
