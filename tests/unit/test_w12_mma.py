@@ -272,6 +272,7 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                 # row blocks per program
                 mma.MmaConfig(2, 1, 2, 8, esc_mma=1), mma.MmaConfig(2, 1, 1, 4, esc_mma=1),
                 mma.MmaConfig(2, 1, 2, 8, split=3, esc_mma=1),
+                mma.MmaConfig(2, 1, 2, 8, 136, esc_mma=1),
                 mma.MmaConfig(4, 2, 0, 4, split=2, esc_mma=1)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
