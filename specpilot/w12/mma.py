@@ -26,7 +26,10 @@ ticket, as the template GEMM's split-K; the tuner offers it on weights of few ro
 
 Escapes decode to signed zero. Their exact products (bf16 x bf16, exact in fp32) are computed
 before the main loop while the first round's loads are in flight, or, with
-``MmaConfig.esc_pre``, after it from entries loaded before it. Fast mode only: not bit-equal to
+``MmaConfig.esc_pre``, after it from entries loaded before it, or, with ``MmaConfig.esc_mma``,
+as tensor-core MMAs before it (``_esc_mma``; with a non-finite activation at an escape's column
+the rows of that MMA that do not hold the escape get 0 x Inf = NaN where the product path would
+give their own +-Inf: garbage either way). Fast mode only: not bit-equal to
 the bf16 GEMM; ``kernel.w12_matmul``'s reproducible mode keeps the template GEMM. Design notes
 and measurements: docs/w12.md, "Tensor-core kernel for few rows".
 
