@@ -21,6 +21,9 @@ integer sum, no decode, no MMA), for several weight layouts, and prints TB/s:
 W12 tensor-core kernel's plane loads for each config (the same layouts, rounds, register ring
 and ``mma._load_planes``) and only sums the words: no x loads, decode, MMA or escapes. Against
 the kernel's own time this says what its loads alone cost in that program and round shape.
+``--levels 0,1,2,3 --m 2,8`` builds the loop up: 1 adds the kernel's x loads (M activation
+rows), 2 the decode, 3 the MMAs; at 3 the kernel itself runs on the same planes without
+escapes.
 
 Each layout is timed as the benches time (a CUDA graph of calls rotating over >= 512 MB of
 copies, median of 5 replays), at num_stages 1 and 3 (Triton's software pipeline).
