@@ -687,7 +687,7 @@ def bf16_layout(cfg: MmaConfig):
 # on the H200 (docs/benchmarks/w12.md, session 31), the first one the default
 # (the 168-register cap of session 31 became 136 in session 36: with esc_mma ptxas fits k2r1a2s8
 # in 136 without spills, 7 programs per SM instead of 6; Qwen3.8's gate_up 65.8 against 69.6 us
-# at M = 2, the lm_heads 2-4% faster)
+# at M = 2, the lm_heads 2-5% faster at M = 2-8)
 CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 8, 136),
               MmaConfig(2, 1, 1, 8), MmaConfig(2, 1, 2, 4), MmaConfig(4, 1, 1, 8))
 # split-K offered for the first SPLIT_BASES bases on weights of few row blocks: on the H200
