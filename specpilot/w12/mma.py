@@ -340,14 +340,13 @@ if HAS_GLUON:
         if AHEAD >= 1:
             h, la, lb = _load_round(hrow, lrow, row_ok, k0 + q0, wrow, row_okb, 2 * k0 + qb0,
                                     HW, lim, BF16)
-        if ESC and EP > 0 and not EM:   # all of the rows' escapes (every K), first split only
+        if ESC and (EP > 0 or EM):   # all of the rows' escapes (every K), first split only
             elo, ehi = _esc_range(koff_ptr, n0, N, G, WR)
             ehi = elo + (ehi - elo) * (pid_k == 0).to(gl.int32)
-            ent, ev, eok = _esc_entries(kent_ptr, kval_ptr, elo, ehi, E4P, EP)
-        if ESC and EM:
-            elo, ehi = _esc_range(koff_ptr, n0, N, G, WR)
-            ehi = elo + (ehi - elo) * (pid_k == 0).to(gl.int32)
-            ek = _esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, n0, WK, WR, EL)
+            if EM:   # (MmaConfig refuses esc_mma with esc_pre: EP is 0 then)
+                ek = _esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, n0, WK, WR, EL)
+            else:
+                ent, ev, eok = _esc_entries(kent_ptr, kval_ptr, elo, ehi, E4P, EP)
         _gdc_wait(PDL > 0)
         _gdc_launch_dependents(PDL == 3)
         if AHEAD >= 2:
@@ -413,7 +412,7 @@ if HAS_GLUON:
             if AHEAD >= 2:
                 xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
         _gdc_launch_dependents(PDL == 2)
-        if ESC and EP > 0 and not EM:   # the entries loaded ahead, then further ones EC at a time
+        if ESC and EP > 0:   # the entries loaded ahead, then any further ones EC at a time
             e01, e23 = _esc_products(e01, e23, 0, x16_ptr, sxm, ent, ev, eok, n0, M, WR, E4P)
             if NT == 2:
                 f01, f23 = _esc_products(f01, f23, 8, x16_ptr, sxm, ent, ev, eok, n0, M, WR,
@@ -551,8 +550,6 @@ if HAS_GLUON:
             r01, r23 = _esc_products(r01, r23, tok0, x16_ptr, sxm, ent, v, ok, n0, M, WR, E4)
         return r01, r23
 
-
-if HAS_GLUON:
     @gluon.jit
     def _esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, t, n0, WK: gl.constexpr, WR: gl.constexpr,
                          EL: gl.constexpr):
@@ -586,33 +583,35 @@ if HAS_GLUON:
         return gl.convert_layout(gl.expand_dims(a | (b << 16), 4), QE)
 
     @gluon.jit
-    def _esc_a(r, v, ok, EL: gl.constexpr, QE: gl.constexpr):
+    def _esc_a(r, v, ok, WR: gl.constexpr, EL: gl.constexpr, QE: gl.constexpr):
         """The A words of the escape MMA for one slot pair: at row slot g + 8 p (weight row
         2g + p of the warp's block) the entry's value where its row is that row, else 0."""
-        G8: gl.constexpr = r.shape[1]
-        gg = _i5(G8, 1, EL) % 8
+        gg = _i5(8 * WR, 1, EL) % 8
         p = _i5(2, 2, EL)
         return _pack_j(gl.where(ok & (r == 2 * gg + p), v, 0), QE)
 
     @gluon.jit
-    def _esc_x(x16_ptr, sxm, col, okb, tok0, M, EL: gl.constexpr, QE: gl.constexpr):
-        """The B words of the escape MMA: x[tok0 + g, column of entry 8h + 2c + j] as bf16x2."""
-        G8: gl.constexpr = col.shape[1]
-        tok = tok0 + _i5(G8, 1, EL) % 8
+    def _esc_x(x16_ptr, sxm, col, okb, tok0, M, WR: gl.constexpr, EL: gl.constexpr,
+               QE: gl.constexpr):
+        """The B words of the escape MMA: x[tok0 + g, column of entry 8h + 2c + j] as bf16x2
+        (g = lane // 4, the B operand's token; taken from the layout, not from col's shape,
+        whose row dimension may be a broadcast 1)."""
+        tok = tok0 + _i5(8 * WR, 1, EL) % 8
         xv = gl.load(x16_ptr + tok * (2 * sxm) + col, mask=okb & (tok < M), other=0.0)
         return _pack_j(xv.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
 
     @gluon.jit
-    def _esc_mma_step(acc01, acc23, bcc01, bcc23, ek, x16_ptr, sxm, M, NT: gl.constexpr,
-                      QE: gl.constexpr, EL: gl.constexpr):
+    def _esc_mma_step(acc01, acc23, bcc01, bcc23, ek, x16_ptr, sxm, M, WR: gl.constexpr,
+                      NT: gl.constexpr, QE: gl.constexpr, EL: gl.constexpr):
         """One chunk's MMAs (16 entries per warp) added to the [WK, 8WR, 2, 4, 1] sums."""
         r_lo, v_lo, ok_lo, r_hi, v_hi, ok_hi, col, okb = ek
-        alo = _esc_a(r_lo, v_lo, ok_lo, EL, QE)
-        ahi = _esc_a(r_hi, v_hi, ok_hi, EL, QE)
-        acc01, acc23 = _mma(alo, ahi, _esc_x(x16_ptr, sxm, col, okb, 0, M, EL, QE), acc01, acc23)
+        alo = _esc_a(r_lo, v_lo, ok_lo, WR, EL, QE)
+        ahi = _esc_a(r_hi, v_hi, ok_hi, WR, EL, QE)
+        acc01, acc23 = _mma(alo, ahi, _esc_x(x16_ptr, sxm, col, okb, 0, M, WR, EL, QE), acc01,
+                            acc23)
         if NT == 2:
-            bcc01, bcc23 = _mma(alo, ahi, _esc_x(x16_ptr, sxm, col, okb, 8, M, EL, QE), bcc01,
-                                bcc23)
+            bcc01, bcc23 = _mma(alo, ahi, _esc_x(x16_ptr, sxm, col, okb, 8, M, WR, EL, QE),
+                                bcc01, bcc23)
         return acc01, acc23, bcc01, bcc23
 
     @gluon.jit
@@ -628,11 +627,11 @@ if HAS_GLUON:
         e23 = gl.zeros(SH, gl.float32, QE)
         f01 = gl.zeros(SH, gl.float32, QE)
         f23 = gl.zeros(SH, gl.float32, QE)
-        e01, e23, f01, f23 = _esc_mma_step(e01, e23, f01, f23, ek, x16_ptr, sxm, M, NT, QE, EL)
+        e01, e23, f01, f23 = _esc_mma_step(e01, e23, f01, f23, ek, x16_ptr, sxm, M, WR, NT, QE, EL)
         for t in range(1, gl.cdiv(ehi - elo, 16 * WK)):
             ek2 = _esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, t, n0, WK, WR, EL)
-            e01, e23, f01, f23 = _esc_mma_step(e01, e23, f01, f23, ek2, x16_ptr, sxm, M, NT, QE,
-                                               EL)
+            e01, e23, f01, f23 = _esc_mma_step(e01, e23, f01, f23, ek2, x16_ptr, sxm, M, WR, NT,
+                                               QE, EL)
         ACC: gl.constexpr = acc01.type.layout
         acc01 += gl.convert_layout(gl.sum(e01, axis=4), ACC)
         acc23 += gl.convert_layout(gl.sum(e23, axis=4), ACC)
