@@ -9,17 +9,17 @@ timing against cuBLAS, the Triton W12 GEMM and the W12 GEMV (< 5 min).
    (every kind of escape including +-Inf and NaN, a per-row base, a padded K) and every layer
    shape of --models (random N(0, 0.02^2) weights with planted escapes, gpu_w12_gemv_bench's
    build_weights).
-2. Timing, per shape and M (--m, default 1, 2, 4, 8, 16), us per call as
-   ``kernel.time_calls_us`` (a CUDA graph of calls rotating over >= --ring-mb of weight copies,
-   median of 5 replays): cuBLAS bf16 (``torch.matmul``), W12-TC (the Triton W12 GEMM at its
-   untuned default config, M > 2 only), W12-GEMV (default config, or tuned with --gemv-tuned;
-   M <= 2 only) and W12-MMA at each of --configs or, with --configs tuned, at each of the
-   tuner's candidates for the shape (the best is reported, all are in the JSON). Per model: the
-   sums over one token's linear layers. With --esc-ab, the best config again on the same planes
-   with an empty escape list ("no-esc": timing only, the outputs are wrong), so that the cost of
-   the escape prologue shows per layer. With --bf16, also ``mma.bf16_mma`` (the same loop on
-   the bf16 weight: our fastest bf16 kernel at these M) at each of ``mma.bf16_candidates``
-   (checked first on the layer shapes at M = 1, 8, 16), its sums, and W12-MMA over it.
+2. Timing, per shape and M (--m, default 1, 2, 4, 8, 16), us per call as ``kernel.time_calls_us``
+   (a CUDA graph of calls rotating over >= --ring-mb of weight copies, median of 5 replays):
+   cuBLAS bf16 (``torch.matmul``), W12-TC (the Triton W12 GEMM at its untuned default config, M >
+   2 only; tuned at M > 8 with --tc-tuned), W12-GEMV (default config, or tuned with --gemv-tuned;
+   M <= 2 only) and W12-MMA at each of --configs or, with --configs tuned, at each of the tuner's
+   candidates for the shape (the best is reported, all are in the JSON). Per model: the sums over
+   one token's linear layers. With --esc-ab, the best config again on the same planes with an
+   empty escape list ("no-esc": timing only, the outputs are wrong), so that the cost of the
+   escape prologue shows per layer. With --bf16, also ``mma.bf16_mma`` (the same loop on the bf16
+   weight: our fastest bf16 kernel at these M) at each of ``mma.bf16_candidates`` (checked first
+   on the layer shapes at M = 1, 8, 16), its sums, and W12-MMA over it.
 """
 from __future__ import annotations
 
@@ -93,6 +93,9 @@ def main() -> int:
                     help="also time the best config on planes without escapes (no-esc column)")
     ap.add_argument("--bf16", action="store_true",
                     help="also time bf16_mma on the bf16 weights over its candidates")
+    ap.add_argument("--tc-tuned", action="store_true",
+                    help="at M > 8 time the Triton W12 GEMM (W12-TC) at its tuned config (the "
+                         "engine's kernel for those rows) instead of its default")
     args = ap.parse_args()
     t0 = time.time()
     tuned = args.configs == "tuned"
@@ -135,7 +138,7 @@ def main() -> int:
             t_cub = GB.timed(lambda i: torch.matmul(acts[i], ring16[i].t()), n)
             t_tc = t_gemv = float("nan")
             if M > K.GEMV_MAX_M:
-                ctc = K.get_config("w12", acts[0], p, tune=False)
+                ctc = K.get_config("w12", acts[0], p, tune=args.tc_tuned and M > 8)
                 t_tc = GB.timed(lambda i: K.w12_matmul(acts[i], ring12[i], config=ctc), n)
             else:
                 cg = (G.gemv_autotune(acts[0], p) if args.gemv_tuned

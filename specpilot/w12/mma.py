@@ -77,9 +77,7 @@ class MmaConfig:
     wait) and every product after it; esc_mma: 1 = instead, the escapes as tensor-core MMAs
     before the main loop (``_esc_mma``: 16 entries per m16n8k16 step and warp, their exact
     values in the A operand at their rows, x gathered at their columns in B; the first chunk's
-    entries loaded before the PDL wait), esc_pre then unused; tiles: 16 WR-row tiles per warp
-    (2: a second tile 16 WR rows on, MMAs on the same x registers, so half the x loads per weight
-    byte; not with esc_pre)."""
+    entries loaded before the PDL wait), esc_pre then unused."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
@@ -88,14 +86,12 @@ class MmaConfig:
     split: int = 1
     esc_pre: int = 0
     esc_mma: int = 0
-    tiles: int = 1
 
     def __post_init__(self):
         if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
                 or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1
                 or self.esc_pre not in (0, 1, 2, 4) or self.esc_mma not in (0, 1)
-                or (self.esc_mma and self.esc_pre) or self.tiles not in (1, 2)
-                or (self.tiles == 2 and self.esc_pre)):
+                or (self.esc_mma and self.esc_pre)):
             raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
@@ -103,9 +99,7 @@ class MmaConfig:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         split = f"x{self.split}" if self.split > 1 else ""
         esc = f"e{self.esc_pre}" if self.esc_pre else "m" if self.esc_mma else ""
-        tiles = "t2" if self.tiles == 2 else ""
-        return (f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{tiles}{reg}{split}"
-                f"{esc}")
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}"
 
 
 def round_words(cfg: MmaConfig) -> int:
@@ -126,13 +120,12 @@ def candidates(N: int, K: int, n_sm: int) -> tuple:
     row blocks are few (<= SPLIT_MAX_BLOCKS_PER_SM * n_sm), for the first SPLIT_BASES bases the
     splits of SPLITS that give each program >= 2 rounds, a plan of their own and at most
     MAX_PROGRAMS_PER_SM * n_sm programs; each of them also with the escapes after the main loop
-    (esc_pre ESC_PRE) and as MMAs (esc_mma 1); then TILE_BASES, unsplit, each also with
-    esc_mma 1 (tiles 2 has no esc_pre)."""
+    (esc_pre ESC_PRE) and as MMAs (esc_mma 1)."""
     out = []
     for i, base in enumerate(CANDIDATES):
         out += [base, replace(base, esc_pre=ESC_PRE), replace(base, esc_mma=1)]
         seen = {split_plan(base, K)}
-        blocks = _cdiv(N, 16 * base.warps_r * base.tiles)
+        blocks = _cdiv(N, 16 * base.warps_r)
         few = blocks <= SPLIT_MAX_BLOCKS_PER_SM * n_sm
         for split in SPLITS[1:] if i < SPLIT_BASES and few else ():
             cfg = replace(base, split=split)
@@ -140,8 +133,6 @@ def candidates(N: int, K: int, n_sm: int) -> tuple:
             if plan not in seen and plan[0] >= 2 and blocks * plan[1] <= MAX_PROGRAMS_PER_SM * n_sm:
                 seen.add(plan)
                 out += [cfg, replace(cfg, esc_pre=ESC_PRE), replace(cfg, esc_mma=1)]
-    for base in TILE_BASES:
-        out += [base, replace(base, esc_mma=1)]
     return tuple(out)
 
 
@@ -264,63 +255,6 @@ if HAS_GLUON:
                                          dtype=(gl.float32, gl.float32), is_pure=True, pack=2)
 
     @gluon.jit
-    def _tile(h_ptr, l_ptr, hb_ptr, n0, N, HW, WK: gl.constexpr, WR: gl.constexpr,
-              S: gl.constexpr, HB_PER_ROW: gl.constexpr, BF16: gl.constexpr, P: gl.constexpr,
-              PB: gl.constexpr):
-        """A thread's rows of the 16 WR rows from n0 (rows n0 + 16 (g // 8) + 2 (g % 8) + p):
-        the plane rows' pointers hrow / lrow, row_ok and the exponent bases hbw; BF16: the bf16
-        rows' pointers wrow and row_okb in PB (else lrow and row_ok again)."""
-        gg = _i5(8 * WR, 1, P)
-        row = n0 + 16 * (gg // 8) + 2 * (gg % 8) + _i5(2, 2, P)        # [1, 8WR, 2, 1, 1]
-        row_ok = row < N
-        hrow = h_ptr + row.to(gl.int64) * HW
-        lrow = l_ptr + row.to(gl.int64) * (2 * HW)
-        SHAPE: gl.constexpr = [WK, 8 * WR, 2, 4, S]
-        if BF16:
-            hbw = gl.zeros(SHAPE, gl.int32, P)                         # not read
-            gb = _i5(8 * WR, 1, PB)
-            rowb = n0 + 16 * (gb // 8) + 2 * (gb % 8) + _i5(2, 2, PB)
-            wrow = l_ptr + rowb.to(gl.int64) * (4 * HW)
-            row_okb = rowb < N
-        else:
-            if HB_PER_ROW:
-                hbw = gl.load(hb_ptr + row * 4, mask=row_ok, other=0) + gl.zeros(SHAPE, gl.int32,
-                                                                                  P)
-            else:
-                hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
-            wrow = lrow
-            row_okb = row_ok
-        return hrow, lrow, row_ok, hbw, wrow, row_okb
-
-    @gluon.jit
-    def _tile_round(h, la, lb, hbw, ya, yb, ya1, yb1, acc01, acc23, bcc01, bcc23, zero,
-                    NT: gl.constexpr, S: gl.constexpr, BF16: gl.constexpr, Q: gl.constexpr):
-        """One round of a tile: its weight words (h, la, lb of _load_round) decoded (or, BF16,
-        taken as they are) into the A registers, the MMAs against the x operands ya / yb (and,
-        NT 2, ya1 / yb1) and each step's sums added to the accumulators."""
-        if BF16:   # la / lb: the halves' words, 2 per H word (its first and second pair)
-            alo, ahi = gl.split(gl.reshape(la, [la.shape[0], la.shape[1], 2, 4, S, 2]))
-            blo, bhi = gl.split(gl.reshape(lb, [lb.shape[0], lb.shape[1], 2, 4, S, 2]))
-        else:
-            alo, ahi, blo, bhi = gl.inline_asm_elementwise(
-                _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
-                dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
-        alo = gl.convert_layout(alo, Q)
-        ahi = gl.convert_layout(ahi, Q)
-        blo = gl.convert_layout(blo, Q)
-        bhi = gl.convert_layout(bhi, Q)
-        d01, d23 = _mma(alo, ahi, ya, zero, zero)
-        d01, d23 = _mma(blo, bhi, yb, d01, d23)
-        acc01 += gl.sum(d01, axis=4)
-        acc23 += gl.sum(d23, axis=4)
-        if NT == 2:
-            d01, d23 = _mma(alo, ahi, ya1, zero, zero)
-            d01, d23 = _mma(blo, bhi, yb1, d01, d23)
-            bcc01 += gl.sum(d01, axis=4)
-            bcc23 += gl.sum(d23, axis=4)
-        return acc01, acc23, bcc01, bcc23
-
-    @gluon.jit
     def _w12_mma_kernel(x_ptr, x16_ptr, y_ptr, ws_ptr, lock_ptr, l_ptr, h_ptr, hb_ptr, koff_ptr,
                         kent_ptr, kval_ptr, M, N, KW, HW, G, sxm, sym, RPS,
                         WK: gl.constexpr, WR: gl.constexpr, NT: gl.constexpr, S: gl.constexpr,
@@ -329,7 +263,7 @@ if HAS_GLUON:
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
                         EP: gl.constexpr, E4P: gl.constexpr, BF16: gl.constexpr,
                         PB: gl.constexpr, EM: gl.constexpr = 0, QE: gl.constexpr = None,
-                        EL: gl.constexpr = None, PDL: gl.constexpr = 0, TP: gl.constexpr = 1):
+                        EL: gl.constexpr = None, PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
@@ -344,28 +278,36 @@ if HAS_GLUON:
         # word of the W12 form, the same columns' bf16 words (layout PB: 2S words per half and
         # row), which are the MMA's A registers as they are. EM: the escapes by _esc_mma (layouts
         # QE, EL) before the main loop, their first chunk's entries loaded before the wait.
-        # TP 2: each warp also takes the tile 16 WR rows further on (its "B" tile: names with a
-        # trailing B or a doubled first letter), with the same x registers (half the x loads
-        # per weight byte); MmaConfig refuses it with EP > 0.
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
-        n0 = pid * (16 * WR * TP)
-        nB = n0 + 16 * WR
+        n0 = pid * (16 * WR)
         w = _i5(WK, 0, P)
+        gg = _i5(8 * WR, 1, P)
+        pr = _i5(2, 2, P)
         c = _i5(4, 3, P)
         s = _i5(S, 4, P)
+        row = n0 + 16 * (gg // 8) + 2 * (gg % 8) + pr                 # [1, 8WR, 2, 1, 1]
+        row_ok = row < N
+        hrow = h_ptr + row.to(gl.int64) * HW
+        lrow = l_ptr + row.to(gl.int64) * (2 * HW)
         q0 = (4 * S) * w + S * c + s                                  # [WK, 1, 1, 4, S]
         SHAPE: gl.constexpr = [WK, 8 * WR, 2, 4, S]
-        hrow, lrow, row_ok, hbw, wrow, row_okb = _tile(h_ptr, l_ptr, hb_ptr, n0, N, HW, WK, WR,
-                                                       S, HB_PER_ROW, BF16, P, PB)
-        if TP == 2:
-            hrowB, lrowB, row_okB, hbwB, wrowB, row_okbB = _tile(h_ptr, l_ptr, hb_ptr, nB, N,
-                                                                 HW, WK, WR, S, HB_PER_ROW,
-                                                                 BF16, P, PB)
-        if BF16:   # words 2q, 2q + 1 of each half for the thread's S H words q
+        if BF16:
+            hbw = gl.zeros(SHAPE, gl.int32, P)                         # not read
+            rowb = n0 + 16 * (_i5(8 * WR, 1, PB) // 8) + 2 * (_i5(8 * WR, 1, PB) % 8) + _i5(
+                2, 2, PB)
+            wrow = l_ptr + rowb.to(gl.int64) * (4 * HW)
+            row_okb = rowb < N
+            # words 2q, 2q + 1 of each half for the thread's S H words q
             qb0 = 2 * ((4 * S) * _i5(WK, 0, PB) + S * _i5(4, 3, PB)) + _i5(2 * S, 4, PB)
+        elif HB_PER_ROW:
+            hbw = gl.load(hb_ptr + row * 4, mask=row_ok, other=0) + gl.zeros(SHAPE, gl.int32, P)
         else:
+            hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
+        if not BF16:   # the bf16 names unused
+            wrow = lrow
+            row_okb = row_ok
             qb0 = q0
 
         # activation side: a thread's 2S x words of a half are contiguous (vector loads in X),
@@ -390,11 +332,6 @@ if HAS_GLUON:
         acc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
         bcc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
         bcc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-        if TP == 2:
-            aac01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-            aac23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-            bbc01 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
-            bbc23 = gl.zeros([WK, 8 * WR, 2, 4], gl.float32, ACC)
 
         step = 4 * S * WK
         k0 = pid_k * RPS * step                     # the program's K range: H words [k0, lim)
@@ -403,20 +340,12 @@ if HAS_GLUON:
         if AHEAD >= 1:
             h, la, lb = _load_round(hrow, lrow, row_ok, k0 + q0, wrow, row_okb, 2 * k0 + qb0,
                                     HW, lim, BF16)
-            if TP == 2:
-                hB, laB, lbB = _load_round(hrowB, lrowB, row_okB, k0 + q0, wrowB, row_okbB,
-                                           2 * k0 + qb0, HW, lim, BF16)
         if ESC and (EP > 0 or EM):   # all of the rows' escapes (every K), first split only
             elo, ehi = _esc_range(koff_ptr, n0, N, G, WR)
             ehi = elo + (ehi - elo) * (pid_k == 0).to(gl.int32)
             if EM:   # (MmaConfig refuses esc_mma with esc_pre: EP is 0 then)
                 ek = _esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, n0, WK, WR, EL)
-                if TP == 2:
-                    eloB, ehiB = _esc_range(koff_ptr, nB, N, G, WR)
-                    ehiB = eloB + (ehiB - eloB) * (pid_k == 0).to(gl.int32)
-                    ekB = _esc_mma_entries(kent_ptr, kval_ptr, eloB, ehiB, 0, nB, WK, WR, EL)
             else:
-                gl.static_assert(TP == 1, "tiles 2 with esc_pre")
                 ent, ev, eok = _esc_entries(kent_ptr, kval_ptr, elo, ehi, E4P, EP)
         _gdc_wait(PDL > 0)
         _gdc_launch_dependents(PDL == 3)
@@ -433,19 +362,10 @@ if HAS_GLUON:
         e23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         f01 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         f23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
-        if TP == 2:
-            ee01 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
-            ee23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
-            ff01 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
-            ff23 = gl.zeros([8 * WR, 2, 4], gl.float32, R)
         if ESC and EM:   # the escapes' exact products into the accumulators, before the loop
             acc01, acc23, bcc01, bcc23 = _esc_mma(acc01, acc23, bcc01, bcc23, ek, kent_ptr,
                                                   kval_ptr, x16_ptr, sxm, elo, ehi, n0, M, WK,
                                                   WR, NT, QE, EL)
-            if TP == 2:
-                aac01, aac23, bbc01, bbc23 = _esc_mma(aac01, aac23, bbc01, bbc23, ekB, kent_ptr,
-                                                      kval_ptr, x16_ptr, sxm, eloB, ehiB, nB,
-                                                      M, WK, WR, NT, QE, EL)
         elif ESC and EP == 0:
             if pid_k == 0:   # all of the rows' escapes (every K) in the first split
                 e01, e23 = _escapes(e01, e23, 0, x16_ptr, sxm, koff_ptr, kent_ptr, kval_ptr,
@@ -453,46 +373,42 @@ if HAS_GLUON:
                 if NT == 2:
                     f01, f23 = _escapes(f01, f23, 8, x16_ptr, sxm, koff_ptr, kent_ptr,
                                         kval_ptr, n0, N, M, G, WR, E4, EC)
-                if TP == 2:
-                    ee01, ee23 = _escapes(ee01, ee23, 0, x16_ptr, sxm, koff_ptr, kent_ptr,
-                                          kval_ptr, nB, N, M, G, WR, E4, EC)
-                    if NT == 2:
-                        ff01, ff23 = _escapes(ff01, ff23, 8, x16_ptr, sxm, koff_ptr, kent_ptr,
-                                              kval_ptr, nB, N, M, G, WR, E4, EC)
         for i in range(n_iter):
             j = k0 + i * step
             if AHEAD >= 1:
                 h2, la2, lb2 = _load_round(hrow, lrow, row_ok, j + step + q0, wrow, row_okb,
                                            2 * (j + step) + qb0, HW, lim, BF16)
-                if TP == 2:
-                    hB2, laB2, lbB2 = _load_round(hrowB, lrowB, row_okB, j + step + q0, wrowB,
-                                                  row_okbB, 2 * (j + step) + qb0, HW, lim, BF16)
             else:
                 h, la, lb = _load_round(hrow, lrow, row_ok, j + q0, wrow, row_okb, 2 * j + qb0,
                                         HW, lim, BF16)
-                if TP == 2:
-                    hB, laB, lbB = _load_round(hrowB, lrowB, row_okB, j + q0, wrowB, row_okbB,
-                                               2 * j + qb0, HW, lim, BF16)
             if AHEAD >= 2:
                 xa2, xb2, xc2, xd2 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1,
                                              2 * (j + step) + xq0, HW, KW, lim, NT)
             else:
                 xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * j + xq0, HW, KW,
                                            lim, NT)
-            ya = _x_operand(xa, S, Q)
-            yb = _x_operand(xb, S, Q)
-            ya1 = _x_operand(xa1, S, Q)
-            yb1 = _x_operand(xb1, S, Q)
-            acc01, acc23, bcc01, bcc23 = _tile_round(h, la, lb, hbw, ya, yb, ya1, yb1, acc01,
-                                                     acc23, bcc01, bcc23, zero, NT, S, BF16, Q)
-            if TP == 2:
-                aac01, aac23, bbc01, bbc23 = _tile_round(hB, laB, lbB, hbwB, ya, yb, ya1, yb1,
-                                                         aac01, aac23, bbc01, bbc23, zero, NT,
-                                                         S, BF16, Q)
+            if BF16:   # la / lb: the halves' words, 2 per H word (its first and second pair)
+                alo, ahi = gl.split(gl.reshape(la, [WK, 8 * WR, 2, 4, S, 2]))
+                blo, bhi = gl.split(gl.reshape(lb, [WK, 8 * WR, 2, 4, S, 2]))
+            else:
+                alo, ahi, blo, bhi = gl.inline_asm_elementwise(
+                    _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
+                    dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+            alo = gl.convert_layout(alo, Q)
+            ahi = gl.convert_layout(ahi, Q)
+            blo = gl.convert_layout(blo, Q)
+            bhi = gl.convert_layout(bhi, Q)
+            d01, d23 = _mma(alo, ahi, _x_operand(xa, S, Q), zero, zero)
+            d01, d23 = _mma(blo, bhi, _x_operand(xb, S, Q), d01, d23)
+            acc01 += gl.sum(d01, axis=4)
+            acc23 += gl.sum(d23, axis=4)
+            if NT == 2:
+                d01, d23 = _mma(alo, ahi, _x_operand(xa1, S, Q), zero, zero)
+                d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
+                bcc01 += gl.sum(d01, axis=4)
+                bcc23 += gl.sum(d23, axis=4)
             if AHEAD >= 1:
                 h, la, lb = h2, la2, lb2
-                if TP == 2:
-                    hB, laB, lbB = hB2, laB2, lbB2
             if AHEAD >= 2:
                 xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
         _gdc_launch_dependents(PDL == 2)
@@ -510,35 +426,6 @@ if HAS_GLUON:
                                              WR, E4)
 
         # reduce over the warps (w): [8WR, 2, 4] per accumulator
-        r01, r23, s01, s23 = _warp_sums(acc01, acc23, bcc01, bcc23, e01, e23, f01, f23, NT)
-        if TP == 2:
-            t01, t23, u01, u23 = _warp_sums(aac01, aac23, bbc01, bbc23, ee01, ee23, ff01, ff23,
-                                            NT)
-        if USE_SPLIT:
-            mn = M * N                          # M == 1 arrives as a constant
-            ws_k = ws_ptr + pid_k.to(gl.int64) * mn
-            _store_partials(ws_k, r01, r23, s01, s23, otok, orow, M, N, NT)
-            if TP == 2:
-                _store_partials(ws_k, t01, t23, u01, u23, otok, orow + 16 * WR, M, N, NT)
-            _barrier()   # every thread's partial is written before the ticket is taken
-            ticket = gl.atomic_add(lock_ptr + pid, 1, sem="acq_rel", scope="gpu")
-            if ticket == gl.num_programs(1) - 1:   # the last of the row block's programs
-                r01, r23, s01, s23 = _sum_partials(ws_ptr, mn, otok, orow, M, N, NT)
-                _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
-                if TP == 2:
-                    t01, t23, u01, u23 = _sum_partials(ws_ptr, mn, otok, orow + 16 * WR, M, N,
-                                                       NT)
-                    _store_y(y_ptr, sym, t01, t23, u01, u23, otok, orow + 16 * WR, M, N, NT)
-                gl.atomic_xchg(lock_ptr + pid, 0)
-        else:
-            _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
-            if TP == 2:
-                _store_y(y_ptr, sym, t01, t23, u01, u23, otok, orow + 16 * WR, M, N, NT)
-
-    @gluon.jit
-    def _warp_sums(acc01, acc23, bcc01, bcc23, e01, e23, f01, f23, NT: gl.constexpr):
-        """A tile's accumulators summed over the warps (axis 0) plus its escape products: r01,
-        r23 (activation rows 0-7) and s01, s23 (rows 8-15 with NT 2, else r01, r23 again)."""
         r01 = gl.sum(acc01, axis=0) + e01
         r23 = gl.sum(acc23, axis=0) + e23
         if NT == 2:
@@ -547,34 +434,31 @@ if HAS_GLUON:
         else:   # not stored
             s01 = r01
             s23 = r23
-        return r01, r23, s01, s23
-
-    @gluon.jit
-    def _store_partials(ws_k, r01, r23, s01, s23, otok, orow, M, N, NT: gl.constexpr):
-        """A tile's fp32 partial sums into split ws_k of the workspace ([M, N])."""
-        _store_pair(ws_k, N, r01, r23, otok, orow, M, N)
-        if NT == 2:
-            _store_pair(ws_k, N, s01, s23, otok + 8, orow, M, N)
-
-    @gluon.jit
-    def _sum_partials(ws_ptr, mn, otok, orow, M, N, NT: gl.constexpr):
-        """A tile's partial sums of every split, added in split order."""
-        r01, r23 = _load_pair(ws_ptr, N, otok, orow, M, N)
-        if NT == 2:
-            s01, s23 = _load_pair(ws_ptr, N, otok + 8, orow, M, N)
-        else:
-            s01 = r01
-            s23 = r23
-        for sp in range(1, gl.num_programs(1)):
-            ws_s = ws_ptr + sp.to(gl.int64) * mn
-            a01, a23 = _load_pair(ws_s, N, otok, orow, M, N)
-            r01 += a01
-            r23 += a23
+        if USE_SPLIT:
+            mn = M * N                          # M == 1 arrives as a constant
+            ws_k = ws_ptr + pid_k.to(gl.int64) * mn
+            _store_pair(ws_k, N, r01, r23, otok, orow, M, N)
             if NT == 2:
-                a01, a23 = _load_pair(ws_s, N, otok + 8, orow, M, N)
-                s01 += a01
-                s23 += a23
-        return r01, r23, s01, s23
+                _store_pair(ws_k, N, s01, s23, otok + 8, orow, M, N)
+            _barrier()   # every thread's partial is written before the ticket is taken
+            ticket = gl.atomic_add(lock_ptr + pid, 1, sem="acq_rel", scope="gpu")
+            if ticket == gl.num_programs(1) - 1:   # the last of the row block's programs
+                r01, r23 = _load_pair(ws_ptr, N, otok, orow, M, N)
+                if NT == 2:
+                    s01, s23 = _load_pair(ws_ptr, N, otok + 8, orow, M, N)
+                for sp in range(1, gl.num_programs(1)):
+                    ws_s = ws_ptr + sp.to(gl.int64) * mn
+                    a01, a23 = _load_pair(ws_s, N, otok, orow, M, N)
+                    r01 += a01
+                    r23 += a23
+                    if NT == 2:
+                        a01, a23 = _load_pair(ws_s, N, otok + 8, orow, M, N)
+                        s01 += a01
+                        s23 += a23
+                _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
+                gl.atomic_xchg(lock_ptr + pid, 0)
+        else:
+            _store_y(y_ptr, sym, r01, r23, s01, s23, otok, orow, M, N, NT)
 
     @gluon.jit
     def _gdc_wait(ON: gl.constexpr):
@@ -616,12 +500,10 @@ if HAS_GLUON:
 
     @gluon.jit
     def _esc_range(koff_ptr, n0, N, G, WR: gl.constexpr):
-        """[lo, hi): the entries of rows [n0, n0 + 16 WR) in the 16-row escape index, all K
-        (empty from n0 >= N on: a program's second tile past the last row)."""
-        nb = gl.cdiv(N, 16)
-        b0 = gl.minimum(n0 // 16, nb)
+        """[lo, hi): the entries of rows [n0, n0 + 16 WR) in the 16-row escape index, all K."""
+        b0 = n0 // 16
         lo = gl.load(koff_ptr + b0 * G)
-        hi = gl.load(koff_ptr + gl.minimum(b0 + WR, nb) * G)
+        hi = gl.load(koff_ptr + gl.minimum(b0 + WR, gl.cdiv(N, 16)) * G)
         return lo, hi
 
     @gluon.jit
@@ -807,11 +689,6 @@ def bf16_layout(cfg: MmaConfig):
 # at M = 2, the lm_heads 2-5% faster at M = 2-8)
 CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 8, 136),
               MmaConfig(2, 1, 1, 8), MmaConfig(2, 1, 2, 4), MmaConfig(4, 1, 1, 8))
-# two tiles per warp (MmaConfig.tiles): the x loads per weight byte halved, for 9-16 activation
-# rows above all (M = 16 read x at M / 12 of the planes' bytes; session 37); k2r1a2s4t2 holds
-# the same plane words per thread and round as k2r1a2s8
-TILE_BASES = (MmaConfig(2, 1, 2, 4, tiles=2), MmaConfig(2, 1, 1, 4, tiles=2),
-              MmaConfig(2, 1, 0, 4, tiles=2))
 # split-K offered for the first SPLIT_BASES bases on weights of few row blocks: on the H200
 # (session 32) a split won only at 320 and 544 row blocks (Qwen3.8's down, Muse's qkv) and cost
 # 5-15% at >= 1030 (each split program pays a ticket and a workspace round trip)
@@ -906,7 +783,7 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
     P, Q, X, E4 = layouts(cfg)
     QE, EL = esc_mma_layouts(cfg)
     rps, split = split_plan(cfg, K)
-    blocks = _cdiv(N, 16 * cfg.warps_r * cfg.tiles)
+    blocks = _cdiv(N, 16 * cfg.warps_r)
     if split > 1:
         ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
         locks = _k._locks(x.device, blocks)
@@ -916,7 +793,7 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
         x.view(torch.int32), x, y, ws, locks, *weight_args,
         M, N, K // 2, HW, G, x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
-        USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg), QE=QE, EL=EL, TP=cfg.tiles,
+        USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg), QE=QE, EL=EL,
         **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]), num_warps=cfg.warps_k * cfg.warps_r,
         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}), **consts)
     return y

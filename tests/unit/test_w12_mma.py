@@ -26,7 +26,7 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
 CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16[,
-    #          esc_mma[, tiles]])
+    #          esc_mma])
     (2, 1, 1, 8, 1, False, False, 0, 0, False), (4, 1, 1, 4, 2, False, False, 0, 0, False),
     (2, 1, 1, 4, 2, False, True, 0, 0, False),
     (2, 1, 0, 4, 1, True, False, 3, 0, False), (2, 1, 2, 4, 1, False, False, 0, 0, False),
@@ -37,20 +37,11 @@ CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, es
     (2, 1, 2, 8, 1, False, False, 2, 0, True), (2, 1, 1, 4, 2, False, True, 3, 0, True),
     (4, 1, 0, 4, 1, False, False, 0, 0, True),
     # the escapes as tensor-core MMAs before the main loop
-    (2, 1, 2, 8, 1, False, False, 2, 0, False, 1), (2, 2, 1, 4, 2, True, True, 3, 0, False, 1),
-    # two tiles per warp: escapes as MMAs or products, split-K, bf16
-    (2, 1, 1, 4, 2, False, False, 2, 0, False, 1, 2), (2, 1, 2, 4, 1, True, True, 3, 0, False, 1, 2),
-    (2, 1, 0, 4, 2, False, True, 2, 0, False, 0, 2), (2, 1, 1, 4, 2, False, True, 2, 0, True, 0, 2)]
-
-
-def _extra(c) -> tuple:
-    """(esc_mma, tiles) of a CASES entry."""
-    return (c[10] if len(c) > 10 else 0), (c[11] if len(c) > 11 else 1)
+    (2, 1, 2, 8, 1, False, False, 2, 0, False, 1), (2, 2, 1, 4, 2, True, True, 3, 0, False, 1)]
 
 
 def _label(c) -> str:
-    em, tiles = _extra(c)
-    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], esc_mma=em, tiles=tiles)
+    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], esc_mma=c[10] if len(c) > 10 else 0)
     return f"{'bf16 ' if c[9] else ''}{cfg.short} nt{c[4]}"
 
 
@@ -65,9 +56,9 @@ def _compile_all() -> dict:
     out = {}
     for case in CASES:
         wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16 = case[:10]
-        esc_mma, tiles = _extra(case)
+        esc_mma = case[10] if len(case) > 10 else 0
         cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre,
-                            esc_mma=esc_mma, tiles=tiles)
+                            esc_mma=esc_mma)
         P, Q, X, E4 = mma.layouts(cfg)
         QE, EL = mma.esc_mma_layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
@@ -75,7 +66,7 @@ def _compile_all() -> dict:
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
                       USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=ec, EP=ec * esc_pre,
                       E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P,
-                      EM=esc_mma, QE=QE, EL=EL, TP=tiles)
+                      EM=esc_mma, QE=QE, EL=EL)
         if bf16:   # as bf16_mma launches it: the weight's int32 view in every plane argument
             sig.update(h_ptr="*i32", hb_ptr="*i32", koff_ptr="*i32", kent_ptr="*i32",
                        kval_ptr="*i32")
@@ -87,11 +78,10 @@ def _compile_all() -> dict:
         k = triton.compile(GluonASTSource(mma._w12_mma_kernel, sig, consts, attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": wk * wr})
         ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
-        # the main loop: from the label before its first mma.sync (after the escape MMAs' 2 NT
-        # per tile of rows: one chunk, then a loop over further chunks) to the branch after the
-        # last
+        # the main loop: from the label before its first mma.sync (after the escape MMAs' 2 NT:
+        # one chunk, then a loop over further chunks) to the branch after the last
         first, last = -1, ptx.rfind("mma.sync")
-        for _ in range(1 + (2 * nt * tiles if esc_mma else 0)):
+        for _ in range(1 + (2 * nt if esc_mma else 0)):
             first = ptx.find("mma.sync", first + 1)
         loop = ptx[ptx.rfind("$L__BB", 0, first):ptx.find("bra", last)]
         if split:   # the launcher passes M == 1 as a constant: that variant compiles too
@@ -104,7 +94,7 @@ def _compile_all() -> dict:
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
-            "esc_pre": esc_pre, "bf16": bf16, "esc_mma": esc_mma, "tiles": tiles,
+            "esc_pre": esc_pre, "bf16": bf16, "esc_mma": esc_mma,
             "fadd_loop": len(re.findall(r"add\.(?:rn\.)?f32", loop)),
             "ld_before_wait": len(re.findall(r"ld\.global",
                                              ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
@@ -126,21 +116,20 @@ def test_compiles_for_sm90_with_the_mma_layout():
     res = run_in_subprocess(__file__)
     assert set(res) == {_label(c) for c in CASES}
     for name, r in res.items():
-        S, nt, tiles = r["words"], r["nt"], r["tiles"]
-        # per round and tile of rows: 2 rows x S H words per thread; each H word is one MMA
-        # step of each half for each 8-row activation tile (pack 2: the two rows' words go to
-        # one mma); esc_mma: one MMA per 8-row tile for the first chunk and one in the loop over
-        # the rest
-        assert r["mma"] == (2 * S * nt + (2 * nt if r["esc_mma"] else 0)) * tiles, (name, r)
+        S, nt = r["words"], r["nt"]
+        # per round: 2 rows x S H words per thread; each H word is one MMA step of each half
+        # for each 8-row activation tile (pack 2: the two rows' words go to one mma)
+        # esc_mma: one MMA per 8-row tile for the first chunk and one in the loop over the rest
+        assert r["mma"] == 2 * S * nt + (2 * nt if r["esc_mma"] else 0), (name, r)
         # DECODE_PTX: 6 prmt per H word; bf16 words are the A registers as loaded
-        assert r["prmt"] == (0 if r["bf16"] else 2 * S * 6 * tiles), (name, r)
+        assert r["prmt"] == (0 if r["bf16"] else 2 * S * 6), (name, r)
         # per round: the S steps' results summed into the accumulator (4 floats per 8-row tile
         # and step)
-        assert r["fadd_loop"] == 4 * S * nt * tiles, (name, r)
+        assert r["fadd_loop"] == 4 * S * nt, (name, r)
         # per round a thread's 16-byte loads: three planes x two rows x S / 4 words, or bf16
-        # two halves x two rows x 2S / 4 words, per tile of rows (twice with the prologue's
-        # round loaded ahead), plus the x loads (once for both tiles)
-        per_round = (2 * S if r["bf16"] else 6 * S // 4) * tiles
+        # two halves x two rows x 2S / 4 words (twice with the prologue's round loaded ahead),
+        # plus the x loads
+        per_round = 2 * S if r["bf16"] else 6 * S // 4
         planes = per_round * (2 if r["ahead"] else 1)
         assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
         assert r["local_alloc"] == 0, (name, r)        # no shared-memory layout conversion
@@ -195,12 +184,9 @@ def test_bf16_refusals():
         mma.bf16_mma(torch.zeros(2, 64, dtype=torch.bfloat16), w.float())
     with pytest.raises(ValueError, match="bf16 w"):
         mma.bf16_mma(torch.zeros(2, 72, dtype=torch.bfloat16), w)
-    # the tuning space: the W12 one without the escape placements (3 per one-tile config, 2
-    # per two-tile one)
-    b16 = mma.bf16_candidates(5120, 17408, 132)
-    assert all(not (c.esc_pre or c.esc_mma) for c in b16)
-    n2 = len(mma.TILE_BASES)
-    assert (len(b16) - n2) * 3 + n2 * 2 == len(mma.candidates(5120, 17408, 132))
+    # the tuning space: the W12 one without the escape placements
+    assert all(not (c.esc_pre or c.esc_mma) for c in mma.bf16_candidates(5120, 17408, 132))
+    assert len(mma.bf16_candidates(5120, 17408, 132)) * 3 == len(mma.candidates(5120, 17408, 132))
 
 
 def test_launchers_pass_the_kernel_its_arguments(monkeypatch):
@@ -224,9 +210,7 @@ def test_launchers_pass_the_kernel_its_arguments(monkeypatch):
     y = mma.w12_mma(x, p, cfg)
     w16 = make_weight(48, 600, 2, n_edges=0)   # 75 H words: 3 rounds of 32 -> runs of 2, 1
     mma.bf16_mma(acts(9, 600, 3), w16, mma.MmaConfig(2, 1, 1, 4, split=2))
-    mma.w12_mma(x, p, mma.MmaConfig(2, 1, 1, 4, esc_mma=1, tiles=2))   # 32 rows per program
-    (g12, a12, k12), (g16, a16, k16), (gt2, _, kt2) = seen
-    assert gt2 == (2, 1) and kt2["TP"] == 2 and kt2["EM"] == 1 and k12["TP"] == 1
+    (g12, a12, k12), (g16, a16, k16) = seen
     assert len(a12) == len(a16) == len(SIG)
     named = [dict(zip(SIG, a)) for a in (a12, a16)]
     assert g12 == (3, 1) and g16 == (3, 2)
@@ -254,10 +238,6 @@ def test_config_labels():
         mma.MmaConfig(esc_pre=3)
     assert mma.MmaConfig(2, 1, 2, 8, 168, esc_mma=1).short == "k2r1a2s8g168m"
     for bad in (dict(esc_mma=2), dict(esc_mma=1, esc_pre=1)):
-        with pytest.raises(ValueError, match="bad values"):
-            mma.MmaConfig(**bad)
-    assert mma.MmaConfig(2, 1, 2, 4, esc_mma=1, tiles=2).short == "k2r1a2s4t2m"
-    for bad in (dict(tiles=3), dict(tiles=2, esc_pre=1)):
         with pytest.raises(ValueError, match="bad values"):
             mma.MmaConfig(**bad)
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
@@ -293,12 +273,7 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                 mma.MmaConfig(2, 1, 2, 8, esc_mma=1), mma.MmaConfig(2, 1, 1, 4, esc_mma=1),
                 mma.MmaConfig(2, 1, 2, 8, split=3, esc_mma=1),
                 mma.MmaConfig(2, 1, 2, 8, 136, esc_mma=1),
-                mma.MmaConfig(4, 2, 0, 4, split=2, esc_mma=1),
-                # two tiles per warp (the second one partly or wholly past N where N is not a
-                # multiple of 32 WR), escapes as MMAs or as products, split-K, two warps of rows
-                mma.MmaConfig(2, 1, 2, 4, esc_mma=1, tiles=2), mma.MmaConfig(2, 1, 1, 4, tiles=2),
-                mma.MmaConfig(2, 1, 0, 4, split=3, esc_mma=1, tiles=2),
-                mma.MmaConfig(4, 2, 1, 4, split=2, tiles=2)):
+                mma.MmaConfig(4, 2, 0, 4, split=2, esc_mma=1)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
@@ -313,8 +288,7 @@ def test_bf16_matches_torch_on_gpu(N, K):
     wc = w.cuda()
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
                 mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(2, 1, 1, 4),
-                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4),
-                mma.MmaConfig(2, 1, 1, 4, tiles=2), mma.MmaConfig(2, 1, 2, 4, split=2, tiles=2)):
+                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M + 7)
             check_close(mma.bf16_mma(a.cuda(), wc, cfg), a, w)
@@ -339,9 +313,7 @@ def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
     assert w.n_escapes == 0   # 2^-9 .. 2^-2: inside the 14 exponents of the window
     p, xc = Kn.prepare(w, "cuda"), x.cuda()
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 2, 8), mma.MmaConfig(4, 2, 0, 4),
-                mma.MmaConfig(2, 1, 1, 4, split=2), mma.MmaConfig(2, 1, 2, 8, esc_pre=1),
-                mma.MmaConfig(2, 1, 1, 4, esc_mma=1, tiles=2),
-                mma.MmaConfig(2, 1, 2, 4, split=2, tiles=2)):
+                mma.MmaConfig(2, 1, 1, 4, split=2), mma.MmaConfig(2, 1, 2, 8, esc_pre=1)):
         for M in (1, 2, 8, 9, 16):
             a = acts(M, K, M + 3).cuda()
             assert same_bits(mma.w12_mma(a, p, cfg), mma.bf16_mma(a, xc, cfg)), (cfg.short, M)
@@ -369,20 +341,16 @@ def test_candidates_split_where_the_row_blocks_are_few():
     # many row blocks (an lm_head, a gate_up: 2176 > 5 x 132): no split
     twins = tuple(c for base in mma.CANDIDATES
                   for c in (base, replace(base, esc_pre=1), replace(base, esc_mma=1)))
-    twins += tuple(c for base in mma.TILE_BASES for c in (base, replace(base, esc_mma=1)))
     assert mma.candidates(248320, 5120, 132) == twins
     assert mma.candidates(34816, 5120, 132) == twins
     # >= 2 rounds per program: K = 2048 has 4 rounds of k2s8 -> split 2 only
     assert [x.split for x in mma.candidates(256, 2048, 132) if x.words == 8 and x.warps_k == 2
             and x.ahead == 2 and not x.maxnreg and not x.esc_pre and not x.esc_mma] == [1, 2]
-    # every one-tile candidate comes with its twins of the escapes after the main loop and as
-    # MMAs, next to it; the two-tile ones last, unsplit, with their esc_mma twins
-    full = mma.candidates(5120, 17408, 132)
-    c = tuple(x for x in full if x.tiles == 1)
+    # every candidate comes with its twins of the escapes after the main loop and as MMAs,
+    # next to it
+    c = mma.candidates(5120, 17408, 132)
     assert c[1::3] == tuple(replace(x, esc_pre=mma.ESC_PRE) for x in c[::3])
     assert c[2::3] == tuple(replace(x, esc_mma=1) for x in c[::3])
-    assert full[len(c):] == twins[len(twins) - 2 * len(mma.TILE_BASES):]
-    assert all(x.tiles == 2 and x.split == 1 and x.esc_pre == 0 for x in full[len(c):])
 
 
 @pytest.mark.gpu
@@ -399,8 +367,7 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
               for i in range(6)]
     cfgs = (mma.MmaConfig(2, 1, 2, 8), mma.MmaConfig(2, 1, 2, 8, split=2),
-            mma.MmaConfig(2, 1, 1, 4, split=4, esc_pre=1), mma.MmaConfig(2, 1, 2, 8, esc_pre=2),
-            mma.MmaConfig(2, 1, 1, 4, split=2, esc_mma=1, tiles=2))
+            mma.MmaConfig(2, 1, 1, 4, split=4, esc_pre=1), mma.MmaConfig(2, 1, 2, 8, esc_pre=2))
     x0 = acts(4, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
     bf16_w = [make_weight(D, D, 50 + i, n_edges=0).cuda() for i in range(2)]
