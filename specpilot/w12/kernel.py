@@ -51,7 +51,7 @@ Kernel design (one program = BLOCK_N weight rows x one split-K range x BLOCK_M a
   The counters are one buffer per device: split-K GEMMs must not run concurrently on two streams.
 * Large M (> ``DECODE_THEN_MATMUL_M``, fast mode only): decode to a bf16 scratch and call
   ``torch.matmul`` (prefill is compute-bound; decoding per activation tile would repeat the decode).
-* Small M (fast mode only): ``MMA_MIN_M`` (2) to ``MMA_MAX_M`` (8) rows the Gluon tensor-core
+* Small M (fast mode only): ``MMA_MIN_M`` (2) to ``MMA_MAX_M`` (16) rows the Gluon tensor-core
   kernel of ``mma.py``; M = 1 (and M = 2 without Gluon or with K % 8 != 0) the CUDA-core GEMV of
   ``gemv.py``, which on the H200 beats this GEMM and cuBLAS at M = 1 (docs/benchmarks/w12.md).
 
@@ -93,7 +93,9 @@ MAX_COL = 1 << 24          # kent packs the column in 24 bits
 DECODE_THEN_MATMUL_M = 256  # fast mode above this M: decode kernel + torch.matmul
 GEMV_MAX_M = 2  # fast mode up to this M: the CUDA-core GEMV (gemv.py; faster than this GEMM) ...
 MMA_MIN_M = 2   # ... except from this M to MMA_MAX_M where the Gluon tensor-core kernel runs
-MMA_MAX_M = 8   # (mma.py; at M = 2 2.5-8% faster per token than the tuned GEMV, session 32)
+MMA_MAX_M = 16  # (mma.py; at M = 2 2.5-8% faster per token than the tuned GEMV, session 32;
+#                  at M = 9 / 16 12% / 7% (Qwen3.8-27B) and 16% / 4% (Muse-Glimmer-30B) faster
+#                  than this GEMM tuned, session 37)
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -687,13 +687,14 @@ def bf16_layout(cfg: MmaConfig):
 # (the 168-register cap of session 31 became 136 in session 36: with esc_mma ptxas fits k2r1a2s8
 # in 136 without spills, 7 programs per SM instead of 6; Qwen3.8's gate_up 65.8 against 69.6 us
 # at M = 2, the lm_heads 2-5% faster at M = 2-8)
-CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 8, 136),
-              MmaConfig(2, 1, 1, 8), MmaConfig(2, 1, 2, 4), MmaConfig(4, 1, 1, 8))
+CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 4),
+              MmaConfig(2, 1, 2, 8, 136), MmaConfig(2, 1, 1, 8), MmaConfig(4, 1, 1, 8))
 # split-K offered for the first SPLIT_BASES bases on weights of few row blocks: on the H200
 # (session 32) a split won only at 320 and 544 row blocks (Qwen3.8's down, Muse's qkv) and cost
-# 5-15% at >= 1030 (each split program pays a ticket and a workspace round trip)
+# 5-15% at >= 1030 (each split program pays a ticket and a workspace round trip); k2r1a2s4 split
+# 2 won the down and o_proj layers at M = 9-16 by 4-12% (session 37)
 SPLITS = (1, 2, 3, 4, 6, 8)
-SPLIT_BASES = 2
+SPLIT_BASES = 3
 SPLIT_MAX_BLOCKS_PER_SM = 5
 MAX_PROGRAMS_PER_SM = 40
 # the escape placement the tuner tries besides 0 for every candidate: on the H200 (session 33)
