@@ -77,8 +77,7 @@ class MmaConfig:
     wait) and every product after it; esc_mma: 1 = instead, the escapes as tensor-core MMAs
     before the main loop (``_esc_mma``: 16 entries per m16n8k16 step and warp, their exact
     values in the A operand at their rows, x gathered at their columns in B; the first chunk's
-    entries loaded before the PDL wait), esc_pre then unused; plane_cg: the plane (or bf16
-    weight) loads cached in L2 only (ld.global.cg), leaving L1 to the activations."""
+    entries loaded before the PDL wait), esc_pre then unused."""
     warps_k: int = 4
     warps_r: int = 1
     ahead: int = 1
@@ -87,13 +86,12 @@ class MmaConfig:
     split: int = 1
     esc_pre: int = 0
     esc_mma: int = 0
-    plane_cg: int = 0
 
     def __post_init__(self):
         if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
                 or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1
                 or self.esc_pre not in (0, 1, 2, 4) or self.esc_mma not in (0, 1)
-                or (self.esc_mma and self.esc_pre) or self.plane_cg not in (0, 1)):
+                or (self.esc_mma and self.esc_pre)):
             raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
@@ -101,8 +99,7 @@ class MmaConfig:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         split = f"x{self.split}" if self.split > 1 else ""
         esc = f"e{self.esc_pre}" if self.esc_pre else "m" if self.esc_mma else ""
-        cg = "c" if self.plane_cg else ""
-        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}{cg}"
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}"
 
 
 def round_words(cfg: MmaConfig) -> int:
@@ -201,38 +198,27 @@ if HAS_GLUON:
         return r
 
     @gluon.jit
-    def _load_planes(hrow, lrow, row_ok, q, HW, lim, CG: gl.constexpr = 0):
+    def _load_planes(hrow, lrow, row_ok, q, HW, lim):
         """One round's plane words: H words q and L words q, HW + q of the thread's rows (from
-        lim, the end of the program's K range, or past the last row: words that decode to +0).
-        CG: cached in L2 only (ld.global.cg), so that the stream leaves L1 to x."""
+        lim, the end of the program's K range, or past the last row: words that decode to +0)."""
         ok = row_ok & (q < lim)
-        if CG:
-            h = gl.load(hrow + q, mask=ok, other=0x77777777, cache_modifier=".cg")
-            la = gl.load(lrow + q, mask=ok, other=0, cache_modifier=".cg")
-            lb = gl.load(lrow + HW + q, mask=ok, other=0, cache_modifier=".cg")
-        else:
-            h = gl.load(hrow + q, mask=ok, other=0x77777777)   # code 7, L 0: decodes to +0
-            la = gl.load(lrow + q, mask=ok, other=0)
-            lb = gl.load(lrow + HW + q, mask=ok, other=0)
+        h = gl.load(hrow + q, mask=ok, other=0x77777777)   # code 7, L 0: decodes to +0
+        la = gl.load(lrow + q, mask=ok, other=0)
+        lb = gl.load(lrow + HW + q, mask=ok, other=0)
         return h, la, lb
 
     @gluon.jit
-    def _load_round(hrow, lrow, row_ok, q, wrow, row_okb, qb, HW, lim, BF16: gl.constexpr,
-                    CG: gl.constexpr = 0):
+    def _load_round(hrow, lrow, row_ok, q, wrow, row_okb, qb, HW, lim, BF16: gl.constexpr):
         """One round's weight words: the planes (_load_planes: h, la, lb) or, BF16, the bf16
         words qb (first half) and 2 HW + qb (second half) of the thread's rows as (la, la, lb)
-        (0 from word 2 lim on or past the last row); CG as _load_planes'."""
+        (0 from word 2 lim on or past the last row)."""
         if BF16:
             ok = row_okb & (qb < 2 * lim)
-            if CG:
-                la = gl.load(wrow + qb, mask=ok, other=0, cache_modifier=".cg")
-                lb = gl.load(wrow + 2 * HW + qb, mask=ok, other=0, cache_modifier=".cg")
-            else:
-                la = gl.load(wrow + qb, mask=ok, other=0)
-                lb = gl.load(wrow + 2 * HW + qb, mask=ok, other=0)
+            la = gl.load(wrow + qb, mask=ok, other=0)
+            lb = gl.load(wrow + 2 * HW + qb, mask=ok, other=0)
             h = la
         else:
-            h, la, lb = _load_planes(hrow, lrow, row_ok, q, HW, lim, CG)
+            h, la, lb = _load_planes(hrow, lrow, row_ok, q, HW, lim)
         return h, la, lb
 
     @gluon.jit
@@ -277,7 +263,7 @@ if HAS_GLUON:
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
                         EP: gl.constexpr, E4P: gl.constexpr, BF16: gl.constexpr,
                         PB: gl.constexpr, EM: gl.constexpr = 0, QE: gl.constexpr = None,
-                        EL: gl.constexpr = None, PDL: gl.constexpr = 0, CG: gl.constexpr = 0):
+                        EL: gl.constexpr = None, PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
@@ -353,7 +339,7 @@ if HAS_GLUON:
         n_iter = gl.cdiv(lim - k0, step)
         if AHEAD >= 1:
             h, la, lb = _load_round(hrow, lrow, row_ok, k0 + q0, wrow, row_okb, 2 * k0 + qb0,
-                                    HW, lim, BF16, CG)
+                                    HW, lim, BF16)
         if ESC and (EP > 0 or EM):   # all of the rows' escapes (every K), first split only
             elo, ehi = _esc_range(koff_ptr, n0, N, G, WR)
             ehi = elo + (ehi - elo) * (pid_k == 0).to(gl.int32)
@@ -391,10 +377,10 @@ if HAS_GLUON:
             j = k0 + i * step
             if AHEAD >= 1:
                 h2, la2, lb2 = _load_round(hrow, lrow, row_ok, j + step + q0, wrow, row_okb,
-                                           2 * (j + step) + qb0, HW, lim, BF16, CG)
+                                           2 * (j + step) + qb0, HW, lim, BF16)
             else:
                 h, la, lb = _load_round(hrow, lrow, row_ok, j + q0, wrow, row_okb, 2 * j + qb0,
-                                        HW, lim, BF16, CG)
+                                        HW, lim, BF16)
             if AHEAD >= 2:
                 xa2, xb2, xc2, xd2 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1,
                                              2 * (j + step) + xq0, HW, KW, lim, NT)
@@ -809,7 +795,6 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
         M, N, K // 2, HW, G, x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
         USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg), QE=QE, EL=EL,
-        CG=cfg.plane_cg,
         **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]), num_warps=cfg.warps_k * cfg.warps_r,
         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}), **consts)
     return y

@@ -26,7 +26,7 @@ SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
 ALIGNED = ("x_ptr", "x16_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr",
            "koff_ptr", "kent_ptr", "kval_ptr", "KW", "HW", "sxm", "sym")
 CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, esc_pre, bf16[,
-    #          esc_mma[, plane_cg]])
+    #          esc_mma])
     (2, 1, 1, 8, 1, False, False, 0, 0, False), (4, 1, 1, 4, 2, False, False, 0, 0, False),
     (2, 1, 1, 4, 2, False, True, 0, 0, False),
     (2, 1, 0, 4, 1, True, False, 3, 0, False), (2, 1, 2, 4, 1, False, False, 0, 0, False),
@@ -37,19 +37,11 @@ CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, es
     (2, 1, 2, 8, 1, False, False, 2, 0, True), (2, 1, 1, 4, 2, False, True, 3, 0, True),
     (4, 1, 0, 4, 1, False, False, 0, 0, True),
     # the escapes as tensor-core MMAs before the main loop
-    (2, 1, 2, 8, 1, False, False, 2, 0, False, 1), (2, 2, 1, 4, 2, True, True, 3, 0, False, 1),
-    # the weight loads cached in L2 only
-    (2, 1, 2, 4, 2, False, False, 2, 0, False, 1, 1), (2, 1, 1, 4, 2, False, True, 3, 0, True, 0, 1)]
-
-
-def _extra(c) -> tuple:
-    """(esc_mma, plane_cg) of a CASES entry."""
-    return (c[10] if len(c) > 10 else 0), (c[11] if len(c) > 11 else 0)
+    (2, 1, 2, 8, 1, False, False, 2, 0, False, 1), (2, 2, 1, 4, 2, True, True, 3, 0, False, 1)]
 
 
 def _label(c) -> str:
-    em, cg = _extra(c)
-    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], esc_mma=em, plane_cg=cg)
+    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], esc_mma=c[10] if len(c) > 10 else 0)
     return f"{'bf16 ' if c[9] else ''}{cfg.short} nt{c[4]}"
 
 
@@ -64,9 +56,9 @@ def _compile_all() -> dict:
     out = {}
     for case in CASES:
         wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16 = case[:10]
-        esc_mma, cg = _extra(case)
+        esc_mma = case[10] if len(case) > 10 else 0
         cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre,
-                            esc_mma=esc_mma, plane_cg=cg)
+                            esc_mma=esc_mma)
         P, Q, X, E4 = mma.layouts(cfg)
         QE, EL = mma.esc_mma_layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
@@ -74,7 +66,7 @@ def _compile_all() -> dict:
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
                       USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=ec, EP=ec * esc_pre,
                       E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P,
-                      EM=esc_mma, QE=QE, EL=EL, CG=cg)
+                      EM=esc_mma, QE=QE, EL=EL)
         if bf16:   # as bf16_mma launches it: the weight's int32 view in every plane argument
             sig.update(h_ptr="*i32", hb_ptr="*i32", koff_ptr="*i32", kent_ptr="*i32",
                        kval_ptr="*i32")
@@ -102,8 +94,7 @@ def _compile_all() -> dict:
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
-            "esc_pre": esc_pre, "bf16": bf16, "esc_mma": esc_mma, "cg": cg,
-            "v4_cg": len(re.findall(r"ld\.global\.cg[^\n]*\.v4\.b32", ptx)),
+            "esc_pre": esc_pre, "bf16": bf16, "esc_mma": esc_mma,
             "fadd_loop": len(re.findall(r"add\.(?:rn\.)?f32", loop)),
             "ld_before_wait": len(re.findall(r"ld\.global",
                                              ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
@@ -141,8 +132,6 @@ def test_compiles_for_sm90_with_the_mma_layout():
         per_round = 2 * S if r["bf16"] else 6 * S // 4
         planes = per_round * (2 if r["ahead"] else 1)
         assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
-        # plane_cg: every weight load (and no x load) cached in L2 only
-        assert r["v4_cg"] == (planes if r["cg"] else 0), (name, r)
         assert r["local_alloc"] == 0, (name, r)        # no shared-memory layout conversion
         assert r["spills"] in (0, None), (name, r)
         # split-K: one ticket taken and one reset per program; none without
