@@ -692,7 +692,7 @@ CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 4
 # split-K offered for the first SPLIT_BASES bases on weights of few row blocks: on the H200
 # (session 32) a split won only at 320 and 544 row blocks (Qwen3.8's down, Muse's qkv) and cost
 # 5-15% at >= 1030 (each split program pays a ticket and a workspace round trip); k2r1a2s4 split
-# 2 won the down and o_proj layers at M = 9-16 by 4-12% (session 37)
+# 2 won the down and o_proj layers at M = 16 by 8-12% (session 37)
 SPLITS = (1, 2, 3, 4, 6, 8)
 SPLIT_BASES = 3
 SPLIT_MAX_BLOCKS_PER_SM = 5
