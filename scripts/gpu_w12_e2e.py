@@ -24,8 +24,13 @@
    at each given setting ``<pdl.MODE>/<pdl.GEMV_TRIGGER>`` (``kernels/pdl.py``; graphs captured
    again before each timing; overlapped scheduler only; rows "+pdl1/2" ...); the plain rows are
    then without PDL (without ``--pdl`` they run the engines' default: on for sm_90,
-   ``$SPECPILOT_PDL``).
-   Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB).
+   ``$SPECPILOT_PDL``). ``--stock --accept A``: the same for ``stock`` instead of ``ar``: the
+   target with its DFlash2 drafter (``<target>-dflash2``, random weights, W12 on both with
+   ``w12``), SIMULATED acceptance A (``SGLANG_SIMULATE_ACC_LEN``: random drafters accept
+   nothing), the plain and the overlapped (spec-overlap) scheduler; a step's verify runs batch x
+   block rows per GEMM, so this is where W12 meets the rows it is slow at (M > 16: the template
+   GEMM). Tokens per second are printed beside the steps.
+   Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB, and the drafters).
 """
 from __future__ import annotations
 
@@ -124,13 +129,26 @@ def demo(a) -> dict:
 
 
 def build_format(a, fmt: str):
-    """The ``--target`` engine with weight format ``fmt`` -> (engine, info)."""
+    """The ``--target`` engine with weight format ``fmt`` (with ``--stock`` its drafter too, the
+    plain stock scheduler as ``eng.scheduler``) -> (engine, info)."""
     t0 = time.perf_counter()
-    eng = OfflineEngine(ServerArgs(
-        model_path=os.path.join(CONFIGS, a.target), device=a.device, dtype="bfloat16",
-        load_format="dummy", context_length=4096, max_total_tokens=max(a.batch) * 1024,
-        max_running_requests=max(a.batch), skip_tokenizer_init=True,
-        cuda_graph_max_bs=max(a.batch), weight_format=fmt, random_seed=0))
+    spec = dict(speculative_draft_model_path=os.path.join(CONFIGS, a.target + "-dflash2"),
+                speculative_draft_load_format="dummy",
+                disable_overlap_schedule=True) if a.stock else {}
+    key, old = "SGLANG_SIMULATE_ACC_LEN", os.environ.get("SGLANG_SIMULATE_ACC_LEN")
+    if a.stock:   # read when the stock worker is built
+        os.environ[key] = str(a.accept)
+    try:
+        eng = OfflineEngine(ServerArgs(
+            model_path=os.path.join(CONFIGS, a.target), device=a.device, dtype="bfloat16",
+            load_format="dummy", context_length=4096, max_total_tokens=max(a.batch) * 1024,
+            max_running_requests=max(a.batch), skip_tokenizer_init=True,
+            cuda_graph_max_bs=max(a.batch), weight_format=fmt, random_seed=0, **spec))
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
     rn = eng.runner
     info = dict(build_s=time.perf_counter() - t0, step_bytes=step_bytes(rn.model))
     if torch.cuda.is_available():
@@ -141,11 +159,17 @@ def build_format(a, fmt: str):
     return eng, info
 
 
-def step_ms(a, eng, bs: int, overlap: bool, new: int | None = None) -> float:
-    """ms per decode step of ``ar`` at batch ``bs`` (a fresh scheduler, plain or overlapped)."""
+def step_ms(a, eng, bs: int, overlap: bool, new: int | None = None) -> tuple:
+    """(ms per step, tokens per second) of ``ar`` (with ``--stock``: ``stock``) at batch ``bs``:
+    a fresh scheduler, plain or overlapped (stock: the engine's plain one, or a fresh overlapped
+    one on its worker)."""
     rn = eng.runner
-    sched = Scheduler(rn, None, max(a.batch), 8192, 65536, overlap=overlap)
-    return decode_ms_per_step(sched, bs, a.prompt_len, new or a.new, rn.info.vocab_size)[0]
+    if a.stock and not overlap:
+        sched = eng.scheduler
+    else:
+        sched = Scheduler(eng.worker if a.stock else rn, None, max(a.batch), 8192, 65536,
+                          overlap=overlap)
+    return decode_ms_per_step(sched, bs, a.prompt_len, new or a.new, rn.info.vocab_size)
 
 
 def tuned_configs() -> dict:
@@ -168,6 +192,10 @@ def real_shape(a) -> dict:
     for fmt in FORMATS:
         engines[fmt], info[fmt] = build_format(a, fmt)
     scheds = [("plain", False), ("overlap", True)]
+    engine = "stock" if a.stock else "ar"
+    if a.stock:
+        info["verify_rows"] = engines["w12"].worker.num_draft_tokens
+        info["simulated_accept_len"] = a.accept
     settings = {"": None}   # PDL off, or (pdl.MODE, pdl.GEMV_TRIGGER)
     if a.pdl:   # the same engines, graphs captured again with PDL on
         settings.update({f"+pdl{m}/{g}": (m, g) for m, g in a.pdl})
@@ -175,7 +203,7 @@ def real_shape(a) -> dict:
     saved = (pdl.ENABLED, pdl.MODE, dict(pdl.GEMV_TRIGGER))   # the engines' setting
     rows = {}
     for bs in a.batch:
-        times = {}
+        times, tps = {}, {}
         for r in range(a.rounds):
             for fmt in FORMATS:
                 for tag, setting in settings.items():
@@ -188,8 +216,9 @@ def real_shape(a) -> dict:
                         for _, ov in scheds:   # warm-up: JIT, the GEMV / W12 tuning, graphs
                             step_ms(a, engines[fmt], bs, ov, new=8)
                     for name, ov in scheds:
-                        times.setdefault((fmt + tag, name), []).append(
-                            step_ms(a, engines[fmt], bs, ov))
+                        ms, tok_s = step_ms(a, engines[fmt], bs, ov)
+                        times.setdefault((fmt + tag, name), []).append(ms)
+                        tps.setdefault((fmt + tag, name), []).append(tok_s)
             print(f"  bs {bs} round {r + 1}: " + ", ".join(
                 f"{key} {name} {v[-1]:.2f}" for (key, name), v in times.items()) + " ms/step",
                 flush=True)
@@ -199,20 +228,22 @@ def real_shape(a) -> dict:
         for tag in settings:
             for name, _ in scheds:
                 b, w = times[("auto" + tag, name)], times[("w12" + tag, name)]
+                bt, wt = tps[("auto" + tag, name)], tps[("w12" + tag, name)]
                 per_round = [x / y for x, y in zip(b, w)]
                 row[name + tag] = dict(bf16_ms=b, w12_ms=w, bf16_median_ms=median(b),
                                        w12_median_ms=median(w), speedup=median(b) / median(w),
-                                       speedup_per_round=per_round)
-                print(f"{a.target} ar bs {bs} {name}{tag}: bf16 {median(b):.2f} ms, w12 "
+                                       speedup_per_round=per_round, bf16_tok_s=bt, w12_tok_s=wt)
+                print(f"{a.target} {engine} bs {bs} {name}{tag}: bf16 {median(b):.2f} ms, w12 "
                       f"{median(w):.2f} ms (medians of {a.rounds}), w12 speedup "
                       f"{median(b) / median(w):.3f}x (per round "
-                      f"{', '.join(f'{x:.3f}' for x in per_round)})", flush=True)
+                      f"{', '.join(f'{x:.3f}' for x in per_round)}); tokens/s bf16 "
+                      f"{median(bt):.1f}, w12 {median(wt):.1f}", flush=True)
         for tag in list(settings)[1:]:
             for fmt in FORMATS:
                 off = median(times[(fmt, "overlap")])
                 on = median(times[(fmt + tag, "overlap")])
                 row[f"gain_{fmt}{tag}"] = off / on
-                print(f"{a.target} ar bs {bs} {fmt}: {tag[1:]}: {off:.2f} -> "
+                print(f"{a.target} {engine} bs {bs} {fmt}: {tag[1:]}: {off:.2f} -> "
                       f"{on:.2f} ms ({off / on:.3f}x)", flush=True)
         rows[bs] = row
     for fmt in FORMATS:
@@ -220,8 +251,8 @@ def real_shape(a) -> dict:
     print(f"  tuned configs: {info['w12']['tuned']}", flush=True)
     del engines
     free()
-    return dict(target=a.target, prompt_len=a.prompt_len, new=a.new, rounds=a.rounds, info=info,
-                rows=rows)
+    return dict(target=a.target, engine=engine, prompt_len=a.prompt_len, new=a.new,
+                rounds=a.rounds, info=info, rows=rows)
 
 
 def main() -> int:
@@ -242,8 +273,18 @@ def main() -> int:
                          "settings, comma-separated '<pdl.MODE>/<pdl.GEMV_TRIGGER>' (e.g. "
                          "'1/2,2/3'; kernels/pdl.py), graphs captured again before each timing; "
                          "overlapped scheduler only")
+    ap.add_argument("--stock", action="store_true",
+                    help="real shape: time stock (the target with its DFlash2 drafter, random "
+                         "weights) instead of ar; needs --accept")
+    ap.add_argument("--accept", type=float, default=None,
+                    help="--stock: the SIMULATED acceptance length per step (issue 5: 4.8 for "
+                         "qwen38-27b at block 8, 6.5 for muse-glimmer-30b at block 16)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    if a.stock and (a.accept is None or a.accept < 1):
+        ap.error("--stock needs --accept >= 1 (the simulated acceptance length per step)")
+    if a.stock and a.pdl:
+        ap.error("--pdl times ar only")
     a.batch = [int(b) for b in a.batch.split(",")]
     try:
         a.pdl = [tuple(int(v) for v in t.split("/")) for t in a.pdl.split(",") if t]
