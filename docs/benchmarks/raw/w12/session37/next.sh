@@ -3,7 +3,8 @@
 #   bash docs/benchmarks/raw/w12/session37/next.sh ncu
 #   bash docs/benchmarks/raw/w12/session37/next.sh stock
 #   bash docs/benchmarks/raw/w12/session37/next.sh stock-muse
-# ncu: Nsight Compute where W12 misses 1.25x of cuBLAS on a large layer:
+# ncu: the wgmma probe's numerics (gpu_w12_wgmma_probe.py --run), then Nsight Compute where W12
+#    misses 1.25x of cuBLAS on a large layer:
 # 1. M = 16 (Qwen3.8-27B's gate_up, 34816 x 5120): the tuned k2r1a2s4m against k2r1a2s8m (254
 #    registers at NT 2) and k2r1a2s8g136m at M = 8, bf16-MMA and cuBLAS at 16. Session 36's probe
 #    put the x loads at ~25 us of ~90 at M = 16 (3 us at M = 8), while session 37 found neither
@@ -39,6 +40,9 @@ run_ncu() {   # name shape cases
 }
 case "${1:-}" in
 ncu)
+  # first (seconds): the wgmma probe's numerics (docs/w12.md, "Not done yet")
+  timeout 60 python3 scripts/gpu_w12_wgmma_probe.py --run > $L/probe.log 2>&1
+  el "probe rc=$?"; grep -E "^S=|Error" $L/probe.log
   el "ncu: $NCU $($NCU --version 2>&1 | tail -1)"
   run_ncu gate_up16 34816,5120 \
     w12:8:2/1/2/8/136/1/0/1,w12:16:2/1/2/4/0/1/0/1,w12:16:2/1/2/8/0/1/0/1,bf16:16:2/1/2/4,cublas:16
