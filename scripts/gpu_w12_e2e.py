@@ -54,6 +54,7 @@ from specpilot.kernels import pdl  # noqa: E402
 from specpilot.offline import OfflineEngine  # noqa: E402
 from specpilot.scheduler.scheduler import Scheduler  # noqa: E402
 from specpilot.settings import ASSETS_DIR  # noqa: E402
+from specpilot.spec.simulate import simulated_acceptance  # noqa: E402
 from specpilot.w12 import kernel as W12K  # noqa: E402
 
 CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_configs")
@@ -135,20 +136,12 @@ def build_format(a, fmt: str):
     spec = dict(speculative_draft_model_path=os.path.join(CONFIGS, a.target + "-dflash2"),
                 speculative_draft_load_format="dummy",
                 disable_overlap_schedule=True) if a.stock else {}
-    key, old = "SGLANG_SIMULATE_ACC_LEN", os.environ.get("SGLANG_SIMULATE_ACC_LEN")
-    if a.stock:   # read when the stock worker is built
-        os.environ[key] = str(a.accept)
-    try:
+    with simulated_acceptance(a.accept if a.stock else None):
         eng = OfflineEngine(ServerArgs(
             model_path=os.path.join(CONFIGS, a.target), device=a.device, dtype="bfloat16",
             load_format="dummy", context_length=4096, max_total_tokens=max(a.batch) * 1024,
             max_running_requests=max(a.batch), skip_tokenizer_init=True,
             cuda_graph_max_bs=max(a.batch), weight_format=fmt, random_seed=0, **spec))
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
     rn = eng.runner
     info = dict(build_s=time.perf_counter() - t0, step_bytes=step_bytes(rn.model))
     if torch.cuda.is_available():

@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import statistics
 import time
 from collections import defaultdict
@@ -1005,6 +1004,7 @@ def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, contex
     built), since random drafters accept nothing."""
     from specpilot.config import ServerArgs
     from specpilot.offline import OfflineEngine
+    from specpilot.spec.simulate import simulated_acceptance
 
     ctx = context + new_tokens + 64
     args = ServerArgs(model_path=target_dir, device=device, dtype=dtype, load_format="dummy",
@@ -1014,16 +1014,8 @@ def build_engine(target_dir: str, drafter_dir: Optional[str], batch: int, contex
                       speculative_draft_model_path=drafter_dir,
                       speculative_num_draft_tokens=block if drafter_dir else None,
                       speculative_draft_load_format="dummy", weight_format=weight_format)
-    key, old = "SGLANG_SIMULATE_ACC_LEN", os.environ.get("SGLANG_SIMULATE_ACC_LEN")
-    if accepted is not None:
-        os.environ[key] = str(accepted)
-    try:
+    with simulated_acceptance(accepted):
         eng = OfflineEngine(args)
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
     rn = eng.runner
     if rn.graphs is None and rn.graph_support() is None:
         rn.enable_cuda_graphs(batch)  # ar's DECODE graphs beside stock's VERIFY graphs

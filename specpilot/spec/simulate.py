@@ -14,15 +14,35 @@ All draft and verify compute still runs. The output text is not meaningful in th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import random
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
 log = logging.getLogger(__name__)
+
+ENV = "SGLANG_SIMULATE_ACC_LEN"
+
+
+@contextlib.contextmanager
+def simulated_acceptance(mean: Optional[float]):
+    """$SGLANG_SIMULATE_ACC_LEN set to ``mean`` inside the block (None: left as it is), restored
+    on exit: a stock worker reads it when it is built (``SimulatedAcceptance.from_env``)."""
+    old = os.environ.get(ENV)
+    if mean is not None:
+        os.environ[ENV] = str(mean)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = old
 
 
 @dataclass
@@ -35,7 +55,7 @@ class SimulatedAcceptance:
 
     @classmethod
     def from_env(cls):
-        raw = os.environ.get("SGLANG_SIMULATE_ACC_LEN", "-1")
+        raw = os.environ.get(ENV, "-1")
         mean = float(raw)
         if mean <= 0:
             return None

@@ -335,6 +335,8 @@ def test_candidates_split_where_the_row_blocks_are_few():
             and not x.maxnreg] == ["k2r1a2s8", "k2r1a2s8x2", "k2r1a2s8x3", "k2r1a2s8x4",
                                    "k2r1a2s8x6", "k2r1a2s8x8"]
     assert {x.split for x in c if x.words == 4 and x.ahead == 1} == {1, 2, 3, 4, 6, 8}
+    # k2r1a2s4 split too (it won the downs and o_projs at M = 16, session 37)
+    assert {x.split for x in c if x.words == 4 and x.ahead == 2} == {1, 2, 3, 4, 6, 8}
     # the bases past SPLIT_BASES come last, unsplit
     n_bases = len(mma.CANDIDATES)
     assert all(x.split == 1 for x in c[len(c) - n_bases + mma.SPLIT_BASES:])
