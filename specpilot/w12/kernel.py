@@ -96,6 +96,8 @@ MMA_MIN_M = 2   # ... except from this M to MMA_MAX_M where the Gluon tensor-cor
 MMA_MAX_M = 16  # (mma.py; at M = 2 2.5-8% faster per token than the tuned GEMV, session 32;
 #                  at M = 9 / 16 12% / 7% (Qwen3.8-27B) and 16% / 4% (Muse-Glimmer-30B) faster
 #                  than this GEMM tuned, session 37)
+WGMMA_MIN_M = MMA_MAX_M + 1   # with $SPECPILOT_W12_WGMMA=1, from here to wgmma.MAX_M rows the
+#                               warpgroup-MMA kernel (wgmma.py, sm_90; not yet run on a GPU)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -766,16 +768,18 @@ def clear_tuning() -> None:
 def load_tuning(path: str) -> int:
     """Merge a JSON tuning file (written by ``save_tuning``) into the in-memory cache: GEMM
     entries as ``GemmConfig``, "gemv-" entries as ``gemv.GemvConfig``, "mma-" entries as
-    ``mma.MmaConfig``. A malformed entry is a
+    ``mma.MmaConfig``, "wg-" entries as ``wgmma.WgConfig``. A malformed entry is a
     ValueError naming the file and the key (nothing is merged then)."""
     from .gemv import GemvConfig  # gemv.py and mma.py import this module
     from .mma import MmaConfig
+    from .wgmma import KEY_PREFIX as WG_KEY_PREFIX, WgConfig
     with open(path) as f:
         data = json.load(f)
     loaded = {}
     for key, cfg in data.items():
         cls = (GemvConfig if key.startswith(GEMV_KEY_PREFIX)
-               else MmaConfig if key.startswith(MMA_KEY_PREFIX) else GemmConfig)
+               else MmaConfig if key.startswith(MMA_KEY_PREFIX)
+               else WgConfig if key.startswith(WG_KEY_PREFIX) else GemmConfig)
         try:
             loaded[key] = cls(**cfg)
         except (TypeError, ValueError) as e:
@@ -1071,7 +1075,8 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
     ``get_config``). Fast mode with no config on CUDA: M > ``DECODE_THEN_MATMUL_M`` decodes the
     weight and calls ``torch.matmul``; ``MMA_MIN_M`` <= M <= ``MMA_MAX_M`` runs ``mma.w12_mma``
     (tuned) where Gluon is available and K % 8 == 0; else M <= ``GEMV_MAX_M`` ``gemv.w12_gemv``
-    (tuned).
+    (tuned); with ``$SPECPILOT_W12_WGMMA=1`` ``WGMMA_MIN_M`` <= M <= ``wgmma.MAX_M`` on an sm_90
+    GPU ``wgmma.w12_wgmma`` (tuned; off by default until it is measured on a GPU).
     """
     planes = w if isinstance(w, W12Planes) else prepare(w, x.device)
     x = _as_2d_bf16(x, planes.K)
@@ -1084,6 +1089,10 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
         M = x.shape[0]
         if MMA_MIN_M <= M <= MMA_MAX_M and mma.mma_supported(M, planes.K):
             return mma.w12_mma(x, planes)
+        from . import wgmma
+        if (wgmma.enabled() and WGMMA_MIN_M <= M <= wgmma.MAX_M
+                and wgmma.supported(M, planes.K, x.device)):
+            return wgmma.w12_wgmma(x, planes)
         if M <= GEMV_MAX_M:
             from .gemv import w12_gemv
             return w12_gemv(x, planes)

@@ -1,0 +1,319 @@
+"""The W12 GEMM on Hopper's warpgroup MMA for 17-128 rows (specpilot/w12/wgmma.py).
+
+Gluon has no interpreter, so on CPU the kernel is compiled for an H100/H200 (sm_90) in a
+subprocess (tests/unit/sm90.py) and its code is checked for what the design relies on: 2 S
+wgmmas per round (one per half), the decode's 6 prmt per H word and nothing else rearranging
+the planes (the A operand is the decoded registers renamed: ``assert_trivial`` holds at
+compile time), x stored with stmatrix, 16-byte plane loads, no shuffles and no spills. The
+numerics run on the GPU (``gpu`` tests; ``scripts/gpu_w12_wgmma_bench.py``)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from specpilot.w12 import wgmma as W
+from specpilot.w12.format import encode
+from tests.unit.w12_data import FINITE_EDGE, acts, check_close, make_weight, same_bits
+
+SIG = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
+       "l_ptr": "*i32", "h_ptr": "*i32", "hb_ptr": "*u8", "koff_ptr": "*i32", "kent_ptr": "*i32",
+       "kval_ptr": "*i16", "M": "i32", "N": "i32", "K": "i32", "HW": "i32", "G": "i32",
+       "sxm": "i32", "sym": "i32", "RPS": "i32"}
+ALIGNED = ("x_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr", "koff_ptr",
+           "kent_ptr", "kval_ptr", "K", "HW", "sxm", "sym")
+CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL)
+    (1, 4, 64, False, True, False, 0), (2, 4, 64, False, True, False, 0),
+    (1, 8, 64, False, True, False, 0), (1, 2, 128, False, True, False, 0),
+    (2, 4, 128, False, True, False, 0), (1, 4, 32, True, True, False, 0),
+    (1, 4, 16, False, False, False, 0), (2, 8, 32, False, True, True, 2),
+    (1, 4, 64, True, True, True, 3), (2, 2, 8, False, True, False, 1)]
+
+
+def _label(c) -> str:
+    g, s, nt, per_row, esc, split, pdl = c
+    return f"g{g}s{s} nt{nt}{' row' if per_row else ''}{' esc' if esc else ''}" \
+           f"{' split' if split else ''} pdl{pdl}"
+
+
+def _compile_all() -> dict:
+    """Runs in the subprocess (sm90.run_in_subprocess): per case, facts about the code."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from tests.unit.sm90 import spills
+
+    out = {}
+    for case in CASES:
+        g, s, nt, per_row, esc, split, pdl = case
+        consts = dict(NT=nt, S=s, NW=4 * g, HB_PER_ROW=per_row, ESC=esc, USE_SPLIT=split,
+                      **W.layouts(W.WgConfig(g, s), nt), PDL=pdl)
+        sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
+        names = list(sig)
+        sig.update({k: "constexpr" for k in consts})
+        attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in ALIGNED}
+        k = triton.compile(GluonASTSource(W._w12_wgmma_kernel, sig, consts, attrs),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 * g})
+        ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+        wait = ptx.find("griddepcontrol.wait")
+        out[_label(case)] = {
+            "wgmma": len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{nt}k16\.f32\.bf16",
+                                    ptx)),
+            "prmt": ptx.count("prmt.b32"), "shfl": ptx.count("shfl."),
+            "stmatrix": ptx.count("stmatrix"), "st_shared": len(re.findall(r"st\.shared", ptx)),
+            "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
+            "v2": len(re.findall(r"ld\.global[^\n]*\.v2\.b32", ptx)),
+            "fence": ptx.count("fence.proxy.async"),
+            "local_alloc": ttgir.count("ttg.local_alloc"), "spills": spills(ptx),
+            "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
+            "gdc": ptx.count("griddepcontrol."),
+            "wide_before_wait": len(re.findall(rf"ld\.global[^\n]*\.v{min(s, 4)}\.b32",
+                                               ptx[:max(0, wait)])),
+            "wait": wait, "first_st": ptx.find("st.global"), "first_stm": ptx.find("stmatrix"),
+            "g": g, "s": s, "nt": nt, "esc": esc, "split": split, "pdl": pdl}
+    return out
+
+
+def test_compiles_for_sm90_with_wgmma():
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    from tests.unit.sm90 import run_in_subprocess
+
+    res = run_in_subprocess(__file__)
+    assert set(res) == {_label(c) for c in CASES}
+    for name, r in res.items():
+        S, nt = r["s"], r["nt"]
+        # per round one wgmma per k16 step of each half (S steps each), plus one escape wgmma
+        # (16 entries) in the prologue's loop
+        assert r["wgmma"] == 2 * S + (1 if r["esc"] else 0), (name, r)
+        # the decode (DECODE_PTX: 6 prmt per H word, 2 rows x S words per thread) and no byte
+        # shuffling around it
+        assert r["prmt"] == 12 * S, (name, r)
+        assert r["shfl"] == 0 and r["spills"] in (0, None), (name, r)
+        # x into shared memory: the prologue's round and the loop's next round, with stmatrix
+        # (the logical K order is a register renaming, the stores stay vectorised)
+        assert r["stmatrix"] >= 4 and r["st_shared"] <= (1 if r["split"] else 0), (name, r)
+        # one fence per x store (prologue, loop) and per escape chunk
+        assert r["fence"] == 2 + (1 if r["esc"] else 0), (name, r)
+        # the x buffers, and the escape tile
+        assert r["local_alloc"] == 1 + (1 if r["esc"] else 0), (name, r)
+        # 16-byte plane loads: three planes x two rows x S / 4 per round, prologue and loop
+        # (S = 2: 8-byte loads)
+        if S >= 4:
+            assert r["v4"] >= 2 * 6 * S // 4, (name, r)
+        else:
+            assert r["v2"] >= 2 * 6, (name, r)
+        assert r["atom"] == (2 if r["split"] else 0), (name, r)
+        assert r["gdc"] == (2 if r["pdl"] else 0), (name, r)
+        if r["pdl"]:
+            # the first round's planes before the wait; x (stored from registers) and every
+            # global write after it
+            assert r["wide_before_wait"] >= 6 * max(S // 4, 1), (name, r)
+            assert 0 <= r["wait"] < r["first_stm"] and r["wait"] < r["first_st"], (name, r)
+
+
+def test_config_labels_and_refusals():
+    assert W.WgConfig().short == "g1s4"
+    assert W.WgConfig(2, 8, 3).short == "g2s8x3"
+    for bad in (dict(groups=3), dict(words=6), dict(split=0)):
+        with pytest.raises(ValueError, match="bad values"):
+            W.WgConfig(**bad)
+    assert [W.nt_for(m) for m in (1, 8, 9, 17, 32, 33, 100, 128)] == [8, 8, 16, 32, 32, 64, 128,
+                                                                      128]
+    assert not W.supported(0, 512) and not W.supported(W.MAX_M + 1, 512)
+    assert not W.supported(64, 100)                     # K % 8
+    assert not W.supported(64, 512, "cpu")              # wgmma: compute capability 9.x only
+    p = _planes(64, 256)
+    for bad in (acts(129, 256, 0), acts(4, 128, 0), acts(4, 256, 0).float()):
+        with pytest.raises(ValueError, match="w12_wgmma: needs"):
+            W.w12_wgmma(bad, p, W.WgConfig())
+
+
+def _planes(N, K, seed=1, n_edges=30):
+    from specpilot.w12 import kernel as Kn
+    return Kn.prepare(encode(make_weight(N, K, seed, n_edges=n_edges)), "cpu")
+
+
+def test_split_plan_and_smem():
+    # rounds of 16 S pair columns over Kp / 2
+    assert W.split_plan(W.WgConfig(1, 4), 17408) == (136, 1)       # 8704 / 64
+    assert W.split_plan(W.WgConfig(1, 4, 3), 17408) == (46, 3)     # 46, 46, 44
+    assert W.split_plan(W.WgConfig(2, 8, 4), 5120) == (5, 4)       # 20 rounds of 128
+    assert W.split_plan(W.WgConfig(1, 4, 8), 1000) == (1, 8)       # Kp 1024: 8 rounds
+    assert W.smem_bytes(W.WgConfig(1, 4), 64) == 2 * 2 * 64 * 64 * 2 + 64 * 16 * 2
+    assert W.smem_bytes(W.WgConfig(1, 8), 128) == 2 * 2 * 128 * 128 * 2 + 128 * 16 * 2
+
+
+def test_candidates():
+    # Qwen3.8's down at 64 rows: 80 / 40 row blocks of 64 / 128 rows: splits while <= 2 / SM
+    c = W.candidates(64, 5120, 17408, 132)
+    assert [x.short for x in c if x.groups == 1 and x.words == 4] == ["g1s4", "g1s4x2",
+                                                                      "g1s4x3"]
+    assert [x.split for x in c if x.groups == 2 and x.words == 8] == [1, 2, 3, 4, 6]
+    # a gate_up: many row blocks, no split
+    assert all(x.split == 1 for x in W.candidates(64, 34816, 5120, 132))
+    # 128 rows: words 8 would spill (MAX_WORDS_NT), so only 2 and 4
+    assert {x.words for x in W.candidates(128, 34816, 5120, 132)} == {2, 4}
+    assert all(W.smem_bytes(x, 128) <= W.SMEM_LIMIT for x in W.candidates(128, 5120, 17408, 132))
+    # the default: the smallest split that gives every SM a program
+    assert W.default_config(64, 5120, 17408, 132) == W.WgConfig(1, 4, 2)
+    assert W.default_config(64, 34816, 5120, 132) == W.WgConfig(1, 4)
+    assert W.default_config(32, 64, 64, 132) == W.WgConfig(1, 4)    # 1 round: no split
+
+
+def test_launcher_passes_the_kernel_its_arguments(monkeypatch):
+    """The positional arguments in the kernel's order (SIG) and the constexprs (the kernel
+    itself runs on the GPU only)."""
+    if not W.HAS_GLUON:
+        pytest.skip("no Gluon")
+    seen = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((grid, args, kw))
+
+    monkeypatch.setattr(W, "_w12_wgmma_kernel", Recorder())
+    monkeypatch.setattr(W, "supported", lambda M, K, device=None: True)
+    p = _planes(200, 1000)                         # Kp 1024: 8 rounds of 64 pair columns
+    x = acts(40, 1000, 2)
+    y = W.w12_wgmma(x, p, W.WgConfig(1, 4, 3))     # runs of 3, 3, 2
+    W.w12_wgmma(acts(17, 1000, 3), p, W.WgConfig(2, 2))
+    (g1, a1, k1), (g2, a2, k2) = seen
+    assert len(a1) == len(SIG)
+    n1, n2 = dict(zip(SIG, a1)), dict(zip(SIG, a2))
+    assert g1 == (4, 3) and g2 == (2, 1)
+    assert n1["y_ptr"] is y and n1["ws_ptr"].shape == (3, 40, 200) and n1["RPS"] == 3
+    assert n1["l_ptr"].dtype == torch.int32 and n1["l_ptr"].shape == (200, 256)
+    assert n1["h_ptr"].shape == (200, 128) and n1["hb_ptr"] is p.hb
+    assert (n1["M"], n1["N"], n1["K"], n1["HW"], n1["G"]) == (40, 200, 1000, 128, 16)
+    assert n1["kent_ptr"] is p.kent and n1["sxm"] == 1000 and n1["sym"] == 200
+    assert k1["NT"] == 64 and k1["S"] == 4 and k1["NW"] == 4 and k1["USE_SPLIT"]
+    assert k1["ESC"] and not k1["HB_PER_ROW"] and k1["num_warps"] == 4
+    assert n2["ws_ptr"] is n2["y_ptr"] and k2["NT"] == 32 and k2["NW"] == 8
+    assert not k2["USE_SPLIT"] and k2["num_warps"] == 8
+    # a per-row base goes as the int32 view of its [N, 16] bytes (word 0: the table word)
+    from specpilot.w12 import kernel as Kn
+    pr = Kn.prepare(encode(make_weight(64, 256, 5, per_row=True), per_row=True), "cpu")
+    assert pr.per_row
+    W.w12_wgmma(acts(20, 256, 4), pr, W.WgConfig())
+    _, a3, k3 = seen[-1]
+    assert k3["HB_PER_ROW"] and dict(zip(SIG, a3))["hb_ptr"].dtype == torch.int32
+    assert dict(zip(SIG, a3))["hb_ptr"].shape == (64, 4)
+
+
+def test_w12_matmul_routes_here_only_when_enabled(monkeypatch):
+    """$SPECPILOT_W12_WGMMA=1 sends WGMMA_MIN_M..MAX_M rows here (on CUDA, sm_90); off by
+    default, and never at <= 16 rows (the mma.sync kernel's)."""
+    from specpilot.w12 import kernel as Kn
+
+    calls = []
+    monkeypatch.setattr(W, "w12_wgmma", lambda x, p: calls.append(x.shape[0]) or "wg")
+    monkeypatch.setattr(W, "supported", lambda M, K, device=None: True)
+    monkeypatch.delenv(W.ENV, raising=False)
+    assert not W.enabled()
+    monkeypatch.setenv(W.ENV, "1")
+    assert W.enabled() and Kn.WGMMA_MIN_M == Kn.MMA_MAX_M + 1
+    p = _planes(64, 256)
+
+    class FakeCuda(torch.Tensor):   # w12_matmul routes by x.is_cuda
+        @property
+        def is_cuda(self):
+            return True
+
+    for M in (Kn.WGMMA_MIN_M, 64, W.MAX_M):
+        x = acts(M, 256, M).as_subclass(FakeCuda)
+        assert Kn.w12_matmul(x, p) == "wg"
+    assert calls == [Kn.WGMMA_MIN_M, 64, W.MAX_M]
+
+
+def test_tune_file_holds_wgmma_configs(tmp_path, monkeypatch):
+    from specpilot.w12 import kernel as Kn
+
+    monkeypatch.setattr(Kn, "_TUNED", {})
+    cfg = W.WgConfig(2, 8, 3)
+    key = W.KEY_PREFIX + "w12|H200|m64|n5120|k17408"
+    Kn._TUNED[key] = cfg
+    path = str(tmp_path / "tune.json")
+    Kn.save_tuning(path)
+    Kn._TUNED.clear()
+    assert Kn.load_tuning(path) == 1
+    assert Kn._TUNED[key] == cfg
+
+
+GPU_CONFIGS = (W.WgConfig(1, 4), W.WgConfig(2, 4), W.WgConfig(1, 8), W.WgConfig(1, 2),
+               W.WgConfig(2, 2), W.WgConfig(2, 8), W.WgConfig(1, 4, 3), W.WgConfig(2, 8, 2),
+               W.WgConfig(1, 2, 4))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,K,per_row,narrow", [
+    (256, 512, False, False), (300, 1000, False, False), (512, 2048, True, False),
+    (1040, 5120, False, False),
+    # last rounds partial, weights in [1, 2) (a masked-off plane word decoded to the window's
+    # smallest code would show), N not a multiple of 64 / 128, K < 32
+    (64, 64, False, True), (96, 160, False, True), (272, 6656, False, True),
+    (130, 24, False, True)])
+def test_matches_torch_on_gpu(N, K, per_row, narrow):
+    from specpilot.w12 import kernel as Kn
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma: compute capability 9.x")
+    x = (torch.rand(N, K) + 1).bfloat16() if narrow else make_weight(N, K, N + K, per_row,
+                                                                        n_edges=N * K // 500)
+    p = Kn.prepare(encode(x, per_row=per_row), "cuda")
+    for cfg in GPU_CONFIGS:
+        for M in (1, 8, 9, 16, 17, 31, 33, 64, 100, 128):
+            if cfg.words * W.nt_for(M) > W.MAX_WORDS_NT:
+                continue
+            a = acts(M, K, M)
+            check_close(W.w12_wgmma(a.cuda(), p, cfg), a, x)
+
+
+@pytest.mark.gpu
+def test_gpu_graph_with_pdl_equals_without(monkeypatch):
+    """A chain of norm -> W12-WGMMA layers (split-K among them) gives the same bits eagerly
+    and in a CUDA graph, with PDL off and on, and the same bits at every config as the first
+    (the escapes and the planes summed in one order per config: compared per config)."""
+    from specpilot.kernels import norm, pdl
+    from specpilot.w12 import kernel as Kn
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma: compute capability 9.x")
+    D = 2048
+    layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
+              for i in range(4)]
+    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3), W.WgConfig(2, 2))
+    x0 = acts(40, D, 0).cuda()
+    nw = torch.randn(D, device="cuda").bfloat16()
+
+    def chain():
+        h, outs = x0, []
+        for i, p in enumerate(layers):
+            h = W.w12_wgmma(norm.rms_norm(h, nw, 1e-6), p, cfgs[i])
+            outs.append(h)
+        return outs
+
+    results = []
+    for mode, trigger in ((0, 0), (1, 1), (1, 2), (2, 3)):
+        monkeypatch.setattr(pdl, "ENABLED", mode > 0)
+        monkeypatch.setattr(pdl, "MODE", mode or 1)
+        monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": trigger or 2, "bf16": trigger or 2})
+        eager = chain()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = chain()
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        assert all(same_bits(a, b) for a, b in zip(eager, outs)), (mode, trigger)
+        assert all(torch.isfinite(o.float()).all() for o in outs)
+        results.append(outs)
+    assert all(same_bits(a, b) for r in results[1:] for a, b in zip(results[0], r))
+
+
+if __name__ == "__main__":
+    import json
+    print(json.dumps(_compile_all()))
