@@ -23,7 +23,8 @@ for mod in xdist pytest_timeout; do
 done
 if [ $# -eq 0 ]; then
     set -- tests/unit/test_w12.py tests/unit/test_w12_kernel.py tests/unit/test_w12_gemv.py \
-        tests/unit/test_w12_mma.py tests/unit/test_gemv_linear.py tests/unit/test_pdl.py \
+        tests/unit/test_w12_mma.py tests/unit/test_w12_wgmma.py tests/unit/test_gemv_linear.py \
+        tests/unit/test_pdl.py \
         tests/unit/test_norm_kernels.py tests/unit/test_fused_add_norm.py \
         tests/unit/test_rope_kernel.py tests/unit/test_conv_kernel.py \
         tests/unit/test_dynconv_kernel.py tests/unit/test_gdn_kernel.py \

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Prepared in session 38 (no GPU was lent), not run. One device call each:
+#   bash docs/benchmarks/raw/w12/session38/next.sh wg          # ~6 min
+#   bash docs/benchmarks/raw/w12/session38/next.sh stock       # ~9 min (if wg passed)
+#   bash docs/benchmarks/raw/w12/session37/next.sh ncu | stock-muse   (still pending)
+# wg: the warpgroup-MMA W12 kernel (specpilot/w12/wgmma.py, new, compiled for sm_90 only so far):
+#   1. its GPU tests (numerics against float64 torch at M = 1-128, split-K, per-row bases,
+#      escapes, N and K not multiples of the tiles, PDL and CUDA graphs) and the wgmma probe's
+#      --run;
+#   2. gpu_w12_wgmma_bench.py: per layer of Qwen3.8-27B and Muse-Glimmer-30B at M = 16, 32, 64,
+#      128: cuBLAS, the template W12 GEMM (what the engine runs above 16 rows today), the
+#      mma.sync kernel at 16, and the wgmma kernel over its candidates; per-token sums.
+#   If it beats the template at 17-128 rows, set SPECPILOT_W12_WGMMA on by default (kernel.py),
+#   and if it beats cuBLAS, `final` with --weight-format w12 becomes worth measuring at batch > 1.
+# stock: `stock` with --weight-format w12 against bf16 (gpu_w12_e2e.py --stock, simulated
+#   acceptance tau 4.8, block 8, batch 1 / 2 / 4: 8 / 16 / 32 verify rows) with the wgmma kernel
+#   routed (SPECPILOT_W12_WGMMA=1) for the 32-row verifies.
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
+L=$OUT/next; mkdir -p $L
+case "${1:-}" in
+wg)
+  timeout 60 python3 scripts/gpu_w12_wgmma_probe.py --run > $L/probe.log 2>&1
+  el "probe rc=$?"; grep -E "^S=|Error" $L/probe.log
+  timeout 150 python3 -m pytest -q -m gpu tests/unit/test_w12_wgmma.py --junitxml=$L/wg_tests.xml \
+    > $L/wg_tests.log 2>&1
+  el "wgmma tests rc=$?"; tail -15 $L/wg_tests.log
+  timeout 360 python3 scripts/gpu_w12_wgmma_bench.py --m 16,32,64,128 --time-limit 280 \
+    --out $L/wg_bench.json > $L/wg_bench.log 2>&1
+  el "wgmma bench rc=$?"; grep -E "PASS|FAIL|^qwen|^muse|per token|limit" $L/wg_bench.log | cut -c1-190 ;;
+stock)
+  SPECPILOT_W12_WGMMA=1 timeout 560 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock \
+    --accept 4.8 --batch 1,2,4 --rounds 2 --out $L/stock_qwen.json > $L/stock_qwen.log 2>&1
+  el "stock rc=$?"; grep -E "speedup|round|build_s" $L/stock_qwen.log | cut -c1-300 ;;
+*) echo "usage: $0 wg | stock" >&2; exit 2 ;;
+esac

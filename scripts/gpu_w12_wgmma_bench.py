@@ -1,0 +1,168 @@
+"""The W12 GEMM on Hopper's warpgroup MMA (specpilot/w12/wgmma.py) on an sm_90 GPU: correctness,
+then timing against cuBLAS, the Triton W12 GEMM (the engine's kernel above 16 rows) and, at
+<= 16 rows, the few-row Gluon kernel (< 10 min).
+
+    PYTHONPATH=. python scripts/gpu_w12_wgmma_bench.py --out /tmp/w12_wgmma.json
+
+1. Correctness (one PASS / FAIL line each): ``wgmma.w12_wgmma`` at every candidate of the shape
+   (``wgmma.candidates`` at 64 rows, plus the 128-row ones) against fp32 torch on the decoded
+   weights at M = 1, 9, 16, 17, 33, 64, 100, 128: the same non-finite pattern and a relative
+   error (2-norm over the finite outputs) < 5e-3. Shapes: gpu_w12_gemv_bench's SWEEP (every
+   kind of escape including +-Inf and NaN, a per-row base, a padded K), then every layer shape
+   of --models at two configs (random N(0, 0.02^2) weights with planted escapes).
+2. Timing, per shape and M (--m, default 16, 32, 64, 128), us per call as
+   ``kernel.time_calls_us`` (a CUDA graph of calls rotating over >= --ring-mb of weight copies,
+   median of 5 replays): cuBLAS bf16 (``torch.matmul``), W12-TC (the Triton W12 GEMM at its
+   default config, or tuned with --tc-tuned), W12-MMA (M <= 16: ``mma.w12_mma`` at its first
+   candidate, or tuned with --mma-tuned) and W12-WG at each of ``wgmma.candidates`` (the best
+   reported, all in the JSON). Per model: the sums over one token's linear layers.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gpu_w12_bench as WB  # noqa: E402
+import gpu_w12_gemv_bench as GB  # noqa: E402
+from specpilot.w12 import kernel as K  # noqa: E402
+from specpilot.w12 import mma as MM  # noqa: E402
+from specpilot.w12 import wgmma as WG  # noqa: E402
+from specpilot.w12.format import encode  # noqa: E402
+
+DEV = "cuda"
+RESULTS = WB.RESULTS
+CHECK_M = (1, 9, 16, 17, 33, 64, 100, 128)
+
+
+def configs_for(N: int, Kd: int, n_sm: int) -> list:
+    """Every candidate at 64 rows and at 128 rows, once each."""
+    out = []
+    for M in (64, 128):
+        out += [c for c in WG.candidates(M, N, Kd, n_sm) if c not in out]
+    return out
+
+
+def check(tag: str, p, w: torch.Tensor, configs) -> None:
+    """``w12_wgmma`` on planes ``p`` at each config (at the M it may run) against fp32 torch on
+    the weight ``w``: one PASS / FAIL line."""
+    worst, floor, pattern = 0.0, 0.0, True
+    for M in CHECK_M:
+        a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
+        ref = GB.reference(a, w)
+        for cfg in configs:
+            if cfg.words * WG.nt_for(M) > WG.MAX_WORDS_NT:
+                continue
+            same, err, fl = WB.compare(WG.w12_wgmma(a, p, cfg), ref)
+            if not same or err > 5e-3:
+                print(f"  {tag} M={M} {cfg.short}: same pattern {same}, rel err {err:.2e}")
+            pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
+    WB.report(f"w12_wgmma vs torch fp32, {tag}", pattern and worst < 5e-3,
+              f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="w12_wgmma_bench.json")
+    ap.add_argument("--models", default=",".join(WB.MODELS))
+    ap.add_argument("--m", default="16,32,64,128")
+    ap.add_argument("--exclude", default="",
+                    help="comma-separated substrings: layers whose name has one are not timed")
+    ap.add_argument("--ring-mb", type=int, default=512)
+    ap.add_argument("--block-rows", type=int, default=1024)
+    ap.add_argument("--time-limit", type=float, default=420.0)
+    ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--tc-tuned", action="store_true",
+                    help="time the Triton W12 GEMM at its tuned config instead of its default")
+    ap.add_argument("--mma-tuned", action="store_true",
+                    help="at M <= 16 time w12_mma at its tuned config instead of its first "
+                         "candidate")
+    args = ap.parse_args()
+    t0 = time.time()
+    if torch.cuda.get_device_capability()[0] != 9:
+        print("wgmma needs a compute capability 9.x GPU", file=sys.stderr)
+        return 2
+    m_values = [int(v) for v in args.m.split(",")]
+    models = args.models.split(",")
+    drop = [d for d in args.exclude.split(",") if d]
+    shapes = [(m, n, N, Kd, c) for m in models for n, N, Kd, c in WB.layer_shapes(m)
+              if not any(d in n for d in drop)]
+    n_sm = K._num_sms(torch.device(DEV))
+    weights = GB.build_weights(shapes, args.block_rows)
+    print(f"built {len(weights)} weights in {time.time() - t0:.0f} s", flush=True)
+    if not args.skip_check:
+        for i, (N, Kd, per_row, edges, n_edges) in enumerate(GB.SWEEP):
+            x = WB.make_weight(N, Kd, i, edges, n_edges, per_row)
+            w = encode(x, per_row=per_row)
+            check(f"{N}x{Kd}{' per-row' if w.per_row else ''}, {w.n_escapes} escapes",
+                  K.prepare(w, DEV), x.to(DEV), configs_for(N, Kd, n_sm))
+        for (N, Kd), (p, xbig) in weights.items():
+            check(f"{N}x{Kd}, {p.kent.numel()} escapes", p, xbig,
+                  configs_for(N, Kd, n_sm)[:2])
+        print(f"checks done at {time.time() - t0:.0f} s", flush=True)
+    RESULTS["timing"] = []
+    print(f"{'model':16s} {'layer':22s} {'N':>6s} {'K':>6s} {'M':>3s} {'cuBLAS':>7s} "
+          f"{'W12-TC':>7s} {'MMA':>7s} {'WG':>7s} {'GB/s':>5s} {'x cuBLAS':>8s} {'x TC':>5s} "
+          f"config", flush=True)
+    order = sorted(weights, key=lambda nk: -nk[0] * nk[1])
+    for (N, Kd) in order:
+        if time.time() - t0 > args.time_limit:
+            print(f"time limit: {N}x{Kd} and later shapes skipped", flush=True)
+            break
+        p, xbig = weights[(N, Kd)]
+        ring12, ring16 = GB.rings(p, xbig, args.ring_mb)
+        n = len(ring12)
+        wbytes = K.weight_bytes(p)
+        for M in m_values:
+            acts = [torch.randn(M, Kd, device=DEV).bfloat16() for _ in range(n)]
+            t_cub = GB.timed(lambda i: torch.matmul(acts[i], ring16[i].t()), n)
+            ctc = K.get_config("w12", acts[0], p, tune=args.tc_tuned)
+            t_tc = GB.timed(lambda i: K.w12_matmul(acts[i], ring12[i], config=ctc), n)
+            t_mma = float("nan")
+            if M <= MM.MAX_M:
+                cm = MM.tuned_config(acts[0], p) if args.mma_tuned else MM.CANDIDATES[0]
+                t_mma = GB.timed(lambda i: MM.w12_mma(acts[i], ring12[i], cm), n)
+            tried = {}
+            for cfg in WG.candidates(M, N, Kd, n_sm):
+                tried[cfg.short] = GB.timed(lambda i, c=cfg: WG.w12_wgmma(acts[i], ring12[i], c),
+                                            n)
+            best = min(tried, key=tried.get)
+            t_wg = tried[best]
+            rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
+            for model, name, count in rows:
+                RESULTS["timing"].append({"model": model, "layer": name, "N": N, "K": Kd, "M": M,
+                                          "count": count, "cublas_us": t_cub, "w12_tc_us": t_tc,
+                                          "w12_tc_config": str(ctc), "w12_mma_us": t_mma,
+                                          "w12_wg_us": t_wg, "w12_wg_config": best,
+                                          "w12_wg_tried": tried})
+                print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:3d} {t_cub:7.1f} "
+                      f"{t_tc:7.1f} {t_mma:7.1f} {t_wg:7.1f} {wbytes / t_wg / 1e3:5.0f} "
+                      f"{t_cub / t_wg:8.2f} {t_tc / t_wg:5.2f} {best} "
+                      + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)
+    print("\nper token (layers weighted by count), ms:")
+    for model in models:
+        for M in m_values:
+            rs = [r for r in RESULTS["timing"] if r["model"] == model and r["M"] == M]
+            if not rs:
+                continue
+            cub = sum(r["cublas_us"] * r["count"] for r in rs) / 1e3
+            tc = sum(r["w12_tc_us"] * r["count"] for r in rs) / 1e3
+            wg = sum(r["w12_wg_us"] * r["count"] for r in rs) / 1e3
+            line = (f"{model:16s} M={M:3d} layers {len(rs)}: cuBLAS {cub:.2f}  W12-TC {tc:.2f}  "
+                    f"W12-WG {wg:.2f}  WG x cuBLAS {cub / wg:.3f}  WG x TC {tc / wg:.3f}  worst "
+                    f"layer x cuBLAS {min(r['cublas_us'] / r['w12_wg_us'] for r in rs):.2f}")
+            if M <= MM.MAX_M:
+                mm = sum(r["w12_mma_us"] * r["count"] for r in rs) / 1e3
+                line += f"  W12-MMA {mm:.2f} (WG x MMA {mm / wg:.3f})"
+            print(line, flush=True)
+    return WB.finish(args.out, t0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
