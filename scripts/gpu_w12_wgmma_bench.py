@@ -15,7 +15,9 @@ then timing against cuBLAS, the Triton W12 GEMM (the engine's kernel above 16 ro
    median of 5 replays): cuBLAS bf16 (``torch.matmul``), W12-TC (the Triton W12 GEMM at its
    default config, or tuned with --tc-tuned), W12-MMA (M <= 16: ``mma.w12_mma`` at its first
    candidate, or tuned with --mma-tuned) and W12-WG at each of ``wgmma.candidates`` (the best
-   reported, all in the JSON). Per model: the sums over one token's linear layers.
+   reported, all in the JSON). With --bf16, also ``wgmma.bf16_wgmma`` (the same loop on the
+   bf16 weight, checked first on the layer shapes) at each candidate: W12 over our own bf16
+   kernel, the decode's cost. Per model: the sums over one token's linear layers.
 """
 from __future__ import annotations
 
@@ -50,8 +52,9 @@ def configs_for(N: int, Kd: int, n_sm: int) -> list:
 
 
 def check(tag: str, p, w: torch.Tensor, configs) -> None:
-    """``w12_wgmma`` on planes ``p`` at each config (at the M it may run) against fp32 torch on
-    the weight ``w``: one PASS / FAIL line."""
+    """``w12_wgmma`` on planes ``p`` (``bf16_wgmma`` on a bf16 weight) at each config (at the M
+    it may run) against fp32 torch on the weight ``w``: one PASS / FAIL line."""
+    run = WG.bf16_wgmma if torch.is_tensor(p) else WG.w12_wgmma
     worst, floor, pattern = 0.0, 0.0, True
     for M in CHECK_M:
         a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
@@ -59,11 +62,11 @@ def check(tag: str, p, w: torch.Tensor, configs) -> None:
         for cfg in configs:
             if cfg.words * WG.nt_for(M) > WG.MAX_WORDS_NT:
                 continue
-            same, err, fl = WB.compare(WG.w12_wgmma(a, p, cfg), ref)
+            same, err, fl = WB.compare(run(a, p, cfg), ref)
             if not same or err > 5e-3:
                 print(f"  {tag} M={M} {cfg.short}: same pattern {same}, rel err {err:.2e}")
             pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
-    WB.report(f"w12_wgmma vs torch fp32, {tag}", pattern and worst < 5e-3,
+    WB.report(f"{run.__name__} vs torch fp32, {tag}", pattern and worst < 5e-3,
               f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
 
 
@@ -80,6 +83,8 @@ def main() -> int:
     ap.add_argument("--skip-check", action="store_true")
     ap.add_argument("--tc-tuned", action="store_true",
                     help="time the Triton W12 GEMM at its tuned config instead of its default")
+    ap.add_argument("--bf16", action="store_true",
+                    help="also time bf16_wgmma on the bf16 weights over the candidates")
     ap.add_argument("--mma-tuned", action="store_true",
                     help="at M <= 16 time w12_mma at its tuned config instead of its first "
                          "candidate")
@@ -105,6 +110,8 @@ def main() -> int:
         for (N, Kd), (p, xbig) in weights.items():
             check(f"{N}x{Kd}, {p.kent.numel()} escapes", p, xbig,
                   configs_for(N, Kd, n_sm)[:2])
+            if args.bf16:
+                check(f"{N}x{Kd}", xbig, xbig, configs_for(N, Kd, n_sm)[:2])
         print(f"checks done at {time.time() - t0:.0f} s", flush=True)
     RESULTS["timing"] = []
     print(f"{'model':16s} {'layer':22s} {'N':>6s} {'K':>6s} {'M':>3s} {'cuBLAS':>7s} "
@@ -134,16 +141,26 @@ def main() -> int:
                                             n)
             best = min(tried, key=tried.get)
             t_wg = tried[best]
+            t_b16, best16, tried16 = float("nan"), "", {}
+            if args.bf16:
+                for cfg in WG.candidates(M, N, Kd, n_sm):
+                    tried16[cfg.short] = GB.timed(
+                        lambda i, c=cfg: WG.bf16_wgmma(acts[i], ring16[i], c), n)
+                best16 = min(tried16, key=tried16.get)
+                t_b16 = tried16[best16]
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
             for model, name, count in rows:
                 RESULTS["timing"].append({"model": model, "layer": name, "N": N, "K": Kd, "M": M,
                                           "count": count, "cublas_us": t_cub, "w12_tc_us": t_tc,
                                           "w12_tc_config": str(ctc), "w12_mma_us": t_mma,
                                           "w12_wg_us": t_wg, "w12_wg_config": best,
-                                          "w12_wg_tried": tried})
+                                          "w12_wg_tried": tried, "bf16_wg_us": t_b16,
+                                          "bf16_wg_config": best16, "bf16_wg_tried": tried16})
                 print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:3d} {t_cub:7.1f} "
                       f"{t_tc:7.1f} {t_mma:7.1f} {t_wg:7.1f} {wbytes / t_wg / 1e3:5.0f} "
                       f"{t_cub / t_wg:8.2f} {t_tc / t_wg:5.2f} {best} "
+                      + (f"bf16-WG:{t_b16:.1f} ({best16}, x cuBLAS {t_cub / t_b16:.2f}) "
+                         if args.bf16 else "")
                       + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)
     print("\nper token (layers weighted by count), ms:")
     for model in models:
@@ -160,6 +177,9 @@ def main() -> int:
             if M <= MM.MAX_M:
                 mm = sum(r["w12_mma_us"] * r["count"] for r in rs) / 1e3
                 line += f"  W12-MMA {mm:.2f} (WG x MMA {mm / wg:.3f})"
+            if args.bf16:
+                b16 = sum(r["bf16_wg_us"] * r["count"] for r in rs) / 1e3
+                line += f"  bf16-WG {b16:.2f} (W12-WG x bf16-WG {b16 / wg:.3f})"
             print(line, flush=True)
     return WB.finish(args.out, t0)
 

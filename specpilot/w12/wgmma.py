@@ -96,10 +96,12 @@ def round_cols(cfg: WgConfig) -> int:
     return 16 * cfg.words
 
 
-def split_plan(cfg: WgConfig, K: int) -> tuple:
-    """(rounds per program, programs per row block) of cfg on K columns (padded to
-    format.PAD_K = 32, whose half is walked in rounds of ``round_cols``)."""
-    rounds = _cdiv(_cdiv(K, 32) * 16, round_cols(cfg))
+def split_plan(cfg: WgConfig, K: int, bf16: bool = False) -> tuple:
+    """(rounds per program, programs per row block) of cfg on K columns: a half of Kp / 2
+    columns (K padded to format.PAD_K = 32), or of K / 2 for a bf16 weight, walked in rounds of
+    ``round_cols``."""
+    half = K // 2 if bf16 else _cdiv(K, 32) * 16
+    rounds = _cdiv(half, round_cols(cfg))
     rps = _cdiv(rounds, cfg.split)
     return rps, _cdiv(rounds, rps)
 
@@ -153,6 +155,36 @@ if HAS_GLUON:
         la = gl.load(lrow + q, mask=ok, other=0)
         lb = gl.load(lrow + HW + q, mask=ok, other=0)
         return h, la, lb
+
+    @gluon.jit
+    def _load_round(lrow, hrow, row_ok, q, wrow, row_okb, qb, HW, lim4, BF16: gl.constexpr):
+        """One round's weight words: the planes (``_load_planes``) or, BF16, the bf16 words
+        qb (first half: words 2q, 2q + 1 of H word q's columns, 2 S contiguous per thread) and
+        2 HW + qb (second half) as (la, la, lb), [.., S, 2]."""
+        if BF16:
+            ok = row_okb & (qb < 2 * lim4)
+            la = gl.load(wrow + qb, mask=ok, other=0)
+            lb = gl.load(wrow + 2 * HW + qb, mask=ok, other=0)
+            SH: gl.constexpr = [la.shape[0], la.shape[1], la.shape[2], la.shape[3] // 2, 2]
+            la = gl.reshape(la, SH)
+            lb = gl.reshape(lb, SH)
+            h = la
+        else:
+            h, la, lb = _load_planes(lrow, hrow, row_ok, q, HW, lim4)
+        return h, la, lb
+
+    @gluon.jit
+    def _weights(h, la, lb, hbw, BF16: gl.constexpr):
+        """A round's bf16 weights [.., S, 2, 2] of each half: decoded planes or, BF16, the bf16
+        words as loaded (registers renamed)."""
+        if BF16:
+            alo, ahi = gl.split(la)
+            blo, bhi = gl.split(lb)
+            t0 = _halves(alo, ahi)
+            t1 = _halves(blo, bhi)
+        else:
+            t0, t1 = _decode(h, la, lb, hbw)
+        return t0, t1
 
     @gluon.jit
     def _decode(h, la, lb, hbw):
@@ -235,7 +267,8 @@ if HAS_GLUON:
                           HB_PER_ROW: gl.constexpr, ESC: gl.constexpr, USE_SPLIT: gl.constexpr,
                           P: gl.constexpr, XL: gl.constexpr, ACC: gl.constexpr,
                           DOT: gl.constexpr, SL: gl.constexpr, EB: gl.constexpr,
-                          XE: gl.constexpr, SLE: gl.constexpr, PDL: gl.constexpr = 0):
+                          XE: gl.constexpr, SLE: gl.constexpr, BF16: gl.constexpr = 0,
+                          PB: gl.constexpr = None, PDL: gl.constexpr = 0):
         # x_ptr: bf16 [M, K] (row stride sxm); l_ptr / h_ptr: int32 views of the planes (rows of
         # 2 HW / HW words, HW = Kp / 8); hb_ptr: uint8 [1], or an int32 view of the per-row
         # [N, 16] bytes (HB_PER_ROW); y_ptr bf16
@@ -243,7 +276,9 @@ if HAS_GLUON:
         # Grid (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1)
         # RPS). USE_SPLIT: ws_ptr fp32 [splits, M, N], lock_ptr a zeroed ticket per row block.
         # PDL (as mma.py): the first round's planes (constant) are loaded before the wait; x,
-        # the escapes' x and every write after it.
+        # the escapes' x and every write after it. BF16: l_ptr is an int32 view of a bf16 weight
+        # [N, K] (rows of 4 HW words, HW = K / 8; its halves split at K / 2; no planes, bases or
+        # escapes), loaded in layout PB as the W12 form's H words' columns.
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -256,12 +291,22 @@ if HAS_GLUON:
         row_ok = row < N
         lrow = l_ptr + row.to(gl.int64) * (2 * HW)
         hrow = h_ptr + row.to(gl.int64) * HW
-        if HB_PER_ROW:   # [N, 16] bytes: word 0 of a row is its table word hb * 0x01010101
+        if BF16:
+            hbw = gl.zeros([NW, 16, 4, S], gl.int32, P)                # not read
+            rowb = n0 + 16 * _i4(NW, 0, PB) + _i4(16, 1, PB)
+            row_okb = rowb < N
+            wrow = l_ptr + rowb.to(gl.int64) * (4 * HW)
+            qb0 = 2 * S * _i4(4, 2, PB) + _i4(2 * S, 3, PB)
+        elif HB_PER_ROW:   # [N, 16] bytes: word 0 of a row is its table word hb * 0x01010101
             hbw = gl.load(hb_ptr + row * 4, mask=row_ok, other=0) + gl.zeros([NW, 16, 4, S],
                                                                               gl.int32, P)
         else:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros([NW, 16, 4, S],
                                                                         gl.int32, P)
+        if not BF16:   # the bf16 names unused
+            wrow = lrow
+            row_okb = row_ok
+            qb0 = q0
         xm = _i2(NT, 0, XL)
         xj = _i2(RC, 1, XL)
         xrow = x_ptr + xm * sxm
@@ -273,7 +318,8 @@ if HAS_GLUON:
         n_iter = gl.minimum(r0 + RPS, rounds) - r0
         lim = gl.minimum((r0 + RPS) * RC, KH)
         base = r0 * RC
-        h, la, lb = _load_planes(lrow, hrow, row_ok, base // 4 + q0, HW, lim // 4)
+        h, la, lb = _load_round(lrow, hrow, row_ok, base // 4 + q0, wrow, row_okb,
+                                base // 2 + qb0, HW, lim // 4, BF16)
         _gdc_wait(PDL > 0)
         _gdc_launch_dependents(PDL == 3)
         xa, xb = _load_x(xrow, tok_ok, base + xj, KH, K, lim)
@@ -291,9 +337,10 @@ if HAS_GLUON:
         _barrier()
         for i in range(n_iter):
             nb = base + (i + 1) * RC
-            h2, la2, lb2 = _load_planes(lrow, hrow, row_ok, nb // 4 + q0, HW, lim // 4)
+            h2, la2, lb2 = _load_round(lrow, hrow, row_ok, nb // 4 + q0, wrow, row_okb,
+                                       nb // 2 + qb0, HW, lim // 4, BF16)
             xa, xb = _load_x(xrow, tok_ok, nb + xj, KH, K, lim)
-            t0, t1 = _decode(h, la, lb, hbw)
+            t0, t1 = _weights(h, la, lb, hbw, BF16)
             a0 = _a_operand(t0, S, DOT)
             a1 = _a_operand(t1, S, DOT)
             cur = 2 * (i % 2)
@@ -331,13 +378,15 @@ def layouts(cfg: WgConfig, NT: int) -> dict:
     """The kernel's layouts for cfg at B width NT: P (plane words [4 G, 16, 4, S]: S
     contiguous words per thread and row), XL (x [NT, 16 S], 4 S contiguous elements per thread),
     ACC (wgmma's accumulator [64 G, NT]), DOT (its A operand), SL (the x buffers), EB / XE / SLE
-    (the escape wgmma's A tile, x gather and x buffer)."""
+    (the escape wgmma's A tile, x gather and x buffer), PB (a bf16 weight's words [4 G, 16, 4,
+    2 S]: the 2 S contiguous words of the thread's H words' columns)."""
     nw = 4 * cfg.groups
     S = cfg.words
     acc = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[nw, 1],
                                     instr_shape=[16, NT, 16])
     return dict(
         P=gl.BlockedLayout([1, 1, 1, S], [1, 8, 4, 1], [nw, 1, 1, 1], [3, 2, 1, 0]),
+        PB=gl.BlockedLayout([1, 1, 1, 2 * S], [1, 8, 4, 1], [nw, 1, 1, 1], [3, 2, 1, 0]),
         XL=gl.BlockedLayout([1, 4 * S], [8, 4], [nw, 1], [1, 0]),
         ACC=acc, DOT=gl.DotOperandLayout(operand_index=0, parent=acc, k_width=2),
         SL=gl.NVMMASharedLayout(swizzle_byte_width=min(128, 32 * S), element_bitwidth=16, rank=2),
@@ -391,67 +440,103 @@ def default_config(M: int, N: int, K: int, n_sm: int) -> WgConfig:
     return base
 
 
-def _tune_key(x: torch.Tensor, planes: W12Planes) -> str:
+def _tune_key(x: torch.Tensor, w) -> str:
+    """Key in kernel's tune cache and file: "wg-" + the weight's kind (w12 / bf16), GPU model,
+    M, N, K."""
+    kind, N, K = ("w12", w.N, w.K) if isinstance(w, W12Planes) else ("bf16", *w.shape)
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    return f"{KEY_PREFIX}w12|{_k._gpu_name(index)}|m{x.shape[0]}|n{planes.N}|k{planes.K}"
+    return f"{KEY_PREFIX}{kind}|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
 
 
-def autotune(x: torch.Tensor, planes: W12Planes, cands=None) -> WgConfig:
-    """Time the candidates on (x, planes) as the other W12 tuners do (CUDA-graph replays over a
-    >= 512 MB ring of weight copies) and cache the fastest for (GPU, M, N, K)."""
+def autotune(x: torch.Tensor, w, cands=None) -> WgConfig:
+    """Time the candidates on (x, w) as the other W12 tuners do (CUDA-graph replays over a
+    >= 512 MB ring of weight copies) and cache the fastest for (kind, GPU, M, N, K). ``w``:
+    W12Planes (``w12_wgmma``) or a bf16 [N, K] weight (``bf16_wgmma``)."""
     M, K = x.shape
-    ring = _k.weight_ring(planes)
-    cands = cands or candidates(M, planes.N, K, _k._num_sms(x.device))
-    best = _k.fastest(cands, lambda c: lambda i: w12_wgmma(x, ring[i], c), len(ring),
-                      f"wgmma w12 M={M} N={planes.N} K={K}")
-    _k._remember(_tune_key(x, planes), best)
+    run = w12_wgmma if isinstance(w, W12Planes) else bf16_wgmma
+    N = w.N if isinstance(w, W12Planes) else w.shape[0]
+    ring = _k.weight_ring(w)
+    cands = cands or candidates(M, N, K, _k._num_sms(x.device))
+    best = _k.fastest(cands, lambda c: lambda i: run(x, ring[i], c), len(ring),
+                      f"wgmma {run.__name__} M={M} N={N} K={K}")
+    _k._remember(_tune_key(x, w), best)
     return best
 
 
-def tuned_config(x: torch.Tensor, planes: W12Planes) -> WgConfig:
+def tuned_config(x: torch.Tensor, w) -> WgConfig:
     """Cached (memory or $SPECPILOT_W12_TUNE_FILE), else tuned now when allowed, else
-    ``default_config``."""
+    ``default_config``. ``w`` as ``autotune``'s."""
+    N = w.N if isinstance(w, W12Planes) else w.shape[0]
     return _k.cached_or_tuned(
-        _tune_key(x, planes), lambda: autotune(x, planes),
-        lambda: default_config(x.shape[0], planes.N, x.shape[1], _k._num_sms(x.device)))
+        _tune_key(x, w), lambda: autotune(x, w),
+        lambda: default_config(x.shape[0], N, x.shape[1], _k._num_sms(x.device)))
 
 
-def w12_wgmma(x: torch.Tensor, planes: W12Planes, cfg: WgConfig | None = None) -> torch.Tensor:
-    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= MAX_M, on an
-    sm_90 GPU. ``cfg``: default ``tuned_config``."""
-    M, K = x.shape
-    if not (1 <= M <= MAX_M and K % 8 == 0) or K != planes.K or x.dtype != torch.bfloat16:
-        raise ValueError(f"w12_wgmma: needs bf16 x [M, K] with 1 <= M <= {MAX_M}, K % 8 == 0 "
-                         f"and K == the weight's ({planes.K}); got x {x.dtype} "
-                         f"{tuple(x.shape)}")
+def _check(name: str, x: torch.Tensor, K: int) -> None:
+    M = x.shape[0] if x.dim() == 2 else 0
+    if (x.dim() != 2 or not (1 <= M <= MAX_M and K % 8 == 0) or x.shape[1] != K
+            or x.dtype != torch.bfloat16):
+        raise ValueError(f"{name}: needs bf16 x [M, K] with 1 <= M <= {MAX_M}, K % 8 == 0 and "
+                         f"K == the weight's ({K}); got x {x.dtype} {tuple(x.shape)}")
     if not HAS_GLUON:
-        raise RuntimeError("w12_wgmma needs Triton with Gluon's Hopper module (triton >= 3.5)")
+        raise RuntimeError(f"{name} needs Triton with Gluon's Hopper module (triton >= 3.5)")
     if not supported(M, K, x.device):
-        raise RuntimeError(f"w12_wgmma runs on compute capability 9.x GPUs (wgmma); x is on "
+        raise RuntimeError(f"{name} runs on compute capability 9.x GPUs (wgmma); x is on "
                            f"{x.device}")
-    if planes.idx_rows != IDX_ROWS:
-        raise ValueError(f"w12_wgmma reads the {IDX_ROWS}-row escape index")
-    x = x.contiguous()
-    cfg = cfg or tuned_config(x, planes)
+
+
+def _launch(x: torch.Tensor, N: int, cfg: WgConfig, weight_args: tuple, HW: int, G: int,
+            bf16: bool, trigger: str, **consts) -> torch.Tensor:
+    """Run _w12_wgmma_kernel on x [M, K] for N outputs: y, the split-K plan and workspace, the
+    layouts and the PDL launch (pdl.GEMV_TRIGGER[trigger]); ``weight_args``: the six weight
+    pointers (planes, bases, escape index), ``consts``: the weight's constexprs."""
+    M, K = x.shape
     if smem_bytes(cfg, M) > SMEM_LIMIT:
-        raise ValueError(f"w12_wgmma: {cfg} at M = {M} needs {smem_bytes(cfg, M)} bytes of "
-                         f"shared memory (limit {SMEM_LIMIT})")
-    N = planes.N
+        raise ValueError(f"wgmma: {cfg} at M = {M} needs {smem_bytes(cfg, M)} bytes of shared "
+                         f"memory (limit {SMEM_LIMIT})")
     NT = nt_for(M)
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
-    rps, split = split_plan(cfg, K)
+    rps, split = split_plan(cfg, K, bf16)
     blocks = _cdiv(N, 64 * cfg.groups)
     if split > 1:
         ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
         locks = _k._locks(x.device, blocks)
     else:
         ws = locks = y
-    hb = planes.hb
     _w12_wgmma_kernel[(blocks, split)](
-        x, y, ws, locks, planes.L.view(torch.int32), planes.H.view(torch.int32),
-        hb.view(torch.int32) if planes.per_row else hb, planes.koff, planes.kent, planes.kval,
-        M, N, K, planes.Kp // 8, _cdiv(planes.Kp // 2, GROUP), x.stride(0), y.stride(0), rps,
-        NT=NT, S=cfg.words, NW=4 * cfg.groups, HB_PER_ROW=planes.per_row,
-        ESC=planes.kent.numel() > 0, USE_SPLIT=split > 1, **layouts(cfg, NT),
-        **_pdl.launch_args(x, _pdl.GEMV_TRIGGER["w12"]), num_warps=4 * cfg.groups)
+        x, y, ws, locks, *weight_args, M, N, K, HW, G, x.stride(0), y.stride(0), rps,
+        NT=NT, S=cfg.words, NW=4 * cfg.groups, USE_SPLIT=split > 1, BF16=bf16,
+        **layouts(cfg, NT), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]),
+        num_warps=4 * cfg.groups, **consts)
     return y
+
+
+def w12_wgmma(x: torch.Tensor, planes: W12Planes, cfg: WgConfig | None = None) -> torch.Tensor:
+    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= MAX_M, on an
+    sm_90 GPU. ``cfg``: default ``tuned_config``."""
+    _check("w12_wgmma", x, planes.K)
+    if planes.idx_rows != IDX_ROWS:
+        raise ValueError(f"w12_wgmma reads the {IDX_ROWS}-row escape index")
+    x = x.contiguous()
+    cfg = cfg or tuned_config(x, planes)
+    hb = planes.hb.view(torch.int32) if planes.per_row else planes.hb
+    weight_args = (planes.L.view(torch.int32), planes.H.view(torch.int32), hb, planes.koff,
+                   planes.kent, planes.kval)
+    return _launch(x, planes.N, cfg, weight_args, planes.Kp // 8, _cdiv(planes.Kp // 2, GROUP),
+                   False, "w12", HB_PER_ROW=planes.per_row, ESC=planes.kent.numel() > 0)
+
+
+def bf16_wgmma(x: torch.Tensor, w: torch.Tensor, cfg: WgConfig | None = None) -> torch.Tensor:
+    """``x @ w^T`` for bf16 x [M, K] and a bf16 weight [N, K], 1 <= M <= MAX_M, on an sm_90
+    GPU: the W12 kernel's loop on the bf16 words (no decode, no escapes), the bf16 side of its
+    measurements. On a weight without escapes and K a multiple of 32 it equals ``w12_wgmma``
+    bit for bit (the same A registers in the same order). ``cfg``: default ``tuned_config``."""
+    if w.dtype != torch.bfloat16 or w.dim() != 2:
+        raise ValueError(f"bf16_wgmma: needs a bf16 weight [N, K]; got {w.dtype} "
+                         f"{tuple(w.shape)}")
+    _check("bf16_wgmma", x, w.shape[1])
+    x, w = x.contiguous(), w.contiguous()
+    cfg = cfg or tuned_config(x, w)
+    wi = w.view(torch.int32)
+    return _launch(x, w.shape[0], cfg, (wi,) * 6, w.shape[1] // 8, 1, True, "bf16",
+                   HB_PER_ROW=False, ESC=False)

@@ -24,18 +24,21 @@ SIG = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32"
        "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr", "koff_ptr",
            "kent_ptr", "kval_ptr", "K", "HW", "sxm", "sym")
-CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL)
+CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16])
     (1, 4, 64, False, True, False, 0), (2, 4, 64, False, True, False, 0),
     (1, 8, 64, False, True, False, 0), (1, 2, 128, False, True, False, 0),
     (2, 4, 128, False, True, False, 0), (1, 4, 32, True, True, False, 0),
     (1, 4, 16, False, False, False, 0), (2, 8, 32, False, True, True, 2),
-    (1, 4, 64, True, True, True, 3), (2, 2, 8, False, True, False, 1)]
+    (1, 4, 64, True, True, True, 3), (2, 2, 8, False, True, False, 1),
+    # bf16_wgmma: the same loop on bf16 words
+    (1, 4, 64, False, False, False, 2, True), (2, 8, 32, False, False, True, 3, True),
+    (1, 2, 128, False, False, False, 0, True)]
 
 
 def _label(c) -> str:
-    g, s, nt, per_row, esc, split, pdl = c
-    return f"g{g}s{s} nt{nt}{' row' if per_row else ''}{' esc' if esc else ''}" \
-           f"{' split' if split else ''} pdl{pdl}"
+    g, s, nt, per_row, esc, split, pdl = c[:7]
+    return f"{'bf16 ' if c[7:] and c[7] else ''}g{g}s{s} nt{nt}{' row' if per_row else ''}" \
+           f"{' esc' if esc else ''}{' split' if split else ''} pdl{pdl}"
 
 
 def _compile_all() -> dict:
@@ -48,10 +51,13 @@ def _compile_all() -> dict:
 
     out = {}
     for case in CASES:
-        g, s, nt, per_row, esc, split, pdl = case
+        g, s, nt, per_row, esc, split, pdl = case[:7]
+        bf16 = bool(case[7:] and case[7])
         consts = dict(NT=nt, S=s, NW=4 * g, HB_PER_ROW=per_row, ESC=esc, USE_SPLIT=split,
-                      **W.layouts(W.WgConfig(g, s), nt), PDL=pdl)
+                      **W.layouts(W.WgConfig(g, s), nt), BF16=bf16, PDL=pdl)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
+        if bf16:   # as bf16_wgmma launches it: the weight's int32 view in every weight argument
+            sig.update(hb_ptr="*i32", kval_ptr="*i32")
         names = list(sig)
         sig.update({k: "constexpr" for k in consts})
         attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in ALIGNED}
@@ -70,10 +76,10 @@ def _compile_all() -> dict:
             "local_alloc": ttgir.count("ttg.local_alloc"), "spills": spills(ptx),
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
             "gdc": ptx.count("griddepcontrol."),
-            "wide_before_wait": len(re.findall(rf"ld\.global[^\n]*\.v{min(s, 4)}\.b32",
-                                               ptx[:max(0, wait)])),
+            "wide_before_wait": len(re.findall(
+                rf"ld\.global[^\n]*\.v{4 if bf16 else min(s, 4)}\.b32", ptx[:max(0, wait)])),
             "wait": wait, "first_st": ptx.find("st.global"), "first_stm": ptx.find("stmatrix"),
-            "g": g, "s": s, "nt": nt, "esc": esc, "split": split, "pdl": pdl}
+            "g": g, "s": s, "nt": nt, "esc": esc, "split": split, "pdl": pdl, "bf16": bf16}
     return out
 
 
@@ -84,13 +90,13 @@ def test_compiles_for_sm90_with_wgmma():
     res = run_in_subprocess(__file__)
     assert set(res) == {_label(c) for c in CASES}
     for name, r in res.items():
-        S, nt = r["s"], r["nt"]
+        S = r["s"]
         # per round one wgmma per k16 step of each half (S steps each), plus one escape wgmma
         # (16 entries) in the prologue's loop
         assert r["wgmma"] == 2 * S + (1 if r["esc"] else 0), (name, r)
         # the decode (DECODE_PTX: 6 prmt per H word, 2 rows x S words per thread) and no byte
-        # shuffling around it
-        assert r["prmt"] == 12 * S, (name, r)
+        # shuffling around it; bf16 words are the A registers as loaded
+        assert r["prmt"] == (0 if r["bf16"] else 12 * S), (name, r)
         assert r["shfl"] == 0 and r["spills"] in (0, None), (name, r)
         # x into shared memory: the prologue's round and the loop's next round, with stmatrix
         # (the logical K order is a register renaming, the stores stay vectorised)
@@ -100,8 +106,10 @@ def test_compiles_for_sm90_with_wgmma():
         # the x buffers, and the escape tile
         assert r["local_alloc"] == 1 + (1 if r["esc"] else 0), (name, r)
         # 16-byte plane loads: three planes x two rows x S / 4 per round, prologue and loop
-        # (S = 2: 8-byte loads)
-        if S >= 4:
+        # (S = 2: 8-byte loads); bf16: two halves x two rows x 2 S / 4
+        if r["bf16"]:
+            assert r["v4"] >= 2 * 2 * 2 * 2 * S // 4, (name, r)
+        elif S >= 4:
             assert r["v4"] >= 2 * 6 * S // 4, (name, r)
         else:
             assert r["v2"] >= 2 * 6, (name, r)
@@ -110,7 +118,8 @@ def test_compiles_for_sm90_with_wgmma():
         if r["pdl"]:
             # the first round's planes before the wait; x (stored from registers) and every
             # global write after it
-            assert r["wide_before_wait"] >= 6 * max(S // 4, 1), (name, r)
+            assert r["wide_before_wait"] >= (2 * S if r["bf16"] else 6 * max(S // 4, 1)), \
+                (name, r)
             assert 0 <= r["wait"] < r["first_stm"] and r["wait"] < r["first_st"], (name, r)
 
 
@@ -129,6 +138,14 @@ def test_config_labels_and_refusals():
     for bad in (acts(129, 256, 0), acts(4, 128, 0), acts(4, 256, 0).float()):
         with pytest.raises(ValueError, match="w12_wgmma: needs"):
             W.w12_wgmma(bad, p, W.WgConfig())
+    w = make_weight(64, 256, 3, n_edges=0)
+    for bad in (acts(129, 256, 0), acts(4, 128, 0)):
+        with pytest.raises(ValueError, match="bf16_wgmma: needs"):
+            W.bf16_wgmma(bad, w, W.WgConfig())
+    with pytest.raises(ValueError, match="bf16 weight"):
+        W.bf16_wgmma(acts(4, 256, 0), w.float(), W.WgConfig())
+    with pytest.raises(RuntimeError, match="compute capability 9|needs Triton"):
+        W.bf16_wgmma(acts(20, 256, 0), w, W.WgConfig())
 
 
 def _planes(N, K, seed=1, n_edges=30):
@@ -142,6 +159,8 @@ def test_split_plan_and_smem():
     assert W.split_plan(W.WgConfig(1, 4, 3), 17408) == (46, 3)     # 46, 46, 44
     assert W.split_plan(W.WgConfig(2, 8, 4), 5120) == (5, 4)       # 20 rounds of 128
     assert W.split_plan(W.WgConfig(1, 4, 8), 1000) == (1, 8)       # Kp 1024: 8 rounds
+    assert W.split_plan(W.WgConfig(1, 4), 1000, bf16=True) == (8, 1)   # K / 2 = 500: 8 rounds
+    assert W.split_plan(W.WgConfig(1, 4, 3), 24, bf16=True) == (1, 1)  # one partial round
     assert W.smem_bytes(W.WgConfig(1, 4), 64) == 2 * 2 * 64 * 64 * 2 + 64 * 16 * 2
     assert W.smem_bytes(W.WgConfig(1, 8), 128) == 2 * 2 * 128 * 128 * 2 + 128 * 16 * 2
 
@@ -180,7 +199,14 @@ def test_launcher_passes_the_kernel_its_arguments(monkeypatch):
     x = acts(40, 1000, 2)
     y = W.w12_wgmma(x, p, W.WgConfig(1, 4, 3))     # runs of 3, 3, 2
     W.w12_wgmma(acts(17, 1000, 3), p, W.WgConfig(2, 2))
-    (g1, a1, k1), (g2, a2, k2) = seen
+    w16 = make_weight(48, 600, 2, n_edges=0)     # K / 2 = 300: 5 rounds of 64 -> runs of 3, 2
+    W.bf16_wgmma(acts(33, 600, 3), w16, W.WgConfig(1, 4, 2))
+    (g1, a1, k1), (g2, a2, k2), (g3, a3, k3) = seen
+    n3 = dict(zip(SIG, a3))
+    assert g3 == (1, 2) and k3["BF16"] and not k3["ESC"] and k3["NT"] == 64
+    assert n3["l_ptr"].dtype == torch.int32 and n3["l_ptr"].shape == (48, 300)
+    assert n3["HW"] == 75 and n3["RPS"] == 3 and n3["ws_ptr"].shape == (2, 33, 48)
+    assert not k1["BF16"] and not k2["BF16"]
     assert len(a1) == len(SIG)
     n1, n2 = dict(zip(SIG, a1)), dict(zip(SIG, a2))
     assert g1 == (4, 3) and g2 == (2, 1)
@@ -198,9 +224,9 @@ def test_launcher_passes_the_kernel_its_arguments(monkeypatch):
     pr = Kn.prepare(encode(make_weight(64, 256, 5, per_row=True), per_row=True), "cpu")
     assert pr.per_row
     W.w12_wgmma(acts(20, 256, 4), pr, W.WgConfig())
-    _, a3, k3 = seen[-1]
-    assert k3["HB_PER_ROW"] and dict(zip(SIG, a3))["hb_ptr"].dtype == torch.int32
-    assert dict(zip(SIG, a3))["hb_ptr"].shape == (64, 4)
+    _, a4, k4 = seen[-1]
+    assert k4["HB_PER_ROW"] and dict(zip(SIG, a4))["hb_ptr"].dtype == torch.int32
+    assert dict(zip(SIG, a4))["hb_ptr"].shape == (64, 4)
 
 
 def test_w12_matmul_routes_here_only_when_enabled(monkeypatch):
@@ -269,6 +295,47 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                 continue
             a = acts(M, K, M)
             check_close(W.w12_wgmma(a.cuda(), p, cfg), a, x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,K", [(256, 512), (300, 1000), (1040, 5120), (96, 160), (130, 24)])
+def test_bf16_matches_torch_on_gpu(N, K):
+    """bf16_wgmma (split-K, partial last rounds, every NT) against float64 torch."""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma: compute capability 9.x")
+    w = make_weight(N, K, N * 3 + K, n_edges=0)
+    wc = w.cuda()
+    for cfg in GPU_CONFIGS:
+        for M in (1, 9, 17, 33, 64, 128):
+            if cfg.words * W.nt_for(M) > W.MAX_WORDS_NT:
+                continue
+            a = acts(M, K, M + 7)
+            check_close(W.bf16_wgmma(a.cuda(), wc, cfg), a, w)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,K", [(300, 1024), (1040, 5120)])
+def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
+    """On a weight without escapes and K a multiple of format.PAD_K, w12_wgmma on its planes
+    and bf16_wgmma on its bf16 words run the same wgmmas on the same A registers: equal bits at
+    every config (split-K included)."""
+    from specpilot.w12 import kernel as Kn
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma: compute capability 9.x")
+    g = torch.Generator().manual_seed(N + K)
+    sign = torch.randint(0, 2, (N, K), generator=g).float() * 2 - 1
+    x = (sign * (1 + torch.rand(N, K, generator=g))
+         * torch.pow(2.0, torch.randint(-9, -2, (N, K), generator=g).float())).bfloat16()
+    w = encode(x)
+    assert w.n_escapes == 0   # 2^-9 .. 2^-2: inside the 14 exponents of the window
+    p, xc = Kn.prepare(w, "cuda"), x.cuda()
+    for cfg in GPU_CONFIGS:
+        for M in (17, 64, 128):
+            if cfg.words * W.nt_for(M) > W.MAX_WORDS_NT:
+                continue
+            a = acts(M, K, M + 3).cuda()
+            assert same_bits(W.w12_wgmma(a, p, cfg), W.bf16_wgmma(a, xc, cfg)), (cfg.short, M)
 
 
 @pytest.mark.gpu
