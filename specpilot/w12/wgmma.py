@@ -69,18 +69,27 @@ class WgConfig:
     """groups: warpgroups per program (64 weight rows each; they share the x buffers); words:
     S, the bytes of each plane a thread loads per row and round are 4 S (S = 4: one 16-byte load
     per plane and row); split: programs splitting K into runs of whole rounds (split-K through
-    an fp32 workspace, as ``mma.MmaConfig.split``)."""
+    an fp32 workspace, as ``mma.MmaConfig.split``); overlap: 1 = a round's wgmmas are waited on
+    only after the next round's are issued (three x buffers instead of two), so the tensor
+    cores run while the next round is decoded."""
     groups: int = 1
     words: int = 4
     split: int = 1
+    overlap: int = 0
 
     def __post_init__(self):
-        if self.groups not in (1, 2) or self.words not in (2, 4, 8) or self.split < 1:
+        if (self.groups not in (1, 2) or self.words not in (2, 4, 8) or self.split < 1
+                or self.overlap not in (0, 1)):
             raise ValueError(f"WgConfig: bad values {self}")
 
     @property
+    def buffers(self) -> int:
+        return 3 if self.overlap else 2
+
+    @property
     def short(self) -> str:
-        return f"g{self.groups}s{self.words}" + (f"x{self.split}" if self.split > 1 else "")
+        return (f"g{self.groups}s{self.words}" + ("o" if self.overlap else "")
+                + (f"x{self.split}" if self.split > 1 else ""))
 
 
 def nt_for(M: int) -> int:
@@ -107,10 +116,10 @@ def split_plan(cfg: WgConfig, K: int, bf16: bool = False) -> tuple:
 
 
 def smem_bytes(cfg: WgConfig, M: int) -> int:
-    """Shared memory of the x buffers: 2 buffers x 2 halves x [NT, 16 S] bf16, plus the escape
-    tile [NT, 16]."""
+    """Shared memory of the x buffers: 2 (3 with overlap) buffers x 2 halves x [NT, 16 S] bf16,
+    plus the escape tile [NT, 16]."""
     nt = nt_for(M)
-    return 2 * 2 * nt * round_cols(cfg) * 2 + nt * ESC_CHUNK * 2
+    return cfg.buffers * 2 * nt * round_cols(cfg) * 2 + nt * ESC_CHUNK * 2
 
 
 def supported(M: int, K: int, device=None) -> bool:
@@ -268,7 +277,8 @@ if HAS_GLUON:
                           P: gl.constexpr, XL: gl.constexpr, ACC: gl.constexpr,
                           DOT: gl.constexpr, SL: gl.constexpr, EB: gl.constexpr,
                           XE: gl.constexpr, SLE: gl.constexpr, BF16: gl.constexpr = 0,
-                          PB: gl.constexpr = None, PDL: gl.constexpr = 0):
+                          PB: gl.constexpr = None, OVERLAP: gl.constexpr = 0,
+                          PDL: gl.constexpr = 0):
         # x_ptr: bf16 [M, K] (row stride sxm); l_ptr / h_ptr: int32 views of the planes (rows of
         # 2 HW / HW words, HW = Kp / 8); hb_ptr: uint8 [1], or an int32 view of the per-row
         # [N, 16] bytes (HB_PER_ROW); y_ptr bf16
@@ -324,17 +334,19 @@ if HAS_GLUON:
         _gdc_launch_dependents(PDL == 3)
         xa, xb = _load_x(xrow, tok_ok, base + xj, KH, K, lim)
 
-        xs = gl.allocate_shared_memory(gl.bfloat16, [4, NT, RC], SL)   # [buffer x 2 + half]
+        if OVERLAP:   # a round's wgmmas run on while the next is decoded: a third buffer
+            NB: gl.constexpr = 3
+        else:
+            NB: gl.constexpr = 2
+        xs = gl.allocate_shared_memory(gl.bfloat16, [2 * NB, NT, RC], SL)   # [buffer x 2 + half]
         acc = gl.zeros([16 * NW, NT], gl.float32, ACC)
-        if ESC:
-            if pid_k == 0:
-                xe_s = gl.allocate_shared_memory(gl.bfloat16, [NT, _ESC_CHUNK], SLE)
-                acc = _esc_wgmma(acc, xe_s, x_ptr, sxm, kent_ptr, kval_ptr, koff_ptr, n0, M, N,
-                                 G, NW, NT, EB, XE, DOT)
         xs.index(0).store(_logical(xa, S))
         xs.index(1).store(_logical(xb, S))
         fence_async_shared()
         _barrier()
+        # the A operands of the round in flight (OVERLAP): kept alive until its wait
+        pa0 = gl.zeros([16 * NW, RC], gl.bfloat16, DOT)
+        pa1 = gl.zeros([16 * NW, RC], gl.bfloat16, DOT)
         for i in range(n_iter):
             nb = base + (i + 1) * RC
             h2, la2, lb2 = _load_round(lrow, hrow, row_ok, nb // 4 + q0, wrow, row_okb,
@@ -343,16 +355,33 @@ if HAS_GLUON:
             t0, t1 = _weights(h, la, lb, hbw, BF16)
             a0 = _a_operand(t0, S, DOT)
             a1 = _a_operand(t1, S, DOT)
-            cur = 2 * (i % 2)
+            cur = 2 * (i % NB)
+            nxt = 2 * ((i + 1) % NB)
             acc = warpgroup_mma(a0, xs.index(cur).permute((1, 0)), acc, is_async=True)
             acc = warpgroup_mma(a1, xs.index(cur + 1).permute((1, 0)), acc, is_async=True)
-            # the other buffer: its wgmmas (round i - 1) were waited on before the last barrier
-            xs.index(2 - cur).store(_logical(xa, S))
-            xs.index(3 - cur).store(_logical(xb, S))
+            if OVERLAP:   # the previous round's two wgmma groups done, this round's in flight
+                acc, pa0, pa1 = warpgroup_mma_wait(2, deps=[acc, pa0, pa1])
+            # buffer nxt was last read by round i + 1 - NB, whose wgmmas every warpgroup waited
+            # on before the last barrier
+            xs.index(nxt).store(_logical(xa, S))
+            xs.index(nxt + 1).store(_logical(xb, S))
             fence_async_shared()
-            acc, a0, a1 = warpgroup_mma_wait(0, deps=[acc, a0, a1])
+            if OVERLAP:
+                pa0 = a0
+                pa1 = a1
+            else:
+                acc, a0, a1 = warpgroup_mma_wait(0, deps=[acc, a0, a1])
             _barrier()
             h, la, lb = h2, la2, lb2
+        if OVERLAP:
+            acc, pa0, pa1 = warpgroup_mma_wait(0, deps=[acc, pa0, pa1])
+        # the escapes' exact products after the main loop (before it, the accumulator defined
+        # in a branch made ptxas serialise the loop's wgmmas with OVERLAP: C7515)
+        if ESC:
+            if pid_k == 0:
+                xe_s = gl.allocate_shared_memory(gl.bfloat16, [NT, _ESC_CHUNK], SLE)
+                acc = _esc_wgmma(acc, xe_s, x_ptr, sxm, kent_ptr, kval_ptr, koff_ptr, n0, M, N,
+                                 G, NW, NT, EB, XE, DOT)
         _gdc_launch_dependents(PDL == 2)
 
         orow = n0 + _i2(16 * NW, 0, ACC)
@@ -401,27 +430,28 @@ MAX_WORDS_NT = 512         # words x NT above this spill (sm_90 compile: s8 at N
 
 
 def candidates(M: int, N: int, K: int, n_sm: int) -> tuple:
-    """The tuning space at M rows: groups 1 / 2 x words 4 / 8 / 2 within SMEM_LIMIT and
-    MAX_WORDS_NT, and for
-    each the splits of SPLITS that keep the programs <= 2 n_sm, give a plan of their own and
-    >= 2 rounds per program."""
+    """The tuning space at M rows: groups 1 / 2 x words 4 / 8 x overlap 0 / 1, and words 2
+    without overlap, within SMEM_LIMIT and MAX_WORDS_NT; for the words-4 bases also the splits
+    of SPLITS that keep the programs <= 2 n_sm, give a plan of their own and >= 2 rounds per
+    program."""
     out = []
-    for groups in (1, 2):
-        for words in (4, 8, 2):
-            base = WgConfig(groups, words)
-            if smem_bytes(base, M) > SMEM_LIMIT or words * nt_for(M) > MAX_WORDS_NT:
-                continue
-            out.append(base)
-            blocks = _cdiv(N, 64 * groups)
-            seen = {split_plan(base, K)}
-            for split in SPLITS:
-                cfg = replace(base, split=split)
-                plan = split_plan(cfg, K)
-                if blocks * plan[1] > 2 * n_sm:
-                    break
-                if plan not in seen and plan[0] >= 2:
-                    seen.add(plan)
-                    out.append(cfg)
+    bases = [WgConfig(g, s, 1, o) for g in (1, 2) for s in (4, 8) for o in (0, 1)]
+    for base in bases + [WgConfig(1, 2), WgConfig(2, 2)]:
+        if smem_bytes(base, M) > SMEM_LIMIT or base.words * nt_for(M) > MAX_WORDS_NT:
+            continue
+        out.append(base)
+        if base.words != 4:
+            continue
+        blocks = _cdiv(N, 64 * base.groups)
+        seen = {split_plan(base, K)}
+        for split in SPLITS:
+            cfg = replace(base, split=split)
+            plan = split_plan(cfg, K)
+            if blocks * plan[1] > 2 * n_sm:
+                break
+            if plan not in seen and plan[0] >= 2:
+                seen.add(plan)
+                out.append(cfg)
     return tuple(out)
 
 
@@ -506,6 +536,7 @@ def _launch(x: torch.Tensor, N: int, cfg: WgConfig, weight_args: tuple, HW: int,
     _w12_wgmma_kernel[(blocks, split)](
         x, y, ws, locks, *weight_args, M, N, K, HW, G, x.stride(0), y.stride(0), rps,
         NT=NT, S=cfg.words, NW=4 * cfg.groups, USE_SPLIT=split > 1, BF16=bf16,
+        OVERLAP=cfg.overlap,
         **layouts(cfg, NT), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]),
         num_warps=4 * cfg.groups, **consts)
     return y

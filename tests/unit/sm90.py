@@ -15,8 +15,9 @@ import tempfile
 import pytest
 
 
-def spills(ptx: str) -> int | None:
-    """Spill-store bytes that a bundled ptxas reports for this PTX, or None without one."""
+def ptxas_report(ptx: str) -> str | None:
+    """What a bundled ptxas -v prints (stderr) when it assembles this PTX for sm_90a, or None
+    without one that takes its PTX version."""
     import triton
 
     found = sorted(glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends",
@@ -29,11 +30,19 @@ def spills(ptx: str) -> int | None:
             r = subprocess.run([ptxas, "-v", "--gpu-name", "sm_90a", src, "-o",
                                 os.path.join(d, "k.o")], capture_output=True, text=True)
             if r.returncode == 0:
-                line = next(x for x in r.stderr.splitlines() if "spill stores" in x)
-                return int(line.split("bytes spill stores")[0].split(",")[-1])
+                return r.stderr
             if "Unsupported .version" not in r.stderr:
                 raise RuntimeError(r.stderr[-2000:])
     return None
+
+
+def spills(ptx: str) -> int | None:
+    """Spill-store bytes that a bundled ptxas reports for this PTX, or None without one."""
+    report = ptxas_report(ptx)
+    if report is None:
+        return None
+    line = next(x for x in report.splitlines() if "spill stores" in x)
+    return int(line.split("bytes spill stores")[0].split(",")[-1])
 
 
 def run_in_subprocess(module_file: str):

@@ -24,7 +24,7 @@ SIG = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32"
        "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr", "koff_ptr",
            "kent_ptr", "kval_ptr", "K", "HW", "sxm", "sym")
-CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16])
+CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16[, overlap]])
     (1, 4, 64, False, True, False, 0), (2, 4, 64, False, True, False, 0),
     (1, 8, 64, False, True, False, 0), (1, 2, 128, False, True, False, 0),
     (2, 4, 128, False, True, False, 0), (1, 4, 32, True, True, False, 0),
@@ -32,13 +32,22 @@ CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16])
     (1, 4, 64, True, True, True, 3), (2, 2, 8, False, True, False, 1),
     # bf16_wgmma: the same loop on bf16 words
     (1, 4, 64, False, False, False, 2, True), (2, 8, 32, False, False, True, 3, True),
-    (1, 2, 128, False, False, False, 0, True)]
+    (1, 2, 128, False, False, False, 0, True),
+    # overlap: the previous round's wgmmas waited on after this round's are issued
+    (1, 4, 64, False, True, False, 0, False, 1), (2, 8, 64, True, True, True, 2, False, 1),
+    (2, 4, 128, False, True, False, 3, False, 1), (1, 4, 32, False, False, True, 2, True, 1)]
+
+
+def _flags(c) -> tuple:
+    """(bf16, overlap) of a case."""
+    return bool(c[7:] and c[7]), int(c[8] if c[8:] else 0)
 
 
 def _label(c) -> str:
     g, s, nt, per_row, esc, split, pdl = c[:7]
-    return f"{'bf16 ' if c[7:] and c[7] else ''}g{g}s{s} nt{nt}{' row' if per_row else ''}" \
-           f"{' esc' if esc else ''}{' split' if split else ''} pdl{pdl}"
+    bf16, ov = _flags(c)
+    return f"{'bf16 ' if bf16 else ''}g{g}s{s}{'o' if ov else ''} nt{nt}" \
+           f"{' row' if per_row else ''}{' esc' if esc else ''}{' split' if split else ''} pdl{pdl}"
 
 
 def _compile_all() -> dict:
@@ -47,14 +56,14 @@ def _compile_all() -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from tests.unit.sm90 import spills
+    from tests.unit.sm90 import ptxas_report
 
     out = {}
     for case in CASES:
         g, s, nt, per_row, esc, split, pdl = case[:7]
-        bf16 = bool(case[7:] and case[7])
+        bf16, ov = _flags(case)
         consts = dict(NT=nt, S=s, NW=4 * g, HB_PER_ROW=per_row, ESC=esc, USE_SPLIT=split,
-                      **W.layouts(W.WgConfig(g, s), nt), BF16=bf16, PDL=pdl)
+                      **W.layouts(W.WgConfig(g, s), nt), BF16=bf16, OVERLAP=ov, PDL=pdl)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         if bf16:   # as bf16_wgmma launches it: the weight's int32 view in every weight argument
             sig.update(hb_ptr="*i32", kval_ptr="*i32")
@@ -65,6 +74,10 @@ def _compile_all() -> dict:
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 * g})
         ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
         wait = ptx.find("griddepcontrol.wait")
+        report = ptxas_report(ptx)
+        spills = None if report is None else int(next(
+            x for x in report.splitlines() if "spill stores" in x).split(
+                "bytes spill stores")[0].split(",")[-1])
         out[_label(case)] = {
             "wgmma": len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{nt}k16\.f32\.bf16",
                                     ptx)),
@@ -73,13 +86,18 @@ def _compile_all() -> dict:
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "v2": len(re.findall(r"ld\.global[^\n]*\.v2\.b32", ptx)),
             "fence": ptx.count("fence.proxy.async"),
-            "local_alloc": ttgir.count("ttg.local_alloc"), "spills": spills(ptx),
+            "local_alloc": ttgir.count("ttg.local_alloc"), "spills": spills,
+            # ptxas C7515: wgmmas serialised (a non-wgmma instruction defines an accumulator
+            # register inside the pipeline)
+            "serialised": None if report is None else "C7515" in report,
+            "wait_group": re.findall(r"wgmma\.wait_group\.sync\.aligned (\d+)", ptx),
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
             "gdc": ptx.count("griddepcontrol."),
             "wide_before_wait": len(re.findall(
                 rf"ld\.global[^\n]*\.v{4 if bf16 else min(s, 4)}\.b32", ptx[:max(0, wait)])),
             "wait": wait, "first_st": ptx.find("st.global"), "first_stm": ptx.find("stmatrix"),
-            "g": g, "s": s, "nt": nt, "esc": esc, "split": split, "pdl": pdl, "bf16": bf16}
+            "g": g, "s": s, "nt": nt, "esc": esc, "split": split, "pdl": pdl, "bf16": bf16,
+            "overlap": ov}
     return out
 
 
@@ -98,6 +116,11 @@ def test_compiles_for_sm90_with_wgmma():
         # shuffling around it; bf16 words are the A registers as loaded
         assert r["prmt"] == (0 if r["bf16"] else 12 * S), (name, r)
         assert r["shfl"] == 0 and r["spills"] in (0, None), (name, r)
+        assert r["serialised"] in (False, None), (name, r)
+        # the waits: per round all of it (0), or with overlap the previous round's two groups
+        # (2) and all of it after the loop; the escapes' synchronous wgmma (0)
+        waits = ["2", "0"] if r["overlap"] else ["0"]
+        assert r["wait_group"] == waits + (["0"] if r["esc"] else []), (name, r)
         # x into shared memory: the prologue's round and the loop's next round, with stmatrix
         # (the logical K order is a register renaming, the stores stay vectorised)
         assert r["stmatrix"] >= 4 and r["st_shared"] <= (1 if r["split"] else 0), (name, r)
@@ -126,7 +149,9 @@ def test_compiles_for_sm90_with_wgmma():
 def test_config_labels_and_refusals():
     assert W.WgConfig().short == "g1s4"
     assert W.WgConfig(2, 8, 3).short == "g2s8x3"
-    for bad in (dict(groups=3), dict(words=6), dict(split=0)):
+    assert W.WgConfig(2, 4, 2, 1).short == "g2s4ox2"
+    assert (W.WgConfig().buffers, W.WgConfig(overlap=1).buffers) == (2, 3)
+    for bad in (dict(groups=3), dict(words=6), dict(split=0), dict(overlap=2)):
         with pytest.raises(ValueError, match="bad values"):
             W.WgConfig(**bad)
     assert [W.nt_for(m) for m in (1, 8, 9, 17, 32, 33, 100, 128)] == [8, 8, 16, 32, 32, 64, 128,
@@ -163,14 +188,19 @@ def test_split_plan_and_smem():
     assert W.split_plan(W.WgConfig(1, 4, 3), 24, bf16=True) == (1, 1)  # one partial round
     assert W.smem_bytes(W.WgConfig(1, 4), 64) == 2 * 2 * 64 * 64 * 2 + 64 * 16 * 2
     assert W.smem_bytes(W.WgConfig(1, 8), 128) == 2 * 2 * 128 * 128 * 2 + 128 * 16 * 2
+    assert W.smem_bytes(W.WgConfig(1, 4, 1, 1), 64) == 3 * 2 * 64 * 64 * 2 + 64 * 16 * 2
 
 
 def test_candidates():
-    # Qwen3.8's down at 64 rows: 80 / 40 row blocks of 64 / 128 rows: splits while <= 2 / SM
+    # Qwen3.8's down at 64 rows: 80 / 40 row blocks of 64 / 128 rows: the words-4 bases split
+    # while the programs stay <= 2 per SM
     c = W.candidates(64, 5120, 17408, 132)
-    assert [x.short for x in c if x.groups == 1 and x.words == 4] == ["g1s4", "g1s4x2",
-                                                                      "g1s4x3"]
-    assert [x.split for x in c if x.groups == 2 and x.words == 8] == [1, 2, 3, 4, 6]
+    assert [x.short for x in c if x.groups == 1 and x.words == 4] == [
+        "g1s4", "g1s4x2", "g1s4x3", "g1s4o", "g1s4ox2", "g1s4ox3"]
+    assert [x.split for x in c if x.groups == 2 and x.words == 4 and not x.overlap] == [
+        1, 2, 3, 4, 6]
+    assert all(x.split == 1 for x in c if x.words != 4)
+    assert {(x.words, x.overlap) for x in c} == {(4, 0), (4, 1), (8, 0), (8, 1), (2, 0)}
     # a gate_up: many row blocks, no split
     assert all(x.split == 1 for x in W.candidates(64, 34816, 5120, 132))
     # 128 rows: words 8 would spill (MAX_WORDS_NT), so only 2 and 4
@@ -270,7 +300,8 @@ def test_tune_file_holds_wgmma_configs(tmp_path, monkeypatch):
 
 GPU_CONFIGS = (W.WgConfig(1, 4), W.WgConfig(2, 4), W.WgConfig(1, 8), W.WgConfig(1, 2),
                W.WgConfig(2, 2), W.WgConfig(2, 8), W.WgConfig(1, 4, 3), W.WgConfig(2, 8, 2),
-               W.WgConfig(1, 2, 4))
+               W.WgConfig(1, 2, 4), W.WgConfig(1, 4, 1, 1), W.WgConfig(2, 8, 1, 1),
+               W.WgConfig(2, 4, 3, 1))
 
 
 @pytest.mark.gpu
@@ -351,7 +382,7 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     D = 2048
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
               for i in range(4)]
-    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3), W.WgConfig(2, 2))
+    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3, 1), W.WgConfig(2, 2))
     x0 = acts(40, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
 
