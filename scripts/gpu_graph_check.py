@@ -64,15 +64,17 @@ CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_conf
 # Muse's post-norms in the next pre-norm, the Gated DeltaNet conv inside the recurrence kernel
 # (DECODE), the drafter's fused GEMMs (q | kv per layer, gate_up, one context-K/V GEMM), the
 # attention's q / k head norms inside the RoPE launch, our bf16 GEMV for one-row linear layers
-# instead of cuBLAS; and bf16_mma for the lm_head's 2-16 rows (the drafter's head and the
-# verify's; on unless $SPECPILOT_BF16_MMA_HEAD is "0").
+# instead of cuBLAS; bf16_mma for the lm_head's 2-16 rows (the drafter's head and the
+# verify's; on unless $SPECPILOT_BF16_MMA_HEAD is "0"); bf16_wgmma for the other layers' 2-128
+# rows on sm_90 (off unless $SPECPILOT_BF16_WGMMA is "1").
 FUSIONS = {"out_gate": ("specpilot.engine.triton_backend", "FUSE_OUT_GATE"),
            "pre_norm": ("specpilot.layers.norm", "FUSE_PRE_NORM"),
            "conv_decode": ("specpilot.engine.state_pool", "FUSE_CONV_DECODE"),
            "drafter": ("specpilot.spec.draft_loader", "FUSE"),
            "qk_norm_rope": ("specpilot.layers.rotary", "FUSE_QK_NORM"),
            "bf16_gemv": ("specpilot.layers.linear", "FUSE_GEMV"),
-           "bf16_mma_head": ("specpilot.layers.linear", "FUSE_MMA_HEAD")}
+           "bf16_mma_head": ("specpilot.layers.linear", "FUSE_MMA_HEAD"),
+           "bf16_wgmma": ("specpilot.layers.linear", "FUSE_WGMMA")}
 
 
 def exactness(draft_graph: bool = False) -> bool:

@@ -20,6 +20,13 @@ verify's): ``FUSE_MMA_HEAD`` sends the lm_head's 2-16-row calls captured into a 
 three rounds) and the overlapped step 0.13 / 0.02 ms: small, about the rounds' spread, but
 faster on both.
 
+``FUSE_WGMMA`` (off unless ``$SPECPILOT_BF16_WGMMA`` is "1"): the other 2..``wgmma.MAX_M``-row
+calls captured into a graph (a verify's GEMMs, several requests' decode rows; the lm_head's
+2-16 rows stay on ``bf16_mma`` with ``FUSE_MMA_HEAD``) run ``w12.wgmma.bf16_wgmma`` on sm_90 (the
+W12 warpgroup-MMA loop on bf16 words: the weights go straight to wgmma's A registers, x
+through shared memory). Built in session 38 without a GPU: off until a ``stock`` step measures
+faster with it (``gpu_graph_check.py --ab bf16_wgmma``).
+
 ``use_gemv(model)`` turns every plain bf16 ``nn.Linear`` of a model into a ``GemvLinear`` (same
 parameters, nothing copied); the model runner does it for bf16 models on CUDA GPUs of compute
 capability >= 9 (the GPUs it was measured on) unless ``$SPECPILOT_BF16_GEMV`` is "0".
@@ -45,6 +52,10 @@ _HEAD_ENV = os.environ.get("SPECPILOT_BF16_MMA_HEAD")
 if _HEAD_ENV not in (None, "0", "1"):
     raise ValueError(f"$SPECPILOT_BF16_MMA_HEAD must be 0 or 1, got {_HEAD_ENV!r}")
 FUSE_MMA_HEAD = _HEAD_ENV != "0"   # lm_head's 2..16 rows in graphs: bf16_mma
+_WG_ENV = os.environ.get("SPECPILOT_BF16_WGMMA")
+if _WG_ENV not in (None, "0", "1"):
+    raise ValueError(f"$SPECPILOT_BF16_WGMMA must be 0 or 1, got {_WG_ENV!r}")
+FUSE_WGMMA = _WG_ENV == "1"   # other 2..wgmma.MAX_M rows in graphs on sm_90: bf16_wgmma
 _TWIN = False      # True inside graph_twin()
 
 
@@ -74,7 +85,8 @@ def graph_twin():
 
 class GemvLinear(nn.Linear):
     """``nn.Linear`` whose bf16 forward at one activation row on CUDA is ``bf16_gemv`` inside
-    CUDA graphs (and, for the lm_head with ``FUSE_MMA_HEAD``, at 2-16 rows ``bf16_mma``). Eager
+    CUDA graphs (and, for the lm_head with ``FUSE_MMA_HEAD``, at 2-16 rows ``bf16_mma``; with
+    ``FUSE_WGMMA``, at the other 2..``wgmma.MAX_M`` rows on sm_90 ``bf16_wgmma``). Eager
     calls keep ``F.linear``: a Triton launch from Python costs far more host time than cuBLAS's
     (eager ``ar`` decode measured 1.7-2.2x slower with the GEMV in every eager call, session
     25), and in a graph that cost is paid once at capture. The first eager call at a row count
@@ -96,6 +108,12 @@ class GemvLinear(nn.Linear):
 
             if mma.bf16_mma_supported(rows, self.in_features):   # up to mma.MAX_M rows
                 return self._ours(x, rows, mma.bf16_mma, mma.tuned_config, f"_mma_tuned{rows}")
+        if ours and FUSE_WGMMA and rows >= 2:
+            from specpilot.w12 import wgmma
+
+            if wgmma.supported(rows, self.in_features, x.device):   # sm_90, <= wgmma.MAX_M
+                return self._ours(x, rows, wgmma.bf16_wgmma, wgmma.tuned_config,
+                                  f"_wg_tuned{rows}")
         return F.linear(x, self.weight, self.bias)
 
     def _ours(self, x, rows: int, run, config, tuned: str) -> torch.Tensor:

@@ -3,6 +3,8 @@
 On CPU the GEMV runs in the Triton interpreter (tests/conftest.py sets TRITON_INTERPRET=1), so
 the dispatch is checked with ``_gemv_device`` standing in for a CUDA input; the @gpu test runs
 it on CUDA, eagerly and inside a captured graph."""
+import os
+
 import pytest
 import torch
 from torch import nn
@@ -131,6 +133,55 @@ def test_mma_head_dispatch(monkeypatch):
     assert same_bits(head(x4), ref(head, x4)) and calls == [(4, 64)]
 
 
+def test_wgmma_dispatch(monkeypatch):
+    """FUSE_WGMMA: 2..wgmma.MAX_M rows of a non-head layer run wgmma.bf16_wgmma in graphs
+    (tuned at the first eager call per row count) where wgmma.supported; the head's 2-16 rows
+    stay on bf16_mma, one row on the GEMV, more rows, an unsupported device and the flag off on
+    F.linear. Off by default."""
+    from specpilot.w12 import mma, wgmma
+
+    assert L.FUSE_WGMMA is (os.environ.get("SPECPILOT_BF16_WGMMA") == "1")
+    head = nn.Linear(64, 96, bias=False, dtype=torch.bfloat16)
+    other = nn.Linear(64, 96, bias=True, dtype=torch.bfloat16)
+    m = nn.Module()
+    m.lm_head, m.other = head, other
+    L.use_gemv(m)
+    monkeypatch.setattr(L, "_gemv_device", lambda x: True)
+    monkeypatch.setattr(mma, "HAS_GLUON", True)
+    ok = {"dev": True}
+    monkeypatch.setattr(wgmma, "supported", lambda M, K, device=None: ok["dev"] and 1 <= M
+                        <= wgmma.MAX_M)
+    calls, tunes, heads = [], [], []
+    fake = lambda x, w: nn.functional.linear(x, w) * 2   # noqa: E731 - tells the paths apart
+    monkeypatch.setattr(wgmma, "bf16_wgmma", lambda x, w: calls.append(x.shape) or fake(x, w))
+    monkeypatch.setattr(wgmma, "tuned_config", lambda x, w: tunes.append(x.shape))
+    monkeypatch.setattr(mma, "bf16_mma", lambda x, w: heads.append(x.shape) or fake(x, w))
+    monkeypatch.setattr(mma, "tuned_config", lambda x, w: None)
+    monkeypatch.setattr(G, "bf16_gemv", lambda x, w: fake(x, w))
+    monkeypatch.setattr(G, "bf16_gemv_config", lambda x, w: None)
+    monkeypatch.setattr(L, "FUSE_WGMMA", True)
+    monkeypatch.setattr(L, "FUSE_MMA_HEAD", True)
+    x8, x40, x129 = acts(8, 64, 8), acts(40, 64, 40), acts(129, 64, 129)
+    ref = lambda lin, x: nn.functional.linear(x, lin.weight, lin.bias)   # noqa: E731
+    for _ in range(2):   # eager: F.linear, tuned once per row count
+        assert same_bits(other(x8), ref(other, x8)) and same_bits(other(x40), ref(other, x40))
+    assert tunes == [(8, 64), (40, 64)] and calls == []
+    monkeypatch.setattr(L, "_in_graph", lambda: True)
+    y = other(x40.view(4, 10, 64))
+    assert y.shape == (4, 10, 96) and calls == [(40, 64)]
+    assert same_bits(y.view(40, 96), fake(x40, other.weight) + other.bias)
+    head(x8)
+    assert heads == [(8, 64)] and calls == [(40, 64)]            # the head's 8 rows: bf16_mma
+    head(x40)
+    assert calls == [(40, 64), (40, 64)]                         # its 40: bf16_wgmma
+    assert same_bits(other(x129), ref(other, x129)) and len(calls) == 2   # past MAX_M
+    ok["dev"] = False
+    assert same_bits(other(x8), ref(other, x8)) and len(calls) == 2       # not sm_90
+    ok["dev"] = True
+    monkeypatch.setattr(L, "FUSE_WGMMA", False)
+    assert same_bits(other(x8), ref(other, x8)) and len(calls) == 2
+
+
 def test_gemv_wanted(monkeypatch):
     assert not L.gemv_wanted(torch.device("cpu"), torch.bfloat16)
     if CUDA:
@@ -152,6 +203,26 @@ def test_gpu_gemv_linear_eager_and_graph():
     # captured: the GEMV with the config tuned above
     assert same_bits(replayed(lambda: lin(x)), G.bf16_gemv(x, lin.weight) + lin.bias)
     check_close(G.bf16_gemv(x, lin.weight), x.cpu(), lin.weight.detach().cpu())
+
+
+@pytest.mark.gpu
+def test_gpu_wgmma_graph(monkeypatch):
+    """FUSE_WGMMA: a layer's 16 and 40 rows in a captured graph equal bf16_wgmma's bits at the
+    config tuned by the eager call, and torch within tolerance."""
+    from specpilot.w12 import wgmma
+
+    if not wgmma.supported(40, 2048, "cuda"):
+        pytest.skip("wgmma: compute capability 9.x with Gluon")
+    monkeypatch.setattr(L, "FUSE_WGMMA", True)
+    lin = nn.Linear(2048, 1536, bias=True, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        lin.weight.copy_(make_weight(1536, 2048, 7, n_edges=0).cuda())
+    L.use_gemv(lin)
+    for M in (16, 40):
+        x = acts(M, 2048, 11 + M).cuda()
+        assert same_bits(lin(x), nn.functional.linear(x, lin.weight, lin.bias))
+        assert same_bits(replayed(lambda: lin(x)), wgmma.bf16_wgmma(x, lin.weight) + lin.bias)
+        check_close(wgmma.bf16_wgmma(x, lin.weight), x.cpu(), lin.weight.detach().cpu())
 
 
 @pytest.mark.gpu
