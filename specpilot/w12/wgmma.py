@@ -23,9 +23,11 @@ shared memory as ``tl.dot``'s B operand. Here the roles are swapped (``y^T = W x
 * Per round: the next round's planes and x are loaded into registers, this round's planes are
   decoded, two asynchronous wgmmas (one per half, S k-steps each) run against the current
   buffer while the next x is stored into the other one, then the wgmmas are waited on and one
-  CTA barrier makes the new buffer visible.
+  CTA barrier makes the new buffer visible. With ``WgConfig.overlap`` the wait is for the
+  previous round's wgmmas only (a third buffer), so a round's run on during the next's decode.
+* ``bf16_wgmma``: the same loop on a bf16 weight's words (the A registers as loaded).
 
-Escapes decode to signed zero; their exact products are added before the main loop as wgmmas of
+Escapes decode to signed zero; their exact products are added after the main loop as wgmmas of
 16 entries (A: each entry's value at its row, 0 elsewhere; B: x at the entries' columns), as
 ``mma.py``'s ``esc_mma`` does with ``mma.sync``. Split-K across programs as in ``mma.py`` (an
 fp32 workspace and a ticket; the last program sums in split order). Fast mode only.
