@@ -36,7 +36,7 @@ class ServerArgs:
     log_level: str = "info"
     skip_tokenizer_init: bool = False
     load_format: str = "auto"  # auto: safetensors; dummy: random weights from config.json alone
-    weight_format: str = "auto"  # auto: the checkpoint's; w12: bf16 linears -> W12 at load time
+    weight_format: str = "auto"  # auto: the checkpoint's (a w12 convert folder: w12); w12: at load
     attention_backend: str = "auto"  # auto: triton on CUDA, torch on CPU | torch | triton
     disable_cuda_graph: bool = False  # CUDA graphs of DECODE / VERIFY (CUDA + triton backend)
     cuda_graph_max_bs: Optional[int] = None  # largest graphed batch; None: min(max running, 32)

@@ -90,6 +90,27 @@ def to_w12(model: torch.nn.Module, what: str) -> dict:
     return report
 
 
+def resolve_weight_format(name: str, model_path: str, load_format: str,
+                          dtype: torch.dtype) -> str:
+    """--weight-format auto is the checkpoint's: "w12" for a folder that
+    ``python -m specpilot.w12 convert`` wrote (its tensors are decoded at load and the linear
+    layers converted back), if the model runs in bf16; else "auto" (bf16 layers). A W12 folder
+    in another dtype loads its decoded values into that dtype, with a warning: W12 layers hold
+    bf16."""
+    from specpilot.w12.convert import is_w12_checkpoint
+
+    if name != "auto" or load_format == "dummy" or not is_w12_checkpoint(model_path):
+        return name
+    if dtype != torch.bfloat16:
+        log.warning("%s is a W12 checkpoint, but the model runs in %s: its weights are decoded "
+                    "into %s and the linear layers stay dense (W12 layers hold bf16; pass "
+                    "--dtype bfloat16 to serve it as W12)", model_path,
+                    str(dtype).replace("torch.", ""), str(dtype).replace("torch.", ""))
+        return name
+    log.info("%s is a W12 checkpoint: --weight-format auto serves it as w12", model_path)
+    return "w12"
+
+
 def resolve_dtype(name: str, hf_config, device: torch.device) -> torch.dtype:
     if name != "auto":
         return _DTYPES[name]
@@ -138,8 +159,9 @@ class ModelRunner:
         self.max_positions = ctx + SPARE_POSITIONS
         self.model, _ = build_model(model_path, self.dtype, self.device, self.max_positions,
                                     load_format, hf_config)
-        self.weight_format = weight_format
-        if weight_format == "w12":
+        self.weight_format = resolve_weight_format(weight_format, model_path, load_format,
+                                                   self.dtype)
+        if self.weight_format == "w12":
             self.w12_report = to_w12(self.model, "target")
         elif gemv_wanted(self.device, self.dtype):
             log.info("bf16 GEMV at one row: %d linear layers", use_gemv(self.model))

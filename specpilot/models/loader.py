@@ -3,10 +3,16 @@
 Checks, each failing at load with the tensor's name: a parameter missing from the checkpoint,
 a tensor whose shape differs from the parameter's, a checkpoint tensor no parameter takes.
 Tied embeddings: `lm_head.weight` may be absent (or present and ignored).
+
+A folder written by `python -m specpilot.w12 convert` (`model.w12.safetensors`, no bf16
+safetensors) loads too: its W12 tensors are decoded bit for bit on the parameter's device
+(`specpilot.w12.convert.read_tensor`), so the model holds the original bf16 values; the model
+runner then converts the linear layers back to W12 (`--weight-format auto` on such a folder).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,17 +39,39 @@ def load_hf_config(model_path: str):
 
 
 def checkpoint_files(model_path: str) -> dict[str, str]:
-    """Tensor name -> safetensors file, from the index when sharded."""
+    """Tensor name -> safetensors file, from the index when sharded; for a W12 checkpoint its
+    tensors' original names -> model.w12.safetensors."""
+    from specpilot.w12.convert import W12_FILE, is_w12_checkpoint, w12_meta
+
     index = os.path.join(model_path, "model.safetensors.index.json")
     if os.path.isfile(index):
         with open(index) as f:
             weight_map = json.load(f)["weight_map"]
         return {name: os.path.join(model_path, fn) for name, fn in weight_map.items()}
+    if is_w12_checkpoint(model_path):
+        path = os.path.join(model_path, W12_FILE)
+        with safe_open(path, framework="pt") as f:
+            return {name: path for name in w12_meta(f, path)["tensors"]}
     single = os.path.join(model_path, "model.safetensors")
     if not os.path.isfile(single):
-        raise FileNotFoundError(f"{model_path!r} has neither model.safetensors nor an index")
+        raise FileNotFoundError(f"{model_path!r} has neither model.safetensors nor an index "
+                                f"(nor a W12 checkpoint's model.w12.safetensors)")
     with safe_open(single, framework="pt") as f:
         return {name: single for name in f.keys()}
+
+
+@contextlib.contextmanager
+def open_tensors(fn: str):
+    """A checkpoint file opened for reading: yields ``get(name, device=None)``, the tensor as
+    stored, or for a W12 file (model.w12.safetensors) decoded to bf16 on ``device``."""
+    from specpilot.w12.convert import W12_FILE, read_tensor, w12_meta
+
+    with safe_open(fn, framework="pt") as f:
+        if os.path.basename(fn) == W12_FILE:
+            meta = w12_meta(f, fn)
+            yield lambda name, device=None: read_tensor(f, meta, name, device)
+        else:
+            yield lambda name, device=None: f.get_tensor(name)
 
 
 def load_weights(model: torch.nn.Module, model_path: str) -> None:
@@ -66,10 +94,10 @@ def load_weights(model: torch.nn.Module, model_path: str) -> None:
         by_file.setdefault(files[name], []).append(name)
     with torch.no_grad():
         for fn, names in by_file.items():
-            with safe_open(fn, framework="pt") as f:
+            with open_tensors(fn) as get:
                 for name in names:
-                    t = f.get_tensor(name)
                     p = params[name]
+                    t = get(name, p.device)
                     if tuple(t.shape) != tuple(p.shape):
                         raise WeightLoadError(f"tensor {name!r} has shape {tuple(t.shape)}, "
                                               f"the model expects {tuple(p.shape)}")

@@ -10,9 +10,9 @@ inference layout (fused GEMMs, drafter.py's docstring), as build_model fuses the
 from __future__ import annotations
 
 import torch
-from safetensors import safe_open
 
-from specpilot.models.loader import WeightLoadError, checkpoint_files, instantiate, randomize
+from specpilot.models.loader import (WeightLoadError, checkpoint_files, instantiate,
+                                     open_tensors, randomize)
 from specpilot.spec.draft_config import DraftConfig
 from specpilot.spec.drafter import BlockDrafter
 
@@ -65,8 +65,8 @@ def _load_tensors(drafter: BlockDrafter, dc: DraftConfig, path: str, tc) -> None
     with torch.no_grad():
         for name, p in params.items():
             raw, fn = files[name]
-            with safe_open(fn, framework="pt") as f:
-                t = f.get_tensor(raw)
+            with open_tensors(fn) as get:
+                t = get(raw, p.device)
             if tuple(t.shape) != tuple(p.shape):
                 if name == "fc.weight":
                     raise WeightLoadError(

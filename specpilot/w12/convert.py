@@ -99,22 +99,47 @@ def convert(hf_dir: str, out_dir: str, threshold: float = ESC_THRESHOLD, log=pri
     return meta
 
 
+def is_w12_checkpoint(path: str) -> bool:
+    """A folder that ``convert`` wrote: ``model.w12.safetensors`` and no bf16 safetensors
+    (``model.safetensors`` or a shard index) beside it."""
+    return (os.path.isfile(os.path.join(path, W12_FILE))
+            and not os.path.isfile(os.path.join(path, "model.safetensors"))
+            and not os.path.isfile(os.path.join(path, "model.safetensors.index.json")))
+
+
+def w12_meta(sf, path: str) -> dict:
+    """The W12 metadata of an open ``model.w12.safetensors`` (``safe_open``), checked to be the
+    format this version reads."""
+    raw = (sf.metadata() or {}).get("w12")
+    if raw is None:
+        raise ValueError(f"{path}: no W12 metadata (not written by python -m specpilot.w12 "
+                         f"convert)")
+    meta = json.loads(raw)
+    if meta.get("format") != FORMAT_NAME:
+        raise ValueError(f"{path}: W12 format {meta.get('format')!r}, this version reads "
+                         f"{FORMAT_NAME!r} only; convert the bf16 checkpoint again "
+                         f"(python -m specpilot.w12 convert)")
+    return meta
+
+
+def read_tensor(sf, meta: dict, name: str, device=None) -> torch.Tensor:
+    """Tensor ``name`` of an open W12 file: a W12 tensor decoded bit for bit (the reference
+    decoder, run on ``device``: plain torch ops, fast on a GPU), any other as stored."""
+    info = meta["tensors"][name]
+    if info["kind"] != "w12":
+        return sf.get_tensor(name)
+    parts = {p: sf.get_tensor(f"{name}.w12.{p}").to(device) for p in PARTS}
+    return decode(W12Tensor(tuple(info["shape"]), **parts))
+
+
 def load_w12(out_dir: str, with_info: bool = False):
     """Load a W12 checkpoint, decoding every W12 tensor to bf16 with the reference decoder."""
     path = os.path.join(out_dir, W12_FILE)
     out = OrderedDict()
     with safe_open(path, framework="pt") as sf:
-        meta = json.loads(sf.metadata()["w12"])
-        if meta.get("format") != FORMAT_NAME:
-            raise ValueError(f"{path}: W12 format {meta.get('format')!r}, this version reads "
-                             f"{FORMAT_NAME!r} only; convert the bf16 checkpoint again "
-                             f"(python -m specpilot.w12 convert)")
-        for name, info in meta["tensors"].items():
-            if info["kind"] == "w12":
-                parts = {p: sf.get_tensor(f"{name}.w12.{p}") for p in PARTS}
-                out[name] = decode(W12Tensor(tuple(info["shape"]), **parts))
-            else:
-                out[name] = sf.get_tensor(name)
+        meta = w12_meta(sf, path)
+        for name in meta["tensors"]:
+            out[name] = read_tensor(sf, meta, name)
     return (out, meta) if with_info else out
 
 

@@ -2,7 +2,10 @@
 layers become W12 at load time and greedy output equals the same model in bf16, for `ar` and for
 `stock` with the shipped drafter (whose linears are converted too)."""
 
+import logging
+
 import pytest
+import torch
 
 from specpilot.config import ServerArgs
 from specpilot.core import SamplingParams
@@ -34,3 +37,39 @@ def test_w12_needs_bf16(demo_model_dir):
                                  max_total_tokens=256, weight_format="w12"))
     with pytest.raises(ValueError, match="--weight-format"):
         ServerArgs(weight_format="w8").validate()
+
+
+def test_w12_checkpoint_served_as_w12(demo_model_dir, tmp_path, caplog):
+    """A folder written by ``python -m specpilot.w12 convert`` loads directly: its tensors are
+    decoded bit for bit, --weight-format auto serves it as w12 (bf16), and greedy output equals
+    the bf16 checkpoint's, for `ar` and for `stock` with a converted drafter too. In float32 it
+    loads the decoded values into float32 layers (with a warning), as the bf16 folder does."""
+    from specpilot.models.loader import checkpoint_files
+    from specpilot.w12 import convert
+
+    target, drafter = tmp_path / "target", tmp_path / "drafter"
+    convert(demo_model_dir, str(target), log=lambda *_: None)
+    convert(str(ASSETS_DIR / "smollm2-135m-dflash"), str(drafter), log=lambda *_: None)
+    assert set(checkpoint_files(str(target))) == set(checkpoint_files(demo_model_dir))
+    common = dict(device="cpu", dtype="bfloat16", max_total_tokens=512)
+    bf16 = OfflineEngine(ServerArgs(model_path=demo_model_dir, **common))
+    ref = [o.output_ids for o in bf16.generate(PROMPTS, SP)]
+    caplog.set_level(logging.INFO)
+    ar = OfflineEngine(ServerArgs(model_path=str(target), **common))
+    assert ar.runner.weight_format == "w12" and "serves it as w12" in caplog.text
+    assert isinstance(ar.runner.model.model.layers[0].mlp.down_proj, W12Linear)
+    emb = ar.runner.model.get_input_embeddings().weight
+    assert torch.equal(emb.view(torch.int16),
+                       bf16.runner.model.get_input_embeddings().weight.view(torch.int16))
+    assert [o.output_ids for o in ar.generate(PROMPTS, SP)] == ref
+    st = OfflineEngine(ServerArgs(model_path=str(target), **common,
+                                  speculative_draft_model_path=str(drafter)))
+    assert isinstance(st.worker.drafter.fc, W12Linear)
+    assert [o.output_ids for o in st.generate(PROMPTS, SP)] == ref
+    caplog.clear()
+    f32 = dict(common, dtype="float32")
+    dense = OfflineEngine(ServerArgs(model_path=str(target), **f32))
+    assert dense.runner.weight_format == "auto" and "W12 checkpoint" in caplog.text
+    assert ([o.output_ids for o in dense.generate(PROMPTS, SP)]
+            == [o.output_ids for o in OfflineEngine(ServerArgs(
+                model_path=demo_model_dir, **f32)).generate(PROMPTS, SP)])
