@@ -321,7 +321,7 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
     for cfg in GPU_CONFIGS:
-        for M in (1, 8, 9, 16, 17, 31, 33, 64, 100, 128):
+        for M in (1, 9, 16, 17, 33, 64, 100, 128):
             if cfg.words * W.nt_for(M) > W.MAX_WORDS_NT:
                 continue
             a = acts(M, K, M)

@@ -30,10 +30,10 @@ case "${1:-}" in
 wg)
   timeout 60 python3 scripts/gpu_w12_wgmma_probe.py --run > $L/probe.log 2>&1
   el "probe rc=$?"; grep -E "^S=|Error" $L/probe.log
-  timeout 150 python3 -m pytest -q -m gpu tests/unit/test_w12_wgmma.py --junitxml=$L/wg_tests.xml \
-    > $L/wg_tests.log 2>&1
-  el "wgmma tests rc=$?"; tail -15 $L/wg_tests.log
-  timeout 360 python3 scripts/gpu_w12_wgmma_bench.py --m 16,32,64,128 --time-limit 280 \
+  OUT=$L WORKERS=8 PER_TEST=200 LIMIT=220 bash scripts/gpu_tests.sh tests/unit/test_w12_wgmma.py \
+    tests/unit/test_gemv_linear.py
+  el "wgmma tests rc=$?"
+  timeout 300 python3 scripts/gpu_w12_wgmma_bench.py --m 16,32,64,128 --time-limit 230 \
     --out $L/wg_bench.json > $L/wg_bench.log 2>&1
   el "wgmma bench rc=$?"; grep -E "PASS|FAIL|^qwen|^muse|per token|limit" $L/wg_bench.log | cut -c1-190 ;;
 wg-bf16)
