@@ -9,9 +9,10 @@
 #   1. its GPU tests (numerics against float64 torch at M = 1-128, split-K, per-row bases,
 #      escapes, N and K not multiples of the tiles, PDL and CUDA graphs) and the wgmma probe's
 #      --run;
-#   2. gpu_w12_wgmma_bench.py: per layer of Qwen3.8-27B and Muse-Glimmer-30B at M = 16, 32, 64,
-#      128: cuBLAS, the template W12 GEMM (what the engine runs above 16 rows today), the
-#      mma.sync kernel at 16, and the wgmma kernel over its candidates; per-token sums.
+#   2. gpu_w12_wgmma_bench.py (its own checks skipped: the tests ran): per layer of Qwen3.8-27B
+#      and Muse-Glimmer-30B at M = 16, 32, 64: cuBLAS, the template W12 GEMM (what the engine
+#      runs above 16 rows today), the mma.sync kernel at 16, and the wgmma kernel over its
+#      candidates (largest layers first until the time limit); per-token sums.
 #   If it beats the template at 17-128 rows, set SPECPILOT_W12_WGMMA on by default (kernel.py),
 #   and if it beats cuBLAS, `final` with --weight-format w12 becomes worth measuring at batch > 1.
 # wg-bf16: bf16_wgmma (the same loop on bf16 words) against cuBLAS and W12 at 8, 16, 32, 64 rows
@@ -33,7 +34,7 @@ wg)
   OUT=$L WORKERS=8 PER_TEST=200 LIMIT=220 bash scripts/gpu_tests.sh tests/unit/test_w12_wgmma.py \
     tests/unit/test_gemv_linear.py
   el "wgmma tests rc=$?"
-  timeout 300 python3 scripts/gpu_w12_wgmma_bench.py --m 16,32,64,128 --time-limit 230 \
+  timeout 320 python3 scripts/gpu_w12_wgmma_bench.py --m 16,32,64 --skip-check --time-limit 290 \
     --out $L/wg_bench.json > $L/wg_bench.log 2>&1
   el "wgmma bench rc=$?"; grep -E "PASS|FAIL|^qwen|^muse|per token|limit" $L/wg_bench.log | cut -c1-190 ;;
 wg-bf16)
