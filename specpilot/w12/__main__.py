@@ -16,13 +16,16 @@ def main(argv=None) -> int:
     c.add_argument("out_dir")
     c.add_argument("--threshold", type=float, default=ESC_THRESHOLD, help="max escape rate before bf16 fallback")
     c.add_argument("--verify", action="store_true", help="reload the output and compare bitwise")
+    c.add_argument("--device", default="cpu",
+                   help="where to encode (cpu, or cuda: much faster on a 27B model; same result)")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     k = sub.add_parser("check", help="convert in memory and verify the round trip bitwise")
     k.add_argument("hf_dir")
     k.add_argument("--threshold", type=float, default=ESC_THRESHOLD)
     k.add_argument("--quiet", action="store_true", help="only per-class and summary lines")
     a = ap.parse_args(argv)
     if a.cmd == "convert":
-        convert(a.hf_dir, a.out_dir, a.threshold)
+        convert(a.hf_dir, a.out_dir, a.threshold, device=a.device, progress=not a.no_progress)
         if a.verify:
             from .convert import iter_hf_tensors
             dec = load_w12(a.out_dir)

@@ -193,6 +193,20 @@ def test_convert_and_load(tmp_path):
         assert bitwise_equal(dec[n], v), n
 
 
+def test_cli_convert_with_progress(tmp_path, capsys):
+    """convert's CLI: a progress bar on stderr (one step per tensor), the written folder reloads
+    bit for bit (--verify), and the same checkpoint as the library call."""
+    from specpilot.w12.__main__ import main
+    _tiny_ckpt(tmp_path / "hf")
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "w12"), "--verify"]) == 0
+    out = capsys.readouterr()
+    assert out.out.strip().splitlines()[-1] == "lossless: 7/7 tensors bitwise identical"
+    assert "W12 convert" in out.err and "7/7" in out.err
+    convert(str(tmp_path / "hf"), str(tmp_path / "lib"), log=lambda *_: None)
+    a, b = load_w12(str(tmp_path / "w12")), load_w12(str(tmp_path / "lib"))
+    assert all(bitwise_equal(a[n], b[n]) for n in a)
+
+
 def test_cli_check(tmp_path, capsys):
     from specpilot.w12.__main__ import main
     _tiny_ckpt(tmp_path / "hf")
