@@ -10,7 +10,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .format import ESC_THRESHOLD, FORMAT_NAME, W12Tensor, bitwise_equal, decode, decode_swar, encode_auto
+from .format import (ESC_THRESHOLD, FORMAT_NAME, W12Tensor, bitwise_equal, decode, decode_chunked,
+                     decode_swar, encode_auto)
 
 W12_FILE = "model.w12.safetensors"
 PARTS = ("L", "H", "hb", "esc_off", "esc")
@@ -146,12 +147,13 @@ def w12_meta(sf, path: str) -> dict:
 
 def read_tensor(sf, meta: dict, name: str, device=None) -> torch.Tensor:
     """Tensor ``name`` of an open W12 file: a W12 tensor decoded bit for bit (the reference
-    decoder, run on ``device``: plain torch ops, fast on a GPU), any other as stored."""
+    decoder, run on ``device`` a row chunk at a time: plain torch ops, fast on a GPU), any
+    other as stored."""
     info = meta["tensors"][name]
     if info["kind"] != "w12":
         return sf.get_tensor(name)
-    parts = {p: sf.get_tensor(f"{name}.w12.{p}").to(device) for p in PARTS}
-    return decode(W12Tensor(tuple(info["shape"]), **parts))
+    parts = {p: sf.get_tensor(f"{name}.w12.{p}") for p in PARTS}
+    return decode_chunked(W12Tensor(tuple(info["shape"]), **parts), device)
 
 
 def load_w12(out_dir: str, with_info: bool = False):

@@ -202,6 +202,36 @@ def decode(w: W12Tensor) -> torch.Tensor:
     return _patch_and_finish(w, word)
 
 
+def row_slice(w: W12Tensor, r0: int, r1: int) -> W12Tensor:
+    """Rows [r0, r1) of a W12 tensor as a W12 tensor of their own (r0 a multiple of TILE_N; the
+    escape list cut at the escape tiles' rows, its offsets rebased)."""
+    if r0 % TILE_N or not 0 <= r0 < r1 <= w.L.shape[0]:
+        raise ValueError(f"row_slice: needs 0 <= r0 < r1 <= {w.L.shape[0]} and r0 a multiple "
+                         f"of {TILE_N}; got {r0}, {r1}")
+    n_tk = (w.L.shape[1] + TILE_K - 1) // TILE_K
+    t0, t1 = (r0 // TILE_N) * n_tk, ((r1 + TILE_N - 1) // TILE_N) * n_tk
+    off = w.esc_off[t0:t1 + 1]
+    esc = w.esc[int(off[0]):int(off[-1])]
+    hb = w.hb if w.hb.numel() == 1 else w.hb[r0:r1]
+    return W12Tensor((r1 - r0,) + tuple(w.shape[1:]), w.L[r0:r1], w.H[r0:r1], hb,
+                     off - off[0], esc)
+
+
+def decode_chunked(w: W12Tensor, device=None) -> torch.Tensor:
+    """``decode`` on ``device`` (default: the planes'), about ``CHUNK`` weights at a time, so
+    a huge tensor's int32 temporaries stay bounded (an lm_head of 248320 x 5120 would take
+    ~15 GB at once); the same bits."""
+    dev = torch.device(device) if device is not None else w.L.device
+    N = w.L.shape[0]
+    out = torch.empty((N, w.numel // max(1, N)), dtype=torch.bfloat16, device=dev)
+    for r0, r1 in _row_chunks(N, w.L.shape[1]):
+        part = row_slice(w, r0, r1)
+        part = W12Tensor(part.shape, *(getattr(part, f).to(dev) for f in
+                                       ("L", "H", "hb", "esc_off", "esc")))
+        out[r0:r1] = decode(part).reshape(r1 - r0, -1)
+    return out.reshape(w.shape)
+
+
 def _patch_and_finish(w: W12Tensor, word: torch.Tensor) -> torch.Tensor:
     """Write the exact escape values into int32 ``word [N, Kp]``, crop K and view as bf16."""
     N, Kp = word.shape

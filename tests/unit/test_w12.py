@@ -128,6 +128,25 @@ def test_chunked_encode_equals_one_piece(monkeypatch):
         assert torch.equal(getattr(ref, part), getattr(got, part)), part
 
 
+@pytest.mark.parametrize("per_row", [False, True])
+def test_chunked_decode_equals_one_piece(monkeypatch, per_row):
+    """decode_chunked (a W12 checkpoint's load path) decodes row chunks cut at the escape tiles'
+    rows: the same bits as decode in one piece, also for a 3-D weight and a last partial
+    chunk."""
+    import specpilot.w12.format as F
+    x = (torch.randn(300, 1100) * 0.02).bfloat16()
+    x.view(-1)[torch.randperm(x.numel())[:400]] = bits(EDGE * 34)[:400]
+    w = F.encode(x, per_row=per_row)
+    monkeypatch.setattr(F, "CHUNK", 64 * 1100)          # 64 rows per chunk: 5 chunks, 44 last
+    assert bitwise_equal(F.decode_chunked(w), F.decode(w))
+    y = (torch.randn(130, 2, 40) * 0.02).bfloat16()
+    y.view(-1)[:7] = bits(EDGE)[:7]
+    w3 = F.encode(y)
+    assert bitwise_equal(F.decode_chunked(w3), y) and F.decode_chunked(w3).shape == y.shape
+    with pytest.raises(ValueError, match="multiple of"):
+        F.row_slice(w, 10, 70)
+
+
 def test_all_escape_and_threshold_fallback():
     # exponents spread uniformly over 60 binades: far too many escapes -> stays bf16
     m = torch.rand(256, 256) * 2 - 1
