@@ -99,6 +99,24 @@ def test_loader_names_what_is_wrong(tmp_path, changes, expect):
     assert expect in _error(tmp_path, **changes)
 
 
+def test_final_takes_the_landed_mechanisms_flags(tmp_path):
+    """final = stock + each landed mechanism's flags (how W12 lands: issue 7); a landed flag
+    the server does not know, or a landed entry without a name, is refused."""
+    w12 = {"name": "w12", "issue": 7, "flags": {"--weight-format": "w12"}}
+    folder = make_setting(tmp_path, "cpu_demo_landed", engines__final__landed=[w12],
+                          engines__final__note="final = stock + W12 weights")
+    s = S.load(str(folder))
+    assert s.flags("final") == dict(s.flags("stock"), **{"--weight-format": "w12"})
+    assert s.engines["final"]["landed"] == [w12]
+    args = S.parse_server_args(S.render_flags(s.flags("final"), {"target": "/t", "drafter": "/d"}))
+    assert args.weight_format == "w12"
+    assert "final.flags: the server rejects them" in _error(
+        tmp_path, engines__final__landed=[dict(w12, flags={"--weight-format": "w8"})],
+        engines__final__note="final = stock + W8")
+    assert "final.landed[0]: needs name" in _error(
+        tmp_path, engines__final__landed=[{"flags": {}}], engines__final__note="final = stock")
+
+
 def test_hub_model_errors(tmp_path):
     import yaml
 
