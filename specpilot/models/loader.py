@@ -41,7 +41,7 @@ def load_hf_config(model_path: str):
 def checkpoint_files(model_path: str) -> dict[str, str]:
     """Tensor name -> safetensors file, from the index when sharded; for a W12 checkpoint its
     tensors' original names -> model.w12.safetensors."""
-    from specpilot.w12.convert import W12_FILE, is_w12_checkpoint, w12_meta
+    from specpilot.w12.convert import is_w12_checkpoint, w12_files
 
     index = os.path.join(model_path, "model.safetensors.index.json")
     if os.path.isfile(index):
@@ -49,13 +49,11 @@ def checkpoint_files(model_path: str) -> dict[str, str]:
             weight_map = json.load(f)["weight_map"]
         return {name: os.path.join(model_path, fn) for name, fn in weight_map.items()}
     if is_w12_checkpoint(model_path):
-        path = os.path.join(model_path, W12_FILE)
-        with safe_open(path, framework="pt") as f:
-            return {name: path for name in w12_meta(f, path)["tensors"]}
+        return w12_files(model_path)
     single = os.path.join(model_path, "model.safetensors")
     if not os.path.isfile(single):
         raise FileNotFoundError(f"{model_path!r} has neither model.safetensors nor an index "
-                                f"(nor a W12 checkpoint's model.w12.safetensors)")
+                                f"(nor a W12 checkpoint: model.w12.safetensors or its shards)")
     with safe_open(single, framework="pt") as f:
         return {name: single for name in f.keys()}
 
@@ -63,11 +61,12 @@ def checkpoint_files(model_path: str) -> dict[str, str]:
 @contextlib.contextmanager
 def open_tensors(fn: str):
     """A checkpoint file opened for reading: yields ``get(name, device=None)``, the tensor as
-    stored, or for a W12 file (model.w12.safetensors) decoded to bf16 on ``device``."""
-    from specpilot.w12.convert import W12_FILE, read_tensor, w12_meta
+    stored, or for a W12 file (its safetensors metadata has "w12") decoded to bf16 on
+    ``device``."""
+    from specpilot.w12.convert import read_tensor, w12_meta
 
     with safe_open(fn, framework="pt") as f:
-        if os.path.basename(fn) == W12_FILE:
+        if "w12" in (f.metadata() or {}):
             meta = w12_meta(f, fn)
             yield lambda name, device=None: read_tensor(f, meta, name, device)
         else:

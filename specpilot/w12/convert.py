@@ -13,7 +13,9 @@ from safetensors.torch import save_file
 from .format import (ESC_THRESHOLD, FORMAT_NAME, W12Tensor, bitwise_equal, decode, decode_chunked,
                      decode_swar, encode_auto)
 
-W12_FILE = "model.w12.safetensors"
+W12_FILE = "model.w12.safetensors"             # a checkpoint in one file
+W12_INDEX = "model.w12.safetensors.index.json"  # or shards (SHARD_BYTES each) and their index
+SHARD_BYTES = 4 << 30
 PARTS = ("L", "H", "hb", "esc_off", "esc")
 GPU_NOTE = ("GPU kernel decode: not available (needs CUDA and Triton); round trips below use the "
             "CPU reference decoder and the CPU emulation of the kernel's 2-weights-per-32-bit "
@@ -86,30 +88,64 @@ def convert_tensor(name: str, t: torch.Tensor, threshold: float = ESC_THRESHOLD)
     return w, info
 
 
+def _shard_name(i: int) -> str:
+    return f"model.w12-{i:05d}.safetensors"
+
+
 def convert(hf_dir: str, out_dir: str, threshold: float = ESC_THRESHOLD, log=print,
-            device=None, progress: bool = False) -> dict:
-    """Write a W12 checkpoint: one safetensors file + w12.json, other files copied as is.
-    ``device``: where each tensor is encoded (default: where it loads, the CPU; "cuda" is much
-    faster on a 27B model; the result is the same); ``progress``: a tqdm bar on stderr."""
+            device=None, progress: bool = False, shard_bytes: int = SHARD_BYTES) -> dict:
+    """Write a W12 checkpoint: ``model.w12.safetensors``, or when it would exceed
+    ``shard_bytes`` shards of about that size written as the tensors are encoded (memory stays
+    bounded by one shard) and their index ``model.w12.safetensors.index.json``; plus w12.json;
+    other files copied as is. Every file's safetensors metadata ``w12`` holds the format and its
+    tensors' entries. ``device``: where each tensor is encoded (default: where it loads, the
+    CPU; "cuda" is much faster on a 27B model; the result is the same); ``progress``: a tqdm
+    bar on stderr."""
     from tqdm import tqdm
 
     os.makedirs(out_dir, exist_ok=True)
-    tensors: "OrderedDict[str, torch.Tensor]" = OrderedDict()
-    index = {}
+    for fn in os.listdir(out_dir):   # a previous conversion's files: not mixed with this one's
+        if fn.startswith("model.w12") and (fn.endswith(".safetensors") or fn == W12_INDEX):
+            os.remove(os.path.join(out_dir, fn))
+    index, weight_map, shards = {}, {}, []
+    cur: "OrderedDict[str, torch.Tensor]" = OrderedDict()
+    cur_info: dict = {}
+    cur_bytes = 0
+
+    def flush():
+        nonlocal cur, cur_info, cur_bytes
+        fn = _shard_name(len(shards) + 1)
+        meta = {"format": FORMAT_NAME, "escape_threshold": threshold, "tensors": cur_info}
+        save_file(cur, os.path.join(out_dir, fn), metadata={"w12": json.dumps(meta)})
+        shards.append(fn)
+        weight_map.update({name: fn for name in cur_info})
+        cur, cur_info, cur_bytes = OrderedDict(), {}, 0
+
     bar = tqdm(total=count_hf_tensors(hf_dir) if progress else 0, unit="tensor",
                desc="W12 convert", disable=not progress)
     for name, t in iter_hf_tensors(hf_dir):
         w, info = convert_tensor(name, t.to(device) if device is not None else t, threshold)
-        if w is None:
-            tensors[name] = t.contiguous()
-        else:
-            for p in PARTS:
-                tensors[f"{name}.w12.{p}"] = getattr(w, p).cpu()
+        stored = {name: t.contiguous()} if w is None else {
+            f"{name}.w12.{p}": getattr(w, p).cpu() for p in PARTS}
+        cur.update(stored)
+        cur_info[name] = info
+        cur_bytes += sum(v.numel() * v.element_size() for v in stored.values())
         index[name] = info
+        if cur_bytes >= shard_bytes:
+            flush()
         bar.update(1)
     bar.close()
+    if cur_info or not shards:
+        flush()
     meta = {"format": FORMAT_NAME, "escape_threshold": threshold, "tensors": index}
-    save_file(tensors, os.path.join(out_dir, W12_FILE), metadata={"w12": json.dumps(meta)})
+    if len(shards) == 1:   # one file: no index
+        os.replace(os.path.join(out_dir, shards[0]), os.path.join(out_dir, W12_FILE))
+        written = W12_FILE
+    else:
+        with open(os.path.join(out_dir, W12_INDEX), "w") as f:
+            json.dump({"metadata": {"format": FORMAT_NAME, "escape_threshold": threshold},
+                       "weight_map": weight_map}, f, indent=1)
+        written = f"{len(shards)} shards ({W12_INDEX})"
     with open(os.path.join(out_dir, "w12.json"), "w") as f:
         json.dump(meta, f, indent=1)
     for fn in os.listdir(hf_dir):
@@ -118,21 +154,41 @@ def convert(hf_dir: str, out_dir: str, threshold: float = ESC_THRESHOLD, log=pri
             continue
         shutil.copy2(src, os.path.join(out_dir, fn))
     n_w12 = sum(1 for i in index.values() if i["kind"] == "w12")
-    log(f"wrote {os.path.join(out_dir, W12_FILE)}: {n_w12} W12 tensors, {len(index) - n_w12} bf16/raw")
+    log(f"wrote {os.path.join(out_dir, written)}: {n_w12} W12 tensors, "
+        f"{len(index) - n_w12} bf16/raw")
     return meta
 
 
 def is_w12_checkpoint(path: str) -> bool:
-    """A folder that ``convert`` wrote: ``model.w12.safetensors`` and no bf16 safetensors
-    (``model.safetensors`` or a shard index) beside it."""
-    return (os.path.isfile(os.path.join(path, W12_FILE))
+    """A folder that ``convert`` wrote: ``model.w12.safetensors`` or the W12 shards' index, and
+    no bf16 safetensors (``model.safetensors`` or a shard index) beside it."""
+    return ((os.path.isfile(os.path.join(path, W12_FILE))
+             or os.path.isfile(os.path.join(path, W12_INDEX)))
             and not os.path.isfile(os.path.join(path, "model.safetensors"))
             and not os.path.isfile(os.path.join(path, "model.safetensors.index.json")))
 
 
+def w12_files(path: str) -> dict:
+    """Tensor name (as in the bf16 checkpoint) -> the W12 file that holds it, for a folder
+    ``convert`` wrote (its shards' index, else its one file)."""
+    index = os.path.join(path, W12_INDEX)
+    if os.path.isfile(index):
+        with open(index) as f:
+            data = json.load(f)
+        fmt = data.get("metadata", {}).get("format")
+        if fmt != FORMAT_NAME:
+            raise ValueError(f"{index}: W12 format {fmt!r}, this version reads {FORMAT_NAME!r} "
+                             f"only; convert the bf16 checkpoint again (python -m specpilot.w12 "
+                             f"convert)")
+        return {name: os.path.join(path, fn) for name, fn in data["weight_map"].items()}
+    single = os.path.join(path, W12_FILE)
+    with safe_open(single, framework="pt") as sf:
+        return {name: single for name in w12_meta(sf, single)["tensors"]}
+
+
 def w12_meta(sf, path: str) -> dict:
-    """The W12 metadata of an open ``model.w12.safetensors`` (``safe_open``), checked to be the
-    format this version reads."""
+    """The W12 metadata of an open W12 file (``safe_open``), checked to be the format this
+    version reads."""
     raw = (sf.metadata() or {}).get("w12")
     if raw is None:
         raise ValueError(f"{path}: no W12 metadata (not written by python -m specpilot.w12 "
@@ -157,13 +213,19 @@ def read_tensor(sf, meta: dict, name: str, device=None) -> torch.Tensor:
 
 
 def load_w12(out_dir: str, with_info: bool = False):
-    """Load a W12 checkpoint, decoding every W12 tensor to bf16 with the reference decoder."""
-    path = os.path.join(out_dir, W12_FILE)
+    """Load a W12 checkpoint (one file or shards), decoding every W12 tensor to bf16 with the
+    reference decoder. ``with_info``: also the metadata (w12.json's: every tensor's entry)."""
+    files = w12_files(out_dir)
     out = OrderedDict()
-    with safe_open(path, framework="pt") as sf:
-        meta = w12_meta(sf, path)
-        for name in meta["tensors"]:
-            out[name] = read_tensor(sf, meta, name)
+    tensors = {}
+    for fn in dict.fromkeys(files.values()):
+        with safe_open(fn, framework="pt") as sf:
+            meta = w12_meta(sf, fn)
+            for name in meta["tensors"]:
+                out[name] = read_tensor(sf, meta, name)
+            tensors.update(meta["tensors"])
+    meta = {"format": FORMAT_NAME, "escape_threshold": meta["escape_threshold"],
+            "tensors": tensors}
     return (out, meta) if with_info else out
 
 

@@ -40,17 +40,19 @@ def test_w12_needs_bf16(demo_model_dir):
 
 
 def test_w12_checkpoint_served_as_w12(demo_model_dir, tmp_path, caplog):
-    """A folder written by ``python -m specpilot.w12 convert`` loads directly: its tensors are
-    decoded bit for bit, --weight-format auto serves it as w12 (bf16), and greedy output equals
-    the bf16 checkpoint's, for `ar` and for `stock` with a converted drafter too. In float32 it
-    loads the decoded values into float32 layers (with a warning), as the bf16 folder does."""
+    """A folder written by ``python -m specpilot.w12 convert`` (the target's in shards) loads
+    directly: its tensors are decoded bit for bit, --weight-format auto serves it as w12 (bf16),
+    and greedy output equals the bf16 checkpoint's, for `ar` and for `stock` with a converted
+    drafter too. In float32 it loads the decoded values into float32 layers (with a warning),
+    as the bf16 folder does."""
     from specpilot.models.loader import checkpoint_files
     from specpilot.w12 import convert
 
     target, drafter = tmp_path / "target", tmp_path / "drafter"
-    convert(demo_model_dir, str(target), log=lambda *_: None)
+    convert(demo_model_dir, str(target), log=lambda *_: None, shard_bytes=64 << 20)  # 3 shards
     convert(str(ASSETS_DIR / "smollm2-135m-dflash"), str(drafter), log=lambda *_: None)
     assert set(checkpoint_files(str(target))) == set(checkpoint_files(demo_model_dir))
+    assert len(set(checkpoint_files(str(target)).values())) >= 3
     common = dict(device="cpu", dtype="bfloat16", max_total_tokens=512)
     bf16 = OfflineEngine(ServerArgs(model_path=demo_model_dir, **common))
     ref = [o.output_ids for o in bf16.generate(PROMPTS, SP)]

@@ -212,6 +212,36 @@ def test_convert_and_load(tmp_path):
         assert bitwise_equal(dec[n], v), n
 
 
+def test_convert_in_shards(tmp_path):
+    """Above shard_bytes convert writes shards as it goes and their index; they load bit for bit
+    (load_w12, the loader's checkpoint_files / open_tensors); converting again into the same
+    folder as one file removes the shards."""
+    import os
+
+    from specpilot.models.loader import checkpoint_files, open_tensors
+    from specpilot.w12.convert import W12_FILE, W12_INDEX, is_w12_checkpoint
+    t = _tiny_ckpt(tmp_path / "hf")
+    out = tmp_path / "w12"
+    meta = convert(str(tmp_path / "hf"), str(out), log=lambda *_: None, shard_bytes=60000)
+    shards = sorted(f for f in os.listdir(out) if f.startswith("model.w12-"))
+    assert len(shards) >= 2 and (out / W12_INDEX).is_file() and not (out / W12_FILE).exists()
+    assert is_w12_checkpoint(str(out)) and set(meta["tensors"]) == set(t)
+    dec, info = load_w12(str(out), with_info=True)
+    assert set(dec) == set(t) and all(bitwise_equal(dec[n], v) for n, v in t.items())
+    assert info["tensors"] == meta["tensors"]
+    files = checkpoint_files(str(out))
+    assert set(files) == set(t) and len(set(files.values())) == len(shards)
+    for name, fn in files.items():
+        with open_tensors(fn) as get:
+            assert bitwise_equal(get(name), t[name]), name
+    convert(str(tmp_path / "hf"), str(out), log=lambda *_: None)
+    assert (out / W12_FILE).is_file() and not (out / W12_INDEX).exists()
+    assert not any(f.startswith("model.w12-") for f in os.listdir(out))
+    assert all(bitwise_equal(load_w12(str(out))[n], v) for n, v in t.items())
+    (out / "model.safetensors").write_bytes(b"")   # a bf16 file beside it: not a W12 folder
+    assert not is_w12_checkpoint(str(out))
+
+
 def test_cli_convert_with_progress(tmp_path, capsys):
     """convert's CLI: a progress bar on stderr (one step per tensor), the written folder reloads
     bit for bit (--verify), and the same checkpoint as the library call."""
