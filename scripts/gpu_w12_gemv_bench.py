@@ -146,6 +146,45 @@ def check_gemv(tag: str, p, w: torch.Tensor, m_values, extra: str = "") -> bool:
                   f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}{extra}")
 
 
+def check_kernel(tag: str, run, p, w: torch.Tensor, configs, m_values, skip=None) -> bool:
+    """``run(a, p, cfg)`` (a GEMM of ours on planes or a bf16 weight ``p``) at each config and
+    M of ``m_values`` (but where ``skip(cfg, M)``) against fp32 torch on the weight ``w``: one
+    PASS / FAIL line named after ``run``, a line more per failing (M, config)."""
+    worst, floor, pattern = 0.0, 0.0, True
+    for M in m_values:
+        a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
+        ref = reference(a, w)
+        for cfg in configs:
+            if skip is not None and skip(cfg, M):
+                continue
+            same, err, fl = compare(run(a, p, cfg), ref)
+            if not same or err > 5e-3:
+                print(f"  {tag} M={M} {cfg.short}: same pattern {same}, rel err {err:.2e}")
+            pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
+    return report(f"{run.__name__} vs torch fp32, {tag}", pattern and worst < 5e-3,
+                  f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
+
+
+def sweep_planes():
+    """Per SWEEP shape: (tag, W12 planes on the GPU, the bf16 weight on the GPU)."""
+    for i, (N, Kd, per_row, edges, n_edges) in enumerate(SWEEP):
+        x = WB.make_weight(N, Kd, i, edges, n_edges, per_row)
+        w = encode(x, per_row=per_row)
+        yield (f"{N}x{Kd}{' per-row' if w.per_row else ''}, {w.n_escapes} escapes",
+               K.prepare(w, DEV), x.to(DEV))
+
+
+def layer_weights(models_csv: str, exclude_csv: str, block_rows: int) -> tuple:
+    """(models, shapes, weights) for a bench's --models and --exclude: the layer shapes
+    (WB.layer_shapes) of the models whose name has none of the exclude substrings, and
+    build_weights over them."""
+    models = models_csv.split(",")
+    drop = [d for d in exclude_csv.split(",") if d]
+    shapes = [(m, n, N, Kd, c) for m in models for n, N, Kd, c in WB.layer_shapes(m)
+              if not any(d in n for d in drop)]
+    return models, shapes, build_weights(shapes, block_rows)
+
+
 def correctness(weights: dict, shapes, m_values) -> None:
     for i, (N, Kd, per_row, edges, n_edges) in enumerate(SWEEP):
         x = WB.make_weight(N, Kd, i, edges, n_edges, per_row)

@@ -38,7 +38,6 @@ import gpu_w12_gemv_bench as GB  # noqa: E402
 from specpilot.w12 import gemv as G  # noqa: E402
 from specpilot.w12 import kernel as K  # noqa: E402
 from specpilot.w12 import mma as MM  # noqa: E402
-from specpilot.w12.format import encode  # noqa: E402
 
 DEV = "cuda"
 RESULTS = WB.RESULTS
@@ -55,18 +54,8 @@ def parse_configs(text: str) -> list:
 def check(tag: str, p, w: torch.Tensor, configs, m_values) -> None:
     """``p`` (W12 planes: ``w12_mma``; a bf16 weight: ``bf16_mma``) at each config against fp32
     torch on the weight ``w``: one PASS / FAIL line."""
-    run, name = (MM.bf16_mma, "bf16_mma") if torch.is_tensor(p) else (MM.w12_mma, "w12_mma")
-    worst, floor, pattern = 0.0, 0.0, True
-    for M in m_values:
-        a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
-        ref = GB.reference(a, w)
-        for cfg in configs:
-            same, err, fl = WB.compare(run(a, p, cfg), ref)
-            if not same or err > 5e-3:
-                print(f"  {tag} M={M} {cfg.short}: same pattern {same}, rel err {err:.2e}")
-            pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
-    WB.report(f"{name} vs torch fp32, {tag}", pattern and worst < 5e-3,
-              f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
+    GB.check_kernel(tag, MM.bf16_mma if torch.is_tensor(p) else MM.w12_mma, p, w, configs,
+                    m_values)
 
 
 def main() -> int:
@@ -101,18 +90,11 @@ def main() -> int:
     tuned = args.configs == "tuned"
     configs = [MM.CANDIDATES[0]] if tuned else parse_configs(args.configs)
     m_values = [int(v) for v in args.m.split(",")]
-    models = args.models.split(",")
-    drop = [d for d in args.exclude.split(",") if d]
-    shapes = [(m, n, N, Kd, c) for m in models for n, N, Kd, c in WB.layer_shapes(m)
-              if not any(d in n for d in drop)]
-    weights = GB.build_weights(shapes, args.block_rows)
+    models, shapes, weights = GB.layer_weights(args.models, args.exclude, args.block_rows)
     print(f"built {len(weights)} weights in {time.time() - t0:.0f} s", flush=True)
     if not args.skip_check:
-        for i, (N, Kd, per_row, edges, n_edges) in enumerate(GB.SWEEP):
-            x = WB.make_weight(N, Kd, i, edges, n_edges, per_row)
-            w = encode(x, per_row=per_row)
-            check(f"{N}x{Kd}{' per-row' if w.per_row else ''}, {w.n_escapes} escapes",
-                  K.prepare(w, DEV), x.to(DEV), configs, CHECK_M)
+        for tag, p, x in GB.sweep_planes():
+            check(tag, p, x, configs, CHECK_M)
         for (N, Kd), (p, xbig) in weights.items():
             check(f"{N}x{Kd}, {p.kent.numel()} escapes", p, xbig, configs[:2], CHECK_M)
         if args.bf16:

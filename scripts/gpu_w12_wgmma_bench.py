@@ -36,7 +36,6 @@ import gpu_w12_gemv_bench as GB  # noqa: E402
 from specpilot.w12 import kernel as K  # noqa: E402
 from specpilot.w12 import mma as MM  # noqa: E402
 from specpilot.w12 import wgmma as WG  # noqa: E402
-from specpilot.w12.format import encode  # noqa: E402
 
 DEV = "cuda"
 RESULTS = WB.RESULTS
@@ -54,20 +53,8 @@ def configs_for(N: int, Kd: int, n_sm: int) -> list:
 def check(tag: str, p, w: torch.Tensor, configs) -> None:
     """``w12_wgmma`` on planes ``p`` (``bf16_wgmma`` on a bf16 weight) at each config (at the M
     it may run) against fp32 torch on the weight ``w``: one PASS / FAIL line."""
-    run = WG.bf16_wgmma if torch.is_tensor(p) else WG.w12_wgmma
-    worst, floor, pattern = 0.0, 0.0, True
-    for M in CHECK_M:
-        a = torch.randn(M, w.shape[1], device=DEV).bfloat16()
-        ref = GB.reference(a, w)
-        for cfg in configs:
-            if cfg.words * WG.nt_for(M) > WG.MAX_WORDS_NT:
-                continue
-            same, err, fl = WB.compare(run(a, p, cfg), ref)
-            if not same or err > 5e-3:
-                print(f"  {tag} M={M} {cfg.short}: same pattern {same}, rel err {err:.2e}")
-            pattern, worst, floor = pattern and same, max(worst, err), max(floor, fl)
-    WB.report(f"{run.__name__} vs torch fp32, {tag}", pattern and worst < 5e-3,
-              f"worst rel err {worst:.2e}, bf16 rounding floor {floor:.2e}")
+    GB.check_kernel(tag, WG.bf16_wgmma if torch.is_tensor(p) else WG.w12_wgmma, p, w, configs,
+                    CHECK_M, skip=lambda cfg, M: cfg.words * WG.nt_for(M) > WG.MAX_WORDS_NT)
 
 
 def main() -> int:
@@ -94,19 +81,12 @@ def main() -> int:
         print("wgmma needs a compute capability 9.x GPU", file=sys.stderr)
         return 2
     m_values = [int(v) for v in args.m.split(",")]
-    models = args.models.split(",")
-    drop = [d for d in args.exclude.split(",") if d]
-    shapes = [(m, n, N, Kd, c) for m in models for n, N, Kd, c in WB.layer_shapes(m)
-              if not any(d in n for d in drop)]
     n_sm = K._num_sms(torch.device(DEV))
-    weights = GB.build_weights(shapes, args.block_rows)
+    models, shapes, weights = GB.layer_weights(args.models, args.exclude, args.block_rows)
     print(f"built {len(weights)} weights in {time.time() - t0:.0f} s", flush=True)
     if not args.skip_check:
-        for i, (N, Kd, per_row, edges, n_edges) in enumerate(GB.SWEEP):
-            x = WB.make_weight(N, Kd, i, edges, n_edges, per_row)
-            w = encode(x, per_row=per_row)
-            check(f"{N}x{Kd}{' per-row' if w.per_row else ''}, {w.n_escapes} escapes",
-                  K.prepare(w, DEV), x.to(DEV), configs_for(N, Kd, n_sm))
+        for tag, p, x in GB.sweep_planes():
+            check(tag, p, x, configs_for(p.N, p.K, n_sm))
         for (N, Kd), (p, xbig) in weights.items():
             check(f"{N}x{Kd}, {p.kent.numel()} escapes", p, xbig,
                   configs_for(N, Kd, n_sm)[:2])

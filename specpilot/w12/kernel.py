@@ -975,6 +975,16 @@ def _locks(device: torch.device, n: int) -> torch.Tensor:
     return buf
 
 
+def split_buffers(y: torch.Tensor, split: int, blocks: int) -> tuple:
+    """(workspace, tickets) of a launch writing y [M, N] from ``split`` programs per row block
+    (``blocks`` of them): fp32 [split, M, N] partials and the shared counters (``_locks``), or
+    y twice (not read) without split-K. The Gluon kernels' launchers (mma.py, wgmma.py)."""
+    if split <= 1:
+        return y, y
+    ws = torch.empty((split,) + tuple(y.shape), dtype=torch.float32, device=y.device)
+    return ws, _locks(y.device, blocks)
+
+
 def _ptx_decode() -> bool:
     """Decode with the inline PTX (GPU default) or with plain Triton ops (interpreter, or
     $SPECPILOT_W12_PTX=0 to compare)."""

@@ -785,11 +785,7 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
     QE, EL = esc_mma_layouts(cfg)
     rps, split = split_plan(cfg, K)
     blocks = _cdiv(N, 16 * cfg.warps_r)
-    if split > 1:
-        ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
-        locks = _k._locks(x.device, blocks)
-    else:
-        ws = locks = y
+    ws, locks = _k.split_buffers(y, split, blocks)
     _w12_mma_kernel[(blocks, split)](
         x.view(torch.int32), x, y, ws, locks, *weight_args,
         M, N, K // 2, HW, G, x.stride(0) // 2, y.stride(0), rps,

@@ -530,11 +530,7 @@ def _launch(x: torch.Tensor, N: int, cfg: WgConfig, weight_args: tuple, HW: int,
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     rps, split = split_plan(cfg, K, bf16)
     blocks = _cdiv(N, 64 * cfg.groups)
-    if split > 1:
-        ws = torch.empty((split, M, N), dtype=torch.float32, device=x.device)
-        locks = _k._locks(x.device, blocks)
-    else:
-        ws = locks = y
+    ws, locks = _k.split_buffers(y, split, blocks)
     _w12_wgmma_kernel[(blocks, split)](
         x, y, ws, locks, *weight_args, M, N, K, HW, G, x.stride(0), y.stride(0), rps,
         NT=NT, S=cfg.words, NW=4 * cfg.groups, USE_SPLIT=split > 1, BF16=bf16,

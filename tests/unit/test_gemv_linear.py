@@ -94,24 +94,36 @@ def test_gemv_linear_dispatch(monkeypatch):
     assert calls == [(1, 64)]
 
 
+def _fake(x, w):
+    """A stand-in for our kernels that tells their path from F.linear's."""
+    return nn.functional.linear(x, w) * 2
+
+
+def _head_and_other(monkeypatch, head_bias: bool):
+    """(lm_head, another layer), both GemvLinear of 64 -> 96 (the second with a bias), their
+    forward taking our path on CPU tensors, Gluon taken as present."""
+    from specpilot.w12 import mma
+
+    m = nn.Module()
+    m.lm_head = nn.Linear(64, 96, bias=head_bias, dtype=torch.bfloat16)
+    m.other = nn.Linear(64, 96, bias=True, dtype=torch.bfloat16)
+    L.use_gemv(m)
+    monkeypatch.setattr(L, "_gemv_device", lambda x: True)
+    monkeypatch.setattr(mma, "HAS_GLUON", True)
+    return m.lm_head, m.other
+
+
 def test_mma_head_dispatch(monkeypatch):
     """FUSE_MMA_HEAD: the lm_head's 2..mma.MAX_M rows run mma.bf16_mma in graphs (tuned at the
     module's first eager call per row count); other layers, one row (the GEMV), more rows and
     the flag off keep their paths."""
     from specpilot.w12 import mma
 
-    head = nn.Linear(64, 96, bias=True, dtype=torch.bfloat16)
-    other = nn.Linear(64, 96, bias=True, dtype=torch.bfloat16)
-    m = nn.Module()
-    m.lm_head, m.other = head, other
-    L.use_gemv(m)
-    monkeypatch.setattr(L, "_gemv_device", lambda x: True)
-    monkeypatch.setattr(mma, "HAS_GLUON", True)
+    head, other = _head_and_other(monkeypatch, head_bias=True)
     calls, tunes, gemv = [], [], []
-    fake = lambda x, w: nn.functional.linear(x, w) * 2   # noqa: E731 - tells the paths apart
-    monkeypatch.setattr(mma, "bf16_mma", lambda x, w: calls.append(x.shape) or fake(x, w))
+    monkeypatch.setattr(mma, "bf16_mma", lambda x, w: calls.append(x.shape) or _fake(x, w))
     monkeypatch.setattr(mma, "tuned_config", lambda x, w: tunes.append(x.shape))
-    monkeypatch.setattr(G, "bf16_gemv", lambda x, w: gemv.append(x.shape) or fake(x, w))
+    monkeypatch.setattr(G, "bf16_gemv", lambda x, w: gemv.append(x.shape) or _fake(x, w))
     monkeypatch.setattr(G, "bf16_gemv_config", lambda x, w: None)
     monkeypatch.setattr(L, "FUSE_MMA_HEAD", True)
     x4, x16, x17 = acts(4, 64, 4), acts(16, 64, 16), acts(17, 64, 17)
@@ -122,7 +134,7 @@ def test_mma_head_dispatch(monkeypatch):
     monkeypatch.setattr(L, "_in_graph", lambda: True)
     y = head(x4.view(2, 2, 64))
     assert y.shape == (2, 2, 96) and calls == [(4, 64)]
-    assert same_bits(y.view(4, 96), fake(x4, head.weight) + head.bias)
+    assert same_bits(y.view(4, 96), _fake(x4, head.weight) + head.bias)
     assert same_bits(other(x4), ref(other, x4)) and calls == [(4, 64)]   # not the head
     assert same_bits(head(x17), ref(head, x17)) and calls == [(4, 64)]   # more rows: F.linear
     head(acts(1, 64, 1))
@@ -141,23 +153,16 @@ def test_wgmma_dispatch(monkeypatch):
     from specpilot.w12 import mma, wgmma
 
     assert L.FUSE_WGMMA is (os.environ.get("SPECPILOT_BF16_WGMMA") == "1")
-    head = nn.Linear(64, 96, bias=False, dtype=torch.bfloat16)
-    other = nn.Linear(64, 96, bias=True, dtype=torch.bfloat16)
-    m = nn.Module()
-    m.lm_head, m.other = head, other
-    L.use_gemv(m)
-    monkeypatch.setattr(L, "_gemv_device", lambda x: True)
-    monkeypatch.setattr(mma, "HAS_GLUON", True)
+    head, other = _head_and_other(monkeypatch, head_bias=False)
     ok = {"dev": True}
     monkeypatch.setattr(wgmma, "supported", lambda M, K, device=None: ok["dev"] and 1 <= M
                         <= wgmma.MAX_M)
     calls, tunes, heads = [], [], []
-    fake = lambda x, w: nn.functional.linear(x, w) * 2   # noqa: E731 - tells the paths apart
-    monkeypatch.setattr(wgmma, "bf16_wgmma", lambda x, w: calls.append(x.shape) or fake(x, w))
+    monkeypatch.setattr(wgmma, "bf16_wgmma", lambda x, w: calls.append(x.shape) or _fake(x, w))
     monkeypatch.setattr(wgmma, "tuned_config", lambda x, w: tunes.append(x.shape))
-    monkeypatch.setattr(mma, "bf16_mma", lambda x, w: heads.append(x.shape) or fake(x, w))
+    monkeypatch.setattr(mma, "bf16_mma", lambda x, w: heads.append(x.shape) or _fake(x, w))
     monkeypatch.setattr(mma, "tuned_config", lambda x, w: None)
-    monkeypatch.setattr(G, "bf16_gemv", lambda x, w: fake(x, w))
+    monkeypatch.setattr(G, "bf16_gemv", _fake)
     monkeypatch.setattr(G, "bf16_gemv_config", lambda x, w: None)
     monkeypatch.setattr(L, "FUSE_WGMMA", True)
     monkeypatch.setattr(L, "FUSE_MMA_HEAD", True)
@@ -169,7 +174,7 @@ def test_wgmma_dispatch(monkeypatch):
     monkeypatch.setattr(L, "_in_graph", lambda: True)
     y = other(x40.view(4, 10, 64))
     assert y.shape == (4, 10, 96) and calls == [(40, 64)]
-    assert same_bits(y.view(40, 96), fake(x40, other.weight) + other.bias)
+    assert same_bits(y.view(40, 96), _fake(x40, other.weight) + other.bias)
     head(x8)
     assert heads == [(8, 64)] and calls == [(40, 64)]            # the head's 8 rows: bf16_mma
     head(x40)

@@ -17,7 +17,8 @@ import torch
 
 from specpilot.w12 import mma
 from specpilot.w12.format import encode
-from tests.unit.w12_data import FINITE_EDGE, acts, check_close, make_weight, same_bits
+from tests.unit.w12_data import (FINITE_EDGE, acts, check_close, check_pdl_modes, make_weight,
+                                 same_bits)
 
 SIG = {"x_ptr": "*i32", "x16_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32",
        "lock_ptr": "*i32", "l_ptr": "*i32", "h_ptr": "*i32", "hb_ptr": "*u8", "koff_ptr": "*i32",
@@ -384,23 +385,7 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
                 outs.append(h)
         return outs
 
-    results = []
-    for mode, trigger in ((0, 0), (1, 1), (1, 2), (2, 3), (2, 2)):
-        monkeypatch.setattr(pdl, "ENABLED", mode > 0)
-        monkeypatch.setattr(pdl, "MODE", mode or 1)
-        monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": trigger or 2, "bf16": trigger or 2})
-        eager = chain()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            outs = chain()
-        for _ in range(3):
-            g.replay()
-        torch.cuda.synchronize()
-        assert all(same_bits(a, b) for a, b in zip(eager, outs)), (mode, trigger)
-        assert all(torch.isfinite(o.float()).all() for o in outs)
-        results.append(outs)
-    assert all(same_bits(a, b) for r in results[1:] for a, b in zip(results[0], r))
+    check_pdl_modes(monkeypatch, chain, ((0, 0), (1, 1), (1, 2), (2, 3), (2, 2)))
 
 
 def test_tune_file_holds_mma_configs(tmp_path, monkeypatch):

@@ -16,7 +16,8 @@ import torch
 
 from specpilot.w12 import wgmma as W
 from specpilot.w12.format import encode
-from tests.unit.w12_data import FINITE_EDGE, acts, check_close, make_weight, same_bits
+from tests.unit.w12_data import (FINITE_EDGE, acts, check_close, check_pdl_modes, make_weight,
+                                 same_bits)
 
 SIG = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32",
        "l_ptr": "*i32", "h_ptr": "*i32", "hb_ptr": "*u8", "koff_ptr": "*i32", "kent_ptr": "*i32",
@@ -371,10 +372,10 @@ def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
 
 @pytest.mark.gpu
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
-    """A chain of norm -> W12-WGMMA layers (split-K among them) gives the same bits eagerly
-    and in a CUDA graph, with PDL off and on, and the same bits at every config as the first
-    (the escapes and the planes summed in one order per config: compared per config)."""
-    from specpilot.kernels import norm, pdl
+    """A chain of norm -> W12-WGMMA layers (split-K and overlap among them) gives the same bits
+    eagerly and in a CUDA graph, with PDL off and in each of its modes, and the same bits in
+    every mode."""
+    from specpilot.kernels import norm
     from specpilot.w12 import kernel as Kn
 
     if torch.cuda.get_device_capability()[0] != 9:
@@ -385,31 +386,19 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3, 1), W.WgConfig(2, 2))
     x0 = acts(40, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
+    w16 = make_weight(D, D, 50, n_edges=0).cuda()
 
     def chain():
         h, outs = x0, []
         for i, p in enumerate(layers):
             h = W.w12_wgmma(norm.rms_norm(h, nw, 1e-6), p, cfgs[i])
             outs.append(h)
+            if i == 1:   # a bf16 layer (bf16_wgmma, PDL trigger "bf16")
+                h = W.bf16_wgmma(norm.rms_norm(h, nw, 1e-6), w16, cfgs[2])
+                outs.append(h)
         return outs
 
-    results = []
-    for mode, trigger in ((0, 0), (1, 1), (1, 2), (2, 3)):
-        monkeypatch.setattr(pdl, "ENABLED", mode > 0)
-        monkeypatch.setattr(pdl, "MODE", mode or 1)
-        monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": trigger or 2, "bf16": trigger or 2})
-        eager = chain()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            outs = chain()
-        for _ in range(3):
-            g.replay()
-        torch.cuda.synchronize()
-        assert all(same_bits(a, b) for a, b in zip(eager, outs)), (mode, trigger)
-        assert all(torch.isfinite(o.float()).all() for o in outs)
-        results.append(outs)
-    assert all(same_bits(a, b) for r in results[1:] for a, b in zip(results[0], r))
+    check_pdl_modes(monkeypatch, chain, ((0, 0), (1, 1), (1, 2), (2, 3)))
 
 
 if __name__ == "__main__":

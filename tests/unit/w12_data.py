@@ -65,3 +65,28 @@ def replayed(fn):
     graph.replay()
     torch.cuda.synchronize()
     return y
+
+
+def check_pdl_modes(monkeypatch, chain, modes) -> None:
+    """``chain()`` (a list of GPU outputs) under each (pdl.MODE, GEMV_TRIGGER) of ``modes`` (0:
+    PDL off): the same bits eagerly and captured into a CUDA graph (three replays), all finite,
+    and the same bits in every mode as in the first."""
+    from specpilot.kernels import pdl
+
+    results = []
+    for mode, trigger in modes:
+        monkeypatch.setattr(pdl, "ENABLED", mode > 0)
+        monkeypatch.setattr(pdl, "MODE", mode or 1)
+        monkeypatch.setattr(pdl, "GEMV_TRIGGER", {"w12": trigger or 2, "bf16": trigger or 2})
+        eager = chain()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = chain()
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        assert all(same_bits(a, b) for a, b in zip(eager, outs)), (mode, trigger)
+        assert all(torch.isfinite(o.float()).all() for o in outs)
+        results.append(outs)
+    assert all(same_bits(a, b) for r in results[1:] for a, b in zip(results[0], r))
