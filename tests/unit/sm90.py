@@ -15,25 +15,30 @@ import tempfile
 import pytest
 
 
-def ptxas_report(ptx: str) -> str | None:
+def ptxas_report(ptx: str, sass: bool = False):
     """What a bundled ptxas -v prints (stderr) when it assembles this PTX for sm_90a, or None
-    without one that takes its PTX version."""
+    without one that takes its PTX version; with ``sass``, (that, the cubin's SASS from the
+    bundled cuobjdump)."""
     import triton
 
-    found = sorted(glob.glob(os.path.join(os.path.dirname(triton.__file__), "backends",
-                                          "nvidia", "bin", "ptxas*")))
+    bindir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    found = sorted(glob.glob(os.path.join(bindir, "ptxas*")))
     with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "k.ptx")
+        src, obj = os.path.join(d, "k.ptx"), os.path.join(d, "k.o")
         with open(src, "w") as f:
             f.write(ptx)
         for ptxas in found:  # the wheel may bundle several; the PTX version picks one
-            r = subprocess.run([ptxas, "-v", "--gpu-name", "sm_90a", src, "-o",
-                                os.path.join(d, "k.o")], capture_output=True, text=True)
+            r = subprocess.run([ptxas, "-v", "--gpu-name", "sm_90a", src, "-o", obj],
+                               capture_output=True, text=True)
             if r.returncode == 0:
-                return r.stderr
+                if not sass:
+                    return r.stderr
+                dump = subprocess.run([os.path.join(bindir, "cuobjdump"), "-sass", obj],
+                                      capture_output=True, text=True, check=True)
+                return r.stderr, dump.stdout
             if "Unsupported .version" not in r.stderr:
                 raise RuntimeError(r.stderr[-2000:])
-    return None
+    return (None, None) if sass else None
 
 
 def spills(ptx: str) -> int | None:

@@ -75,7 +75,7 @@ def _compile_all() -> dict:
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 * g})
         ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
         wait = ptx.find("griddepcontrol.wait")
-        report = ptxas_report(ptx)
+        report, sass = ptxas_report(ptx, sass=True)
         spills = None if report is None else int(next(
             x for x in report.splitlines() if "spill stores" in x).split(
                 "bytes spill stores")[0].split(",")[-1])
@@ -92,6 +92,10 @@ def _compile_all() -> dict:
             # register inside the pipeline)
             "serialised": None if report is None else "C7515" in report,
             "wait_group": re.findall(r"wgmma\.wait_group\.sync\.aligned (\d+)", ptx),
+            # the waits ptxas emitted (WARPGROUP.DEPBAR): as many as the PTX asks for, else it
+            # serialised the wgmmas (it did so silently on an unrolled loop in session 38)
+            "depbar": None if sass is None else re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x\d+)",
+                                                           sass),
             "atom": len(re.findall(r"atom\.[^\n]*global", ptx)),
             "gdc": ptx.count("griddepcontrol."),
             "wide_before_wait": len(re.findall(
@@ -122,6 +126,8 @@ def test_compiles_for_sm90_with_wgmma():
         # (2) and all of it after the loop; the escapes' synchronous wgmma (0)
         waits = ["2", "0"] if r["overlap"] else ["0"]
         assert r["wait_group"] == waits + (["0"] if r["esc"] else []), (name, r)
+        if r["depbar"] is not None:
+            assert sorted(r["depbar"]) == sorted(f"0x{w}" for w in r["wait_group"]), (name, r)
         # x into shared memory: the prologue's round and the loop's next round, with stmatrix
         # (the logical K order is a register renaming, the stores stay vectorised)
         assert r["stmatrix"] >= 4 and r["st_shared"] <= (1 if r["split"] else 0), (name, r)
