@@ -57,6 +57,20 @@ def check(tag: str, p, w: torch.Tensor, configs) -> None:
                     CHECK_M, skip=lambda cfg, M: cfg.words * WG.nt_for(M) > WG.MAX_WORDS_NT)
 
 
+def sweep(run, acts, ring, cands, n: int) -> dict:
+    """{config label: us per call} of ``run(acts[i], ring[i], cfg)`` per candidate; one that
+    fails to compile or run is printed and timed as inf (the sweep goes on)."""
+    out = {}
+    for cfg in cands:
+        try:
+            out[cfg.short] = GB.timed(lambda i, c=cfg: run(acts[i], ring[i], c), n)
+        except Exception as e:  # noqa: BLE001 - one candidate's failure must not end the run
+            print(f"  {run.__name__} {cfg.short} M={acts[0].shape[0]}: FAILED {type(e).__name__}: "
+                  f"{str(e)[:200]}", flush=True)
+            out[cfg.short] = float("inf")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="w12_wgmma_bench.json")
@@ -115,17 +129,12 @@ def main() -> int:
             if M <= MM.MAX_M:
                 cm = MM.tuned_config(acts[0], p) if args.mma_tuned else MM.CANDIDATES[0]
                 t_mma = GB.timed(lambda i: MM.w12_mma(acts[i], ring12[i], cm), n)
-            tried = {}
-            for cfg in WG.candidates(M, N, Kd, n_sm):
-                tried[cfg.short] = GB.timed(lambda i, c=cfg: WG.w12_wgmma(acts[i], ring12[i], c),
-                                            n)
+            tried = sweep(WG.w12_wgmma, acts, ring12, WG.candidates(M, N, Kd, n_sm), n)
             best = min(tried, key=tried.get)
             t_wg = tried[best]
             t_b16, best16, tried16 = float("nan"), "", {}
             if args.bf16:
-                for cfg in WG.candidates(M, N, Kd, n_sm):
-                    tried16[cfg.short] = GB.timed(
-                        lambda i, c=cfg: WG.bf16_wgmma(acts[i], ring16[i], c), n)
+                tried16 = sweep(WG.bf16_wgmma, acts, ring16, WG.candidates(M, N, Kd, n_sm), n)
                 best16 = min(tried16, key=tried16.get)
                 t_b16 = tried16[best16]
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
