@@ -175,11 +175,7 @@ def w12_files(path: str) -> dict:
     if os.path.isfile(index):
         with open(index) as f:
             data = json.load(f)
-        fmt = data.get("metadata", {}).get("format")
-        if fmt != FORMAT_NAME:
-            raise ValueError(f"{index}: W12 format {fmt!r}, this version reads {FORMAT_NAME!r} "
-                             f"only; convert the bf16 checkpoint again (python -m specpilot.w12 "
-                             f"convert)")
+        _check_format(data.get("metadata", {}).get("format"), index)
         return {name: os.path.join(path, fn) for name, fn in data["weight_map"].items()}
     single = os.path.join(path, W12_FILE)
     with safe_open(single, framework="pt") as sf:
@@ -194,11 +190,15 @@ def w12_meta(sf, path: str) -> dict:
         raise ValueError(f"{path}: no W12 metadata (not written by python -m specpilot.w12 "
                          f"convert)")
     meta = json.loads(raw)
-    if meta.get("format") != FORMAT_NAME:
-        raise ValueError(f"{path}: W12 format {meta.get('format')!r}, this version reads "
-                         f"{FORMAT_NAME!r} only; convert the bf16 checkpoint again "
-                         f"(python -m specpilot.w12 convert)")
+    _check_format(meta.get("format"), path)
     return meta
+
+
+def _check_format(fmt, path: str) -> None:
+    """A W12 file or index of another format version is refused, naming the way out."""
+    if fmt != FORMAT_NAME:
+        raise ValueError(f"{path}: W12 format {fmt!r}, this version reads {FORMAT_NAME!r} only; "
+                         f"convert the bf16 checkpoint again (python -m specpilot.w12 convert)")
 
 
 def read_tensor(sf, meta: dict, name: str, device=None) -> torch.Tensor:

@@ -975,6 +975,19 @@ def _locks(device: torch.device, n: int) -> torch.Tensor:
     return buf
 
 
+def weight_kind(w) -> tuple:
+    """("w12", N, K) for W12Planes, ("bf16", N, K) for a bf16 [N, K] weight."""
+    return ("w12", w.N, w.K) if isinstance(w, W12Planes) else ("bf16", *w.shape)
+
+
+def kind_tune_key(prefix: str, x: torch.Tensor, w) -> str:
+    """Tune cache / file key of the Gluon kernels (mma.py "mma-", wgmma.py "wg-"): prefix + the
+    weight's kind (w12 / bf16), GPU model, M (exact, not bucketed), N, K."""
+    kind, N, K = weight_kind(w)
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    return f"{prefix}{kind}|{_gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
+
+
 def split_buffers(y: torch.Tensor, split: int, blocks: int) -> tuple:
     """(workspace, tickets) of a launch writing y [M, N] from ``split`` programs per row block
     (``blocks`` of them): fp32 [split, M, N] partials and the shared counters (``_locks``), or

@@ -702,17 +702,10 @@ MAX_PROGRAMS_PER_SM = 40
 ESC_PRE = 1
 
 
-def _weight_kind(w) -> tuple:
-    """("w12", N, K) for W12Planes, ("bf16", N, K) for a bf16 [N, K] weight."""
-    return ("w12", w.N, w.K) if isinstance(w, W12Planes) else ("bf16", *w.shape)
-
-
 def _tune_key(x: torch.Tensor, w) -> str:
     """Key in kernel's tune cache and file: "mma-" + w's kind (w12 / bf16), GPU model, M, N,
     K."""
-    kind, N, K = _weight_kind(w)
-    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    return f"{_k.MMA_KEY_PREFIX}{kind}|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
+    return _k.kind_tune_key(_k.MMA_KEY_PREFIX, x, w)
 
 
 def mma_autotune(x: torch.Tensor, w, cands=None) -> MmaConfig:
@@ -720,7 +713,7 @@ def mma_autotune(x: torch.Tensor, w, cands=None) -> MmaConfig:
     over a >= 512 MB ring of weight copies) and cache the fastest for (kind, GPU, M, N, K). ``w``:
     W12Planes (``w12_mma``, ``candidates``) or a bf16 [N, K] weight (``bf16_mma``,
     ``bf16_candidates``)."""
-    kind, N, K = _weight_kind(w)
+    kind, N, K = _k.weight_kind(w)
     run = w12_mma if kind == "w12" else bf16_mma
     ring = _k.weight_ring(w)
     cands = cands or (candidates if kind == "w12" else bf16_candidates)(N, K,

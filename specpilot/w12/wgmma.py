@@ -475,22 +475,20 @@ def default_config(M: int, N: int, K: int, n_sm: int) -> WgConfig:
 def _tune_key(x: torch.Tensor, w) -> str:
     """Key in kernel's tune cache and file: "wg-" + the weight's kind (w12 / bf16), GPU model,
     M, N, K."""
-    kind, N, K = ("w12", w.N, w.K) if isinstance(w, W12Planes) else ("bf16", *w.shape)
-    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    return f"{KEY_PREFIX}{kind}|{_k._gpu_name(index)}|m{x.shape[0]}|n{N}|k{K}"
+    return _k.kind_tune_key(KEY_PREFIX, x, w)
 
 
 def autotune(x: torch.Tensor, w, cands=None) -> WgConfig:
     """Time the candidates on (x, w) as the other W12 tuners do (CUDA-graph replays over a
     >= 512 MB ring of weight copies) and cache the fastest for (kind, GPU, M, N, K). ``w``:
     W12Planes (``w12_wgmma``) or a bf16 [N, K] weight (``bf16_wgmma``)."""
-    M, K = x.shape
-    run = w12_wgmma if isinstance(w, W12Planes) else bf16_wgmma
-    N = w.N if isinstance(w, W12Planes) else w.shape[0]
+    kind, N, K = _k.weight_kind(w)
+    M = x.shape[0]
+    run = w12_wgmma if kind == "w12" else bf16_wgmma
     ring = _k.weight_ring(w)
     cands = cands or candidates(M, N, K, _k._num_sms(x.device))
     best = _k.fastest(cands, lambda c: lambda i: run(x, ring[i], c), len(ring),
-                      f"wgmma {run.__name__} M={M} N={N} K={K}")
+                      f"wgmma {kind} M={M} N={N} K={K}")
     _k._remember(_tune_key(x, w), best)
     return best
 
@@ -498,10 +496,10 @@ def autotune(x: torch.Tensor, w, cands=None) -> WgConfig:
 def tuned_config(x: torch.Tensor, w) -> WgConfig:
     """Cached (memory or $SPECPILOT_W12_TUNE_FILE), else tuned now when allowed, else
     ``default_config``. ``w`` as ``autotune``'s."""
-    N = w.N if isinstance(w, W12Planes) else w.shape[0]
+    _, N, K = _k.weight_kind(w)
     return _k.cached_or_tuned(
         _tune_key(x, w), lambda: autotune(x, w),
-        lambda: default_config(x.shape[0], N, x.shape[1], _k._num_sms(x.device)))
+        lambda: default_config(x.shape[0], N, K, _k._num_sms(x.device)))
 
 
 def _check(name: str, x: torch.Tensor, K: int) -> None:

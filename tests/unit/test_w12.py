@@ -234,6 +234,10 @@ def test_convert_in_shards(tmp_path):
     for name, fn in files.items():
         with open_tensors(fn) as get:
             assert bitwise_equal(get(name), t[name]), name
+    index = json.loads((out / W12_INDEX).read_text())
+    (out / W12_INDEX).write_text(json.dumps(dict(index, metadata={"format": "W12-v1"})))
+    with pytest.raises(ValueError, match="W12 format 'W12-v1'.*convert the bf16 checkpoint"):
+        load_w12(str(out))
     convert(str(tmp_path / "hf"), str(out), log=lambda *_: None)
     assert (out / W12_FILE).is_file() and not (out / W12_INDEX).exists()
     assert not any(f.startswith("model.w12-") for f in os.listdir(out))
