@@ -1,0 +1,53 @@
+"""Session 39: where W12 `stock` (Qwen3.8-27B + DFlash2, random weights) reads out of bounds.
+Eager (no CUDA graphs), every W12 layer synchronised after its call, so the first failing layer
+is named with its input shape and config; then the same for the drafter's other calls."""
+import os
+import sys
+import traceback
+
+import torch
+
+sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))
+from gpu_real_shapes import decode_ms_per_step  # noqa: E402
+from specpilot.config import ServerArgs  # noqa: E402
+from specpilot.offline import OfflineEngine  # noqa: E402
+from specpilot.spec.simulate import simulated_acceptance  # noqa: E402
+from specpilot.w12.linear import W12Linear  # noqa: E402
+
+orig = W12Linear.forward
+names = {}
+
+
+def checked(self, x):
+    y = orig(self, x)
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        p = self.planes
+        print(f"FIRST FAILING W12 LAYER: {names.get(id(self))} x {tuple(x.shape)} {x.dtype} "
+              f"stride {x.stride()} N={p.N} K={p.K} escapes={p.kval.numel()}", flush=True)
+        raise
+    return y
+
+
+W12Linear.forward = checked
+target = sys.argv[1]
+cfg = sys.argv[2]
+with simulated_acceptance(float(sys.argv[3])):
+    eng = OfflineEngine(ServerArgs(
+        model_path=os.path.join(cfg, target), device="cuda", dtype="bfloat16",
+        load_format="dummy", context_length=4096, max_total_tokens=4096, max_running_requests=1,
+        skip_tokenizer_init=True, cuda_graph_max_bs=1, weight_format="w12", random_seed=0,
+        disable_cuda_graph=True, speculative_draft_model_path=os.path.join(cfg, target + "-dflash2"),
+        speculative_draft_load_format="dummy", disable_overlap_schedule=True))
+for n, m in eng.runner.model.named_modules():
+    names[id(m)] = "target." + n
+for n, m in eng.worker.drafter.named_modules():
+    names[id(m)] = "drafter." + n
+print("built", flush=True)
+try:
+    ms = decode_ms_per_step(eng.scheduler, 1, 512, 16, eng.runner.info.vocab_size)
+    print("eager stock w12 ok:", ms, flush=True)
+except Exception:
+    traceback.print_exc()
