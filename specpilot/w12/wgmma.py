@@ -23,8 +23,10 @@ shared memory as ``tl.dot``'s B operand. Here the roles are swapped (``y^T = W x
 * Per round: the next round's planes and x are loaded into registers, this round's planes are
   decoded, two asynchronous wgmmas (one per half, S k-steps each) run against the current
   buffer while the next x is stored into the other one, then the wgmmas are waited on and one
-  CTA barrier makes the new buffer visible. With ``WgConfig.overlap`` the wait is for the
-  previous round's wgmmas only (a third buffer), so a round's run on during the next's decode.
+  CTA barrier makes the new buffer visible. The wait is within the round: a wgmma reads its A
+  registers until it is waited on, and ptxas reused them for the next round's loads when the
+  wait came a round later (an ``overlap`` variant, removed: wrong results on the H200, session
+  39; ``test_w12_wgmma.py`` checks the SASS for it).
 * ``bf16_wgmma``: the same loop on a bf16 weight's words (the A registers as loaded).
 
 Escapes decode to signed zero; their exact products are added after the main loop as wgmmas of
@@ -58,7 +60,8 @@ except ImportError:  # no Triton, or one without Gluon's Hopper module: supporte
     gl = None
 
 HAS_GLUON = gluon is not None
-MIN_NT = 8                 # wgmma's smallest N
+MIN_NT = 16                # wgmma's N is >= 8, but triton 3.6's ptxas crashes (SIGSEGV) on
+#                            g1 s2 split-K escapes at NT 8 (session 39); rows <= 16 run mma.py
 MAX_M = 128                # activation rows per call (wgmma N up to 256; registers limit us)
 ESC_CHUNK = 16             # escape entries per escape wgmma (one k16 step)
 SMEM_LIMIT = 200 * 1024    # bytes of x buffers a config may take (the H200 has 227 KB per CTA)
@@ -71,27 +74,18 @@ class WgConfig:
     """groups: warpgroups per program (64 weight rows each; they share the x buffers); words:
     S, the bytes of each plane a thread loads per row and round are 4 S (S = 4: one 16-byte load
     per plane and row); split: programs splitting K into runs of whole rounds (split-K through
-    an fp32 workspace, as ``mma.MmaConfig.split``); overlap: 1 = a round's wgmmas are waited on
-    only after the next round's are issued (three x buffers instead of two), so the tensor
-    cores run while the next round is decoded."""
+    an fp32 workspace, as ``mma.MmaConfig.split``)."""
     groups: int = 1
     words: int = 4
     split: int = 1
-    overlap: int = 0
 
     def __post_init__(self):
-        if (self.groups not in (1, 2) or self.words not in (2, 4, 8) or self.split < 1
-                or self.overlap not in (0, 1)):
+        if self.groups not in (1, 2) or self.words not in (2, 4, 8) or self.split < 1:
             raise ValueError(f"WgConfig: bad values {self}")
 
     @property
-    def buffers(self) -> int:
-        return 3 if self.overlap else 2
-
-    @property
     def short(self) -> str:
-        return (f"g{self.groups}s{self.words}" + ("o" if self.overlap else "")
-                + (f"x{self.split}" if self.split > 1 else ""))
+        return f"g{self.groups}s{self.words}" + (f"x{self.split}" if self.split > 1 else "")
 
 
 def nt_for(M: int) -> int:
@@ -118,10 +112,10 @@ def split_plan(cfg: WgConfig, K: int, bf16: bool = False) -> tuple:
 
 
 def smem_bytes(cfg: WgConfig, M: int) -> int:
-    """Shared memory of the x buffers: 2 (3 with overlap) buffers x 2 halves x [NT, 16 S] bf16,
+    """Shared memory of the x buffers: 2 buffers x 2 halves x [NT, 16 S] bf16,
     plus the escape tile [NT, 16]."""
     nt = nt_for(M)
-    return cfg.buffers * 2 * nt * round_cols(cfg) * 2 + nt * ESC_CHUNK * 2
+    return 2 * 2 * nt * round_cols(cfg) * 2 + nt * ESC_CHUNK * 2
 
 
 def supported(M: int, K: int, device=None) -> bool:
@@ -279,8 +273,7 @@ if HAS_GLUON:
                           P: gl.constexpr, XL: gl.constexpr, ACC: gl.constexpr,
                           DOT: gl.constexpr, SL: gl.constexpr, EB: gl.constexpr,
                           XE: gl.constexpr, SLE: gl.constexpr, BF16: gl.constexpr = 0,
-                          PB: gl.constexpr = None, OVERLAP: gl.constexpr = 0,
-                          PDL: gl.constexpr = 0):
+                          PB: gl.constexpr = None, PDL: gl.constexpr = 0):
         # x_ptr: bf16 [M, K] (row stride sxm); l_ptr / h_ptr: int32 views of the planes (rows of
         # 2 HW / HW words, HW = Kp / 8); hb_ptr: uint8 [1], or an int32 view of the per-row
         # [N, 16] bytes (HB_PER_ROW); y_ptr bf16
@@ -336,19 +329,12 @@ if HAS_GLUON:
         _gdc_launch_dependents(PDL == 3)
         xa, xb = _load_x(xrow, tok_ok, base + xj, KH, K, lim)
 
-        if OVERLAP:   # a round's wgmmas run on while the next is decoded: a third buffer
-            NB: gl.constexpr = 3
-        else:
-            NB: gl.constexpr = 2
-        xs = gl.allocate_shared_memory(gl.bfloat16, [2 * NB, NT, RC], SL)   # [buffer x 2 + half]
+        xs = gl.allocate_shared_memory(gl.bfloat16, [4, NT, RC], SL)   # [buffer x 2 + half]
         acc = gl.zeros([16 * NW, NT], gl.float32, ACC)
         xs.index(0).store(_logical(xa, S))
         xs.index(1).store(_logical(xb, S))
         fence_async_shared()
         _barrier()
-        # the A operands of the round in flight (OVERLAP): kept alive until its wait
-        pa0 = gl.zeros([16 * NW, RC], gl.bfloat16, DOT)
-        pa1 = gl.zeros([16 * NW, RC], gl.bfloat16, DOT)
         for i in range(n_iter):
             nb = base + (i + 1) * RC
             h2, la2, lb2 = _load_round(lrow, hrow, row_ok, nb // 4 + q0, wrow, row_okb,
@@ -357,28 +343,21 @@ if HAS_GLUON:
             t0, t1 = _weights(h, la, lb, hbw, BF16)
             a0 = _a_operand(t0, S, DOT)
             a1 = _a_operand(t1, S, DOT)
-            cur = 2 * (i % NB)
-            nxt = 2 * ((i + 1) % NB)
+            cur = 2 * (i % 2)
+            nxt = 2 - cur
             acc = warpgroup_mma(a0, xs.index(cur).permute((1, 0)), acc, is_async=True)
             acc = warpgroup_mma(a1, xs.index(cur + 1).permute((1, 0)), acc, is_async=True)
-            if OVERLAP:   # the previous round's two wgmma groups done, this round's in flight
-                acc, pa0, pa1 = warpgroup_mma_wait(2, deps=[acc, pa0, pa1])
-            # buffer nxt was last read by round i + 1 - NB, whose wgmmas every warpgroup waited
-            # on before the last barrier
+            # buffer nxt was last read by round i - 1, whose wgmmas every warpgroup waited on
+            # before the last barrier
             xs.index(nxt).store(_logical(xa, S))
             xs.index(nxt + 1).store(_logical(xb, S))
             fence_async_shared()
-            if OVERLAP:
-                pa0 = a0
-                pa1 = a1
-            else:
-                acc, a0, a1 = warpgroup_mma_wait(0, deps=[acc, a0, a1])
+            # this round's A registers stay live (deps) until its wgmmas are done
+            acc, a0, a1 = warpgroup_mma_wait(0, deps=[acc, a0, a1])
             _barrier()
             h, la, lb = h2, la2, lb2
-        if OVERLAP:
-            acc, pa0, pa1 = warpgroup_mma_wait(0, deps=[acc, pa0, pa1])
         # the escapes' exact products after the main loop (before it, the accumulator defined
-        # in a branch made ptxas serialise the loop's wgmmas with OVERLAP: C7515)
+        # in a branch made ptxas serialise the loop's wgmmas: C7515)
         if ESC:
             if pid_k == 0:
                 xe_s = gl.allocate_shared_memory(gl.bfloat16, [NT, _ESC_CHUNK], SLE)
@@ -432,13 +411,12 @@ MAX_WORDS_NT = 512         # words x NT above this spill (sm_90 compile: s8 at N
 
 
 def candidates(M: int, N: int, K: int, n_sm: int) -> tuple:
-    """The tuning space at M rows: groups 1 / 2 x words 4 / 8 x overlap 0 / 1, and words 2
-    without overlap, within SMEM_LIMIT and MAX_WORDS_NT; for the words-4 bases also the splits
+    """The tuning space at M rows: groups 1 / 2 x words 2 / 4 / 8, within SMEM_LIMIT and
+    MAX_WORDS_NT; for the words-4 bases also the splits
     of SPLITS that keep the programs <= 2 n_sm, give a plan of their own and >= 2 rounds per
     program."""
     out = []
-    bases = [WgConfig(g, s, 1, o) for g in (1, 2) for s in (4, 8) for o in (0, 1)]
-    for base in bases + [WgConfig(1, 2), WgConfig(2, 2)]:
+    for base in [WgConfig(g, s) for g in (1, 2) for s in (4, 8)] + [WgConfig(1, 2), WgConfig(2, 2)]:
         if smem_bytes(base, M) > SMEM_LIMIT or base.words * nt_for(M) > MAX_WORDS_NT:
             continue
         out.append(base)
@@ -532,7 +510,6 @@ def _launch(x: torch.Tensor, N: int, cfg: WgConfig, weight_args: tuple, HW: int,
     _w12_wgmma_kernel[(blocks, split)](
         x, y, ws, locks, *weight_args, M, N, K, HW, G, x.stride(0), y.stride(0), rps,
         NT=NT, S=cfg.words, NW=4 * cfg.groups, USE_SPLIT=split > 1, BF16=bf16,
-        OVERLAP=cfg.overlap,
         **layouts(cfg, NT), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]),
         num_warps=4 * cfg.groups, **consts)
     return y

@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,3 +76,48 @@ def w12_kernel_signature(fn, w12: bool) -> dict:
            "kval_ptr": "*i16"}
     sig.update({a: "i32" for a in list(fn.arg_names)[10:20]})
     return sig
+
+
+_SASS_OP = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][\w.]*)\s*([^;]*);")
+
+
+def wgmma_a_hazards(sass: str) -> list:
+    """Instructions of this SASS that write a register an in-flight wgmma (HGMMA with its A
+    operand in registers) still reads: a wgmma reads its A registers until a
+    WARPGROUP.DEPBAR lets it go, and ptxas does not keep them for it (session 39: a loop that
+    waited for a round's wgmmas one round later had them overwritten by the next round's
+    loads). In address order, and once more from a backward branch's target with what is still
+    in flight there (the loop's next round). Returns the offending lines (empty: none)."""
+    ops = [(int(m.group(1), 16), m.group(3), [o.strip() for o in m.group(4).split(",")])
+           for m in map(_SASS_OP.search, sass.splitlines()) if m]
+
+    def regs(op: str, operands: list) -> set:
+        m = re.fullmatch(r"R(\d+)", operands[0]) if operands else None
+        if m is None:
+            return set()
+        n = 4 if ".128" in op else 2 if (".64" in op or "WIDE" in op or op.startswith("CS2R")) \
+            else 1
+        return {int(m.group(1)) + i for i in range(n)}
+
+    def scan(start: int, stop: int, groups: list, open_: set, bad: list) -> tuple:
+        for addr, op, operands in ops:
+            if not start <= addr <= stop:
+                continue
+            if op.startswith("HGMMA"):
+                a = re.fullmatch(r"R(\d+)", operands[1]) if len(operands) > 1 else None
+                if a:
+                    open_ |= {int(a.group(1)) + i for i in range(4)}
+                if "gsb0" in operands[-1]:
+                    groups, open_ = groups + [open_], set()
+            elif op.startswith("WARPGROUP.DEPBAR"):
+                keep = int(operands[-1], 16)
+                groups = groups[len(groups) - keep:] if keep else []
+            elif regs(op, operands) & set().union(open_, *groups):
+                bad.append(f"{addr:#06x} {op} {', '.join(operands)}")
+            elif op == "BRA" and groups and int(operands[-1], 16) < addr and start == 0:
+                scan(int(operands[-1], 16), addr, groups, set(open_), bad)
+        return groups, open_
+
+    bad = []
+    scan(0, 1 << 62, [], set(), bad)
+    return sorted(set(bad))

@@ -25,29 +25,25 @@ SIG = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32"
        "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr", "koff_ptr",
            "kent_ptr", "kval_ptr", "K", "HW", "sxm", "sym")
-CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16[, overlap]])
+CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16])
     (1, 4, 64, False, True, False, 0), (2, 4, 64, False, True, False, 0),
     (1, 8, 64, False, True, False, 0), (1, 2, 128, False, True, False, 0),
     (2, 4, 128, False, True, False, 0), (1, 4, 32, True, True, False, 0),
     (1, 4, 16, False, False, False, 0), (2, 8, 32, False, True, True, 2),
-    (1, 4, 64, True, True, True, 3), (2, 2, 8, False, True, False, 1),
+    (1, 4, 64, True, True, True, 3), (2, 2, 16, False, True, False, 1),
+    (1, 2, 16, False, True, True, 1), (2, 8, 64, True, True, True, 2),
     # bf16_wgmma: the same loop on bf16 words
     (1, 4, 64, False, False, False, 2, True), (2, 8, 32, False, False, True, 3, True),
-    (1, 2, 128, False, False, False, 0, True),
-    # overlap: the previous round's wgmmas waited on after this round's are issued
-    (1, 4, 64, False, True, False, 0, False, 1), (2, 8, 64, True, True, True, 2, False, 1),
-    (2, 4, 128, False, True, False, 3, False, 1), (1, 4, 32, False, False, True, 2, True, 1)]
+    (1, 2, 128, False, False, False, 0, True), (1, 4, 32, False, False, True, 2, True)]
 
 
-def _flags(c) -> tuple:
-    """(bf16, overlap) of a case."""
-    return bool(c[7:] and c[7]), int(c[8] if c[8:] else 0)
+def _bf16(c) -> bool:
+    return bool(c[7:] and c[7])
 
 
 def _label(c) -> str:
     g, s, nt, per_row, esc, split, pdl = c[:7]
-    bf16, ov = _flags(c)
-    return f"{'bf16 ' if bf16 else ''}g{g}s{s}{'o' if ov else ''} nt{nt}" \
+    return f"{'bf16 ' if _bf16(c) else ''}g{g}s{s} nt{nt}" \
            f"{' row' if per_row else ''}{' esc' if esc else ''}{' split' if split else ''} pdl{pdl}"
 
 
@@ -57,14 +53,14 @@ def _compile_all() -> dict:
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from tests.unit.sm90 import ptxas_report
+    from tests.unit.sm90 import ptxas_report, wgmma_a_hazards
 
     out = {}
     for case in CASES:
         g, s, nt, per_row, esc, split, pdl = case[:7]
-        bf16, ov = _flags(case)
+        bf16 = _bf16(case)
         consts = dict(NT=nt, S=s, NW=4 * g, HB_PER_ROW=per_row, ESC=esc, USE_SPLIT=split,
-                      **W.layouts(W.WgConfig(g, s), nt), BF16=bf16, OVERLAP=ov, PDL=pdl)
+                      **W.layouts(W.WgConfig(g, s), nt), BF16=bf16, PDL=pdl)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         if bf16:   # as bf16_wgmma launches it: the weight's int32 view in every weight argument
             sig.update(hb_ptr="*i32", kval_ptr="*i32")
@@ -102,7 +98,7 @@ def _compile_all() -> dict:
                 rf"ld\.global[^\n]*\.v{4 if bf16 else min(s, 4)}\.b32", ptx[:max(0, wait)])),
             "wait": wait, "first_st": ptx.find("st.global"), "first_stm": ptx.find("stmatrix"),
             "g": g, "s": s, "nt": nt, "esc": esc, "split": split, "pdl": pdl, "bf16": bf16,
-            "overlap": ov}
+            "a_hazards": None if sass is None else wgmma_a_hazards(sass)}
     return out
 
 
@@ -122,12 +118,12 @@ def test_compiles_for_sm90_with_wgmma():
         assert r["prmt"] == (0 if r["bf16"] else 12 * S), (name, r)
         assert r["shfl"] == 0 and r["spills"] in (0, None), (name, r)
         assert r["serialised"] in (False, None), (name, r)
-        # the waits: per round all of it (0), or with overlap the previous round's two groups
-        # (2) and all of it after the loop; the escapes' synchronous wgmma (0)
-        waits = ["2", "0"] if r["overlap"] else ["0"]
-        assert r["wait_group"] == waits + (["0"] if r["esc"] else []), (name, r)
+        # the waits: per round all of it (0); the escapes' synchronous wgmma (0)
+        assert r["wait_group"] == ["0"] + (["0"] if r["esc"] else []), (name, r)
         if r["depbar"] is not None:
             assert sorted(r["depbar"]) == sorted(f"0x{w}" for w in r["wait_group"]), (name, r)
+            # no register an in-flight wgmma reads (its A operand) is written before its wait
+            assert r["a_hazards"] == [], (name, r["a_hazards"][:5])
         # x into shared memory: the prologue's round and the loop's next round, with stmatrix
         # (the logical K order is a register renaming, the stores stay vectorised)
         assert r["stmatrix"] >= 4 and r["st_shared"] <= (1 if r["split"] else 0), (name, r)
@@ -153,16 +149,47 @@ def test_compiles_for_sm90_with_wgmma():
             assert 0 <= r["wait"] < r["first_stm"] and r["wait"] < r["first_st"], (name, r)
 
 
+# SASS of a loop that waits for a round's wgmmas one round late (session 39's removed overlap
+# variant, trimmed): after the wait for all but the newest group, the in-flight group's A
+# registers R40-R43 are loaded again; then a back edge with a group still in flight
+_HAZARD_SASS = """
+        /*0db0*/                   WARPGROUP.ARRIVE ;
+        /*0f60*/                   HGMMA.64x32x16.F32.BF16 R24, R68, gdesc[UR20], R24, gsb0 ;
+        /*1060*/                   WARPGROUP.ARRIVE ;
+        /*10f0*/                   HGMMA.64x32x16.F32.BF16 R24, R40, gdesc[UR12], R24, gsb0 ;
+        /*1120*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*1130*/                   IADD3 R70, P5, R0, UR14, RZ ;
+        /*1140*/              @P3 LDG.E.128 R40, desc[UR18][R42.64+0x10] ;
+        /*1150*/                   STSM.16.M88.4 [R67], R40 ;
+        /*1160*/                   IMAD.WIDE R38, R63, 0x4, R92 ;
+        /*1170*/               @P0 BRA 0x1060 ;
+        /*1180*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*1190*/                   MOV R41, R2 ;
+"""
+
+
+def test_wgmma_a_hazard_check():
+    """sm90.wgmma_a_hazards: the writes to an in-flight wgmma's A registers, also round the loop
+    (the next round's IMAD.WIDE R38 writes R38-R39 only; the first group's R68-R71 were let go
+    by the wait for all but one group; R41 after the last wait is free)."""
+    from tests.unit.sm90 import wgmma_a_hazards
+
+    assert wgmma_a_hazards(_HAZARD_SASS) == ["0x1140 LDG.E.128 R40, desc[UR18][R42.64+0x10]"]
+    late = _HAZARD_SASS.replace("R38, R63", "R42, R63")   # writes R42-R43: in flight again
+    assert wgmma_a_hazards(late) == ["0x1140 LDG.E.128 R40, desc[UR18][R42.64+0x10]",
+                                     "0x1160 IMAD.WIDE R42, R63, 0x4, R92"]
+    waited = _HAZARD_SASS.replace("gsb0, 0x1 ;", "gsb0, 0x0 ;")
+    assert wgmma_a_hazards(waited) == []
+
+
 def test_config_labels_and_refusals():
     assert W.WgConfig().short == "g1s4"
     assert W.WgConfig(2, 8, 3).short == "g2s8x3"
-    assert W.WgConfig(2, 4, 2, 1).short == "g2s4ox2"
-    assert (W.WgConfig().buffers, W.WgConfig(overlap=1).buffers) == (2, 3)
-    for bad in (dict(groups=3), dict(words=6), dict(split=0), dict(overlap=2)):
+    for bad in (dict(groups=3), dict(words=6), dict(split=0)):
         with pytest.raises(ValueError, match="bad values"):
             W.WgConfig(**bad)
-    assert [W.nt_for(m) for m in (1, 8, 9, 17, 32, 33, 100, 128)] == [8, 8, 16, 32, 32, 64, 128,
-                                                                      128]
+    assert [W.nt_for(m) for m in (1, 8, 9, 17, 32, 33, 100, 128)] == [16, 16, 16, 32, 32, 64,
+                                                                      128, 128]
     assert not W.supported(0, 512) and not W.supported(W.MAX_M + 1, 512)
     assert not W.supported(64, 100)                     # K % 8
     assert not W.supported(64, 512, "cpu")              # wgmma: compute capability 9.x only
@@ -195,7 +222,6 @@ def test_split_plan_and_smem():
     assert W.split_plan(W.WgConfig(1, 4, 3), 24, bf16=True) == (1, 1)  # one partial round
     assert W.smem_bytes(W.WgConfig(1, 4), 64) == 2 * 2 * 64 * 64 * 2 + 64 * 16 * 2
     assert W.smem_bytes(W.WgConfig(1, 8), 128) == 2 * 2 * 128 * 128 * 2 + 128 * 16 * 2
-    assert W.smem_bytes(W.WgConfig(1, 4, 1, 1), 64) == 3 * 2 * 64 * 64 * 2 + 64 * 16 * 2
 
 
 def test_candidates():
@@ -203,11 +229,10 @@ def test_candidates():
     # while the programs stay <= 2 per SM
     c = W.candidates(64, 5120, 17408, 132)
     assert [x.short for x in c if x.groups == 1 and x.words == 4] == [
-        "g1s4", "g1s4x2", "g1s4x3", "g1s4o", "g1s4ox2", "g1s4ox3"]
-    assert [x.split for x in c if x.groups == 2 and x.words == 4 and not x.overlap] == [
-        1, 2, 3, 4, 6]
+        "g1s4", "g1s4x2", "g1s4x3"]
+    assert [x.split for x in c if x.groups == 2 and x.words == 4] == [1, 2, 3, 4, 6]
     assert all(x.split == 1 for x in c if x.words != 4)
-    assert {(x.words, x.overlap) for x in c} == {(4, 0), (4, 1), (8, 0), (8, 1), (2, 0)}
+    assert {x.words for x in c} == {2, 4, 8}
     # a gate_up: many row blocks, no split
     assert all(x.split == 1 for x in W.candidates(64, 34816, 5120, 132))
     # 128 rows: words 8 would spill (MAX_WORDS_NT), so only 2 and 4
@@ -307,8 +332,7 @@ def test_tune_file_holds_wgmma_configs(tmp_path, monkeypatch):
 
 GPU_CONFIGS = (W.WgConfig(1, 4), W.WgConfig(2, 4), W.WgConfig(1, 8), W.WgConfig(1, 2),
                W.WgConfig(2, 2), W.WgConfig(2, 8), W.WgConfig(1, 4, 3), W.WgConfig(2, 8, 2),
-               W.WgConfig(1, 2, 4), W.WgConfig(1, 4, 1, 1), W.WgConfig(2, 8, 1, 1),
-               W.WgConfig(2, 4, 3, 1))
+               W.WgConfig(1, 2, 4), W.WgConfig(2, 4, 3))
 
 
 @pytest.mark.gpu
@@ -378,7 +402,7 @@ def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
 
 @pytest.mark.gpu
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
-    """A chain of norm -> W12-WGMMA layers (split-K and overlap among them) gives the same bits
+    """A chain of norm -> W12-WGMMA layers (split-K among them) gives the same bits
     eagerly and in a CUDA graph, with PDL off and in each of its modes, and the same bits in
     every mode."""
     from specpilot.kernels import norm
@@ -389,7 +413,7 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     D = 2048
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
               for i in range(4)]
-    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3, 1), W.WgConfig(2, 2))
+    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3), W.WgConfig(2, 2))
     x0 = acts(40, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
     w16 = make_weight(D, D, 50, n_edges=0).cuda()
