@@ -1,6 +1,8 @@
-"""Session 39: where W12 `stock` (Qwen3.8-27B + DFlash2, random weights) reads out of bounds.
-Eager (no CUDA graphs), every W12 layer synchronised after its call, so the first failing layer
-is named with its input shape and config; then the same for the drafter's other calls."""
+"""Session 39: where W12 `stock` (Qwen3.8-27B + DFlash2, random weights) reads out of bounds
+(an illegal memory access in the step graph, stock.sh). 1. Eager (no CUDA graphs), every W12
+layer synchronised after its call: the first failing layer is named with its input shape.
+2. The VERIFY and drafter-block graphs only. 3. The whole-step graph. Stops at the first
+failure (the CUDA context is lost then)."""
 import os
 import sys
 import traceback
@@ -19,7 +21,12 @@ orig = W12Linear.forward
 names = {}
 
 
+shapes = set()
+
+
 def checked(self, x):
+    shapes.add((names.get(id(self), "?").split(".")[0], x.numel() // x.shape[-1], self.out_features,
+                self.in_features))
     y = orig(self, x)
     try:
         torch.cuda.synchronize()
@@ -46,8 +53,17 @@ for n, m in eng.runner.model.named_modules():
 for n, m in eng.worker.drafter.named_modules():
     names[id(m)] = "drafter." + n
 print("built", flush=True)
-try:
-    ms = decode_ms_per_step(eng.scheduler, 1, 512, 16, eng.runner.info.vocab_size)
-    print("eager stock w12 ok:", ms, flush=True)
-except Exception:
-    traceback.print_exc()
+for stage in ("eager", "verify+draft graphs", "step graph"):
+    if stage != "eager":
+        W12Linear.forward = orig
+        eng.worker.enable_cuda_graphs(1, step=stage == "step graph")
+    try:
+        ms = decode_ms_per_step(eng.scheduler, 1, 512, 16, eng.runner.info.vocab_size)
+        torch.cuda.synchronize()
+        print(f"{stage}: stock w12 ok, {ms}", flush=True)
+    except Exception:
+        print(f"{stage}: FAILED", flush=True)
+        traceback.print_exc()
+        break
+    if stage == "eager":
+        print("W12 calls (module, rows, N, K):", sorted(shapes), flush=True)
