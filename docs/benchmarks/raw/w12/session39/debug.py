@@ -4,6 +4,7 @@ layer synchronised after its call: the first failing layer is named with its inp
 2. The VERIFY and drafter-block graphs only. 3. The whole-step graph. Stops at the first
 failure (the CUDA context is lost then)."""
 import os
+import re
 import sys
 import traceback
 
@@ -25,8 +26,8 @@ shapes = set()
 
 
 def checked(self, x):
-    shapes.add((names.get(id(self), "?").split(".")[0], x.numel() // x.shape[-1], self.out_features,
-                self.in_features))
+    name = re.sub(r"\.\d+\.", ".*.", names.get(id(self), "?"))
+    shapes.add((name, x.numel() // x.shape[-1], self.out_features, self.in_features))
     y = orig(self, x)
     try:
         torch.cuda.synchronize()
