@@ -182,7 +182,9 @@ def real_shape(a) -> dict:
     rounds of bf16 then w12, each with the plain and the overlapped scheduler (the engine's
     default), so that a drift of the machine during the run falls on both formats alike."""
     engines, info = {}, {}
-    for fmt in FORMATS:
+    # W12 first: its conversion holds the layer's bf16 weights and their planes at once, and
+    # beside a resident bf16 engine Muse-Glimmer-30B's ran out of memory (session 39)
+    for fmt in sorted(FORMATS, key=lambda f: f != "w12"):
         engines[fmt], info[fmt] = build_format(a, fmt)
     scheds = [("plain", False), ("overlap", True)]
     engine = "stock" if a.stock else "ar"
