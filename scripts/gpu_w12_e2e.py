@@ -182,7 +182,7 @@ def real_shape(a) -> dict:
     rounds of bf16 then w12, each with the plain and the overlapped scheduler (the engine's
     default), so that a drift of the machine during the run falls on both formats alike."""
     engines, info = {}, {}
-    # W12 first: its conversion holds the layer's bf16 weights and their planes at once, and
+    # W12 first: its build holds the whole bf16 model while converting it to W12, and
     # beside a resident bf16 engine Muse-Glimmer-30B's ran out of memory (session 39)
     for fmt in sorted(FORMATS, key=lambda f: f != "w12"):
         engines[fmt], info[fmt] = build_format(a, fmt)
