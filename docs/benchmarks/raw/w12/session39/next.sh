@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Prepared in session 39 (its device time went to failed machine starts), for the next session,
+# in this order, one device call each:
+#   bash docs/benchmarks/raw/w12/session39/c2.sh          # ~4 min: wgmma GPU tests + where W12
+#                                                          #   `stock` fails (debug.py)
+#   (fix what c2 names, then)
+#   bash docs/benchmarks/raw/w12/session39/next.sh stock   # ~8 min: W12 `stock` against bf16,
+#                                                          #   both targets (W12 engine built first)
+#   bash docs/benchmarks/raw/w12/session39/next.sh stock-b4  # batch 4 / 8 on Qwen3.8-27B
+# If W12 `stock` is faster at a setting's concurrency, `final` takes it there:
+#   settings/h200_c1_*/setting.yaml, final.landed += {name: w12, issue: 7,
+#   flags: {--weight-format: w12}} (tests/unit/test_settings.py checks the flags reach `final`).
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
+L=$OUT/next; mkdir -p $L
+case "${1:-}" in
+stock)
+  timeout 300 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock --accept 4.8 \
+    --batch 1,2 --rounds 2 --out $L/stock_qwen.json > $L/stock_qwen.log 2>&1
+  el "stock qwen rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_qwen.log | cut -c1-300
+  timeout 260 python3 scripts/gpu_w12_e2e.py --target muse-glimmer-30b --stock --accept 6.5 \
+    --batch 1 --rounds 2 --out $L/stock_muse.json > $L/stock_muse.log 2>&1
+  el "stock muse rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_muse.log | cut -c1-300 ;;
+stock-b4)
+  timeout 560 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock --accept 4.8 \
+    --batch 4,8 --rounds 2 --out $L/stock_qwen_b4.json > $L/stock_qwen_b4.log 2>&1
+  el "stock qwen b4/8 rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_qwen_b4.log \
+    | cut -c1-300 ;;
+*) echo "usage: $0 stock | stock-b4   (first: c2.sh)" >&2; exit 2 ;;
+esac
