@@ -9,7 +9,7 @@
 #   bash docs/benchmarks/raw/w12/session39/next.sh stock-b4  # batch 4 / 8 on Qwen3.8-27B
 # If W12 `stock` is faster at a setting's concurrency, `final` takes it there:
 #   settings/h200_c1_*/setting.yaml, final.landed += {name: w12, issue: 7,
-#   flags: {--weight-format: w12}} (tests/unit/test_settings.py checks the flags reach `final`).
+#   flags: {--weight-format: w12}} (tests/workflow/test_settings.py checks the flags reach `final`).
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
