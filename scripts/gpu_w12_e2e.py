@@ -134,8 +134,9 @@ def build_format(a, fmt: str):
     plain stock scheduler as ``eng.scheduler``) -> (engine, info)."""
     t0 = time.perf_counter()
     spec = dict(speculative_draft_model_path=os.path.join(CONFIGS, a.target + "-dflash2"),
-                speculative_draft_load_format="dummy",
-                disable_overlap_schedule=True) if a.stock else {}
+                speculative_draft_load_format="dummy", disable_overlap_schedule=True,
+                speculative_draft_weight_format=a.draft_weight_format if fmt == "w12" else "same"
+                ) if a.stock else {}
     with simulated_acceptance(a.accept if a.stock else None):
         eng = OfflineEngine(ServerArgs(
             model_path=os.path.join(CONFIGS, a.target), device=a.device, dtype="bfloat16",
@@ -148,6 +149,8 @@ def build_format(a, fmt: str):
         info["gib"] = torch.cuda.memory_allocated() / 2**30
     if fmt == "w12":
         info.update(converted=rn.w12_report["converted"], kept=rn.w12_report["kept"])
+    if a.stock:
+        info["draft_weight_format"] = spec["speculative_draft_weight_format"]
     print(f"{a.target} {fmt}: {info}", flush=True)
     return eng, info
 
@@ -274,6 +277,9 @@ def main() -> int:
     ap.add_argument("--accept", type=float, default=None,
                     help="--stock: the SIMULATED acceptance length per step (issue 5: 4.8 for "
                          "qwen38-27b at block 8, 6.5 for muse-glimmer-30b at block 16)")
+    ap.add_argument("--draft-weight-format", default="same", choices=("same", "bf16", "w12"),
+                    help="--stock: the W12 engine's drafter (--speculative-draft-weight-format; "
+                         "the bf16 engine's stays bf16)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.stock and (a.accept is None or a.accept < 1):

@@ -33,7 +33,8 @@ def build_worker(args: ServerArgs):
 
     worker = StockSpecWorker(runner, args.speculative_draft_model_path,
                              args.speculative_num_draft_tokens, args.speculative_algorithm,
-                             args.speculative_draft_load_format)
+                             args.speculative_draft_load_format,
+                             args.speculative_draft_weight_format)
     if why_not is None:
         worker.enable_cuda_graphs(max_bs, draft=not args.disable_draft_cuda_graph)
     return worker

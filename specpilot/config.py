@@ -14,6 +14,7 @@ from typing import Optional
 DTYPES = ("auto", "float32", "float", "bfloat16", "float16", "half")
 DEVICES = ("cuda", "cpu")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
+DRAFT_WEIGHT_FORMATS = ("same", "bf16", "w12")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class ServerArgs:
     speculative_draft_model_path: Optional[str] = None
     speculative_num_draft_tokens: Optional[int] = None  # verify rows incl. the anchor
     speculative_draft_load_format: str = "auto"
+    # same: the target's (--weight-format); bf16: the drafter's linear layers stay dense; w12:
+    # converted at load (as --weight-format w12 does for the target)
+    speculative_draft_weight_format: str = "same"
 
     def validate(self) -> None:
         if self.dtype not in DTYPES:
@@ -63,6 +67,9 @@ class ServerArgs:
                 raise ValueError(f"{flag} must be auto or dummy, got {v!r}")
         if self.weight_format not in ("auto", "w12"):
             raise ValueError(f"--weight-format must be auto or w12, got {self.weight_format!r}")
+        if self.speculative_draft_weight_format not in DRAFT_WEIGHT_FORMATS:
+            raise ValueError(f"--speculative-draft-weight-format must be one of "
+                             f"{DRAFT_WEIGHT_FORMATS}, got {self.speculative_draft_weight_format!r}")
         if self.attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, "
                              f"got {self.attention_backend!r}")
@@ -74,7 +81,8 @@ class ServerArgs:
             raise ValueError("--context-length must be >= 2")
         if self.max_total_tokens is not None and self.max_total_tokens < 2:
             raise ValueError("--max-total-tokens must be >= 2")
-        spec_given = (self.speculative_algorithm, self.speculative_num_draft_tokens)
+        spec_given = (self.speculative_algorithm, self.speculative_num_draft_tokens,
+                      None if self.speculative_draft_weight_format == "same" else "given")
         if self.speculative_draft_model_path is None and any(x is not None for x in spec_given):
             raise ValueError("speculative flags need --speculative-draft-model-path")
         algos = ("DFLASH", "DFLASH2", "DSPARK")

@@ -22,6 +22,7 @@ import logging
 
 import torch
 
+from specpilot.config import DRAFT_WEIGHT_FORMATS
 from specpilot.core import ForwardMode, StepOutput, WorkerBatch
 from specpilot.engine.kv_cache import KVCache
 from specpilot.engine.model_runner import copy_to_host_async, forced_checks
@@ -38,9 +39,15 @@ log = logging.getLogger(__name__)
 
 class StockSpecWorker:
     def __init__(self, runner, draft_model_path: str, num_draft_tokens: int | None = None,
-                 algorithm: str | None = None, load_format: str = "auto"):
+                 algorithm: str | None = None, load_format: str = "auto",
+                 weight_format: str = "same"):
+        """weight_format: the drafter's linear layers: "same" as the target's, "bf16" dense,
+        "w12" converted (--speculative-draft-weight-format)."""
         self.runner = runner
-        w12 = runner.weight_format == "w12"
+        if weight_format not in DRAFT_WEIGHT_FORMATS:
+            raise ValueError(f"draft weight format must be one of {DRAFT_WEIGHT_FORMATS}, got "
+                             f"{weight_format!r}")
+        w12 = runner.weight_format == "w12" if weight_format == "same" else weight_format == "w12"
         self.drafter = load_drafter(draft_model_path, runner.model, runner.dtype, runner.device,
                                     runner.max_positions, load_format, fuse_context_kv=not w12)
         if w12:

@@ -29,6 +29,14 @@ def test_w12_engine_equals_bf16(demo_model_dir):
         ASSETS_DIR / "smollm2-135m-dflash")))
     assert isinstance(st.worker.drafter.fc, W12Linear)
     assert [o.output_ids for o in st.generate(PROMPTS, SP)] == ref
+    # --speculative-draft-weight-format bf16: a W12 target with a dense drafter (the drafter's
+    # context K/V fused again, as in a bf16 engine)
+    dense = OfflineEngine(ServerArgs(**common, weight_format="w12", speculative_draft_model_path=str(
+        ASSETS_DIR / "smollm2-135m-dflash"), speculative_draft_weight_format="bf16"))
+    assert isinstance(dense.runner.model.model.layers[0].mlp.down_proj, W12Linear)
+    assert not any(isinstance(m, W12Linear) for m in dense.worker.drafter.modules())
+    assert "context_kv_proj" in dense.worker.drafter._modules
+    assert [o.output_ids for o in dense.generate(PROMPTS, SP)] == ref
 
 
 def test_w12_needs_bf16(demo_model_dir):
@@ -37,6 +45,16 @@ def test_w12_needs_bf16(demo_model_dir):
                                  max_total_tokens=256, weight_format="w12"))
     with pytest.raises(ValueError, match="--weight-format"):
         ServerArgs(weight_format="w8").validate()
+    with pytest.raises(ValueError, match="--speculative-draft-weight-format must be one of"):
+        ServerArgs(speculative_draft_model_path="d", speculative_draft_weight_format="w8").validate()
+    with pytest.raises(ValueError, match="need --speculative-draft-model-path"):
+        ServerArgs(speculative_draft_weight_format="bf16").validate()
+    # a W12 drafter needs bf16 weights as a W12 target does
+    with pytest.raises(ValueError, match="--dtype bfloat16"):
+        OfflineEngine(ServerArgs(model_path=demo_model_dir, device="cpu", dtype="float32",
+                                 max_total_tokens=256, speculative_draft_model_path=str(
+                                     ASSETS_DIR / "smollm2-135m-dflash"),
+                                 speculative_draft_weight_format="w12"))
 
 
 def test_w12_checkpoint_served_as_w12(demo_model_dir, tmp_path, caplog):

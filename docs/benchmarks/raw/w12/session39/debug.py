@@ -59,7 +59,9 @@ for stage in ("eager", "verify+draft graphs", "step graph"):
         W12Linear.forward = orig
         eng.worker.enable_cuda_graphs(1, step=stage == "step graph")
     try:
-        ms = decode_ms_per_step(eng.scheduler, 1, 512, 16, eng.runner.info.vocab_size)
+        # a 256-token prompt, as gpu_w12_e2e.py's: its prefill GEMMs run the template W12 GEMM
+        # (M <= DECODE_THEN_MATMUL_M), the drafter's fc (K = 25600) too
+        ms = decode_ms_per_step(eng.scheduler, 1, 256, 16, eng.runner.info.vocab_size)
         torch.cuda.synchronize()
         print(f"{stage}: stock w12 ok, {ms}", flush=True)
     except Exception:
