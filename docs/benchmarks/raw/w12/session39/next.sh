@@ -7,6 +7,8 @@
 #   bash docs/benchmarks/raw/w12/session39/next.sh stock   # ~8 min: W12 `stock` against bf16,
 #                                                          #   both targets (W12 engine built first)
 #   bash docs/benchmarks/raw/w12/session39/next.sh stock-b4  # batch 4 / 8 on Qwen3.8-27B
+# If c2 names a drafter layer and no fix is at hand: `next.sh stock-dense` (~5 min), a W12
+# target with a bf16 drafter (--speculative-draft-weight-format bf16) against bf16.
 # If W12 `stock` is faster at a setting's concurrency, `final` takes it there:
 #   settings/h200_c1_*/setting.yaml, final.landed += {name: w12, issue: 7,
 #   flags: {--weight-format: w12}} (tests/workflow/test_settings.py checks the flags reach `final`).
@@ -27,5 +29,11 @@ stock-b4)
     --batch 4,8 --rounds 2 --out $L/stock_qwen_b4.json > $L/stock_qwen_b4.log 2>&1
   el "stock qwen b4/8 rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_qwen_b4.log \
     | cut -c1-300 ;;
-*) echo "usage: $0 stock | stock-b4   (first: c2.sh)" >&2; exit 2 ;;
+stock-dense)
+  timeout 320 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock --accept 4.8 \
+    --batch 1,2 --rounds 2 --draft-weight-format bf16 --out $L/stock_qwen_dense.json \
+    > $L/stock_qwen_dense.log 2>&1
+  el "stock qwen dense drafter rc=$?"; grep -E "speedup|round|build_s|Error" \
+    $L/stock_qwen_dense.log | cut -c1-300 ;;
+*) echo "usage: $0 stock | stock-b4 | stock-dense   (first: c2.sh)" >&2; exit 2 ;;
 esac
