@@ -99,7 +99,7 @@ def wgmma_a_hazards(sass: str) -> list:
             else 1
         return {int(m.group(1)) + i for i in range(n)}
 
-    def scan(start: int, stop: int, groups: list, open_: set, bad: list) -> tuple:
+    def scan(start: int, stop: int, groups: list, open_: set, bad: list) -> None:
         for addr, op, operands in ops:
             if not start <= addr <= stop:
                 continue
@@ -116,7 +116,6 @@ def wgmma_a_hazards(sass: str) -> list:
                 bad.append(f"{addr:#06x} {op} {', '.join(operands)}")
             elif op == "BRA" and groups and int(operands[-1], 16) < addr and start == 0:
                 scan(int(operands[-1], 16), addr, groups, set(open_), bad)
-        return groups, open_
 
     bad = []
     scan(0, 1 << 62, [], set(), bad)
