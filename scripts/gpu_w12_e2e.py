@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from gpu_real_shapes import decode_ms_per_step  # noqa: E402
 
-from specpilot.config import ServerArgs  # noqa: E402
+from specpilot.config import DRAFT_WEIGHT_FORMATS, ServerArgs  # noqa: E402
 from specpilot.core import SamplingParams  # noqa: E402
 from specpilot.kernels import pdl  # noqa: E402
 from specpilot.offline import OfflineEngine  # noqa: E402
@@ -277,7 +277,7 @@ def main() -> int:
     ap.add_argument("--accept", type=float, default=None,
                     help="--stock: the SIMULATED acceptance length per step (issue 5: 4.8 for "
                          "qwen38-27b at block 8, 6.5 for muse-glimmer-30b at block 16)")
-    ap.add_argument("--draft-weight-format", default="same", choices=("same", "bf16", "w12"),
+    ap.add_argument("--draft-weight-format", default="same", choices=DRAFT_WEIGHT_FORMATS,
                     help="--stock: the W12 engine's drafter (--speculative-draft-weight-format; "
                          "the bf16 engine's stays bf16)")
     ap.add_argument("--out", default=None)

@@ -81,9 +81,10 @@ class ServerArgs:
             raise ValueError("--context-length must be >= 2")
         if self.max_total_tokens is not None and self.max_total_tokens < 2:
             raise ValueError("--max-total-tokens must be >= 2")
-        spec_given = (self.speculative_algorithm, self.speculative_num_draft_tokens,
-                      None if self.speculative_draft_weight_format == "same" else "given")
-        if self.speculative_draft_model_path is None and any(x is not None for x in spec_given):
+        spec_given = (self.speculative_algorithm is not None,
+                      self.speculative_num_draft_tokens is not None,
+                      self.speculative_draft_weight_format != "same")
+        if self.speculative_draft_model_path is None and any(spec_given):
             raise ValueError("speculative flags need --speculative-draft-model-path")
         algos = ("DFLASH", "DFLASH2", "DSPARK")
         if self.speculative_algorithm is not None and self.speculative_algorithm.upper() not in algos:

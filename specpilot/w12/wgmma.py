@@ -37,7 +37,7 @@ fp32 workspace and a ticket; the last program sums in split order). Fast mode on
 GPU only, sm_90 (wgmma). Gluon has no interpreter: on CPU the tests compile the kernel for
 sm_90 and check its code; the numerics run on the GPU (``test_w12_wgmma.py``, ``gpu`` tests).
 Not routed by ``kernel.w12_matmul`` unless ``$SPECPILOT_W12_WGMMA=1``: on the H200 it is
-1.04-1.16x faster than the template GEMM per token at 16-64 rows but 0.51-0.72x of cuBLAS bf16
+1.01-1.16x faster than the template GEMM per token at 16-64 rows but 0.51-0.72x of cuBLAS bf16
 (session 39; docs/w12.md, "Warpgroup-MMA kernel for 17-128 rows").
 """
 from __future__ import annotations
@@ -412,12 +412,11 @@ MAX_WORDS_NT = 512         # words x NT above this spill (sm_90 compile: s8 at N
 
 
 def candidates(M: int, N: int, K: int, n_sm: int) -> tuple:
-    """The tuning space at M rows: groups 1 / 2 x words 2 / 4 / 8, within SMEM_LIMIT and
-    MAX_WORDS_NT; for the words-4 bases also the splits
-    of SPLITS that keep the programs <= 2 n_sm, give a plan of their own and >= 2 rounds per
-    program."""
+    """The tuning space at M rows: groups 1 / 2 x words 4 / 8 / 2, within SMEM_LIMIT and
+    MAX_WORDS_NT; for the words-4 bases also the splits of SPLITS that keep the programs
+    <= 2 n_sm, give a plan of their own and >= 2 rounds per program."""
     out = []
-    for base in [WgConfig(g, s) for g in (1, 2) for s in (4, 8)] + [WgConfig(1, 2), WgConfig(2, 2)]:
+    for base in (WgConfig(g, s) for g in (1, 2) for s in (4, 8, 2)):
         if smem_bytes(base, M) > SMEM_LIMIT or base.words * nt_for(M) > MAX_WORDS_NT:
             continue
         out.append(base)
