@@ -11,7 +11,8 @@ an add, an argmax, a gather): ~50 for an 8-row block and ~100 for 16 rows, each 
 microseconds in the step graph. Here one program walks one request's P slots with its rows in
 registers. The sum over i runs in another order than torch's batched GEMM, so scores agree to
 fp32 rounding and a near-tie between two candidates may pick the other one: a different draft,
-never a different output (verification decides). Inputs are the block-wide parts that
+never a different output (verification decides). A NaN score ranks as -inf, so the pick is
+always one of the slot's K candidates. Inputs are the block-wide parts that
 CandidateSelector.prepare computes once per step.
 """
 
@@ -39,7 +40,7 @@ def _greedy_walk_kernel(proj_ptr, succ_ptr, unary_ptr, cand_ptr, prev_ptr, book_
                     mask=mk[:, None] & mi[None, :], other=0.0)
         score = tl.load(unary_ptr + row * K + offs_k, mask=mk, other=0.0).to(tl.float32) \
             + tl.sum(s * w[None, :], axis=1)
-        score = tl.where(mk, score, float("-inf"))
+        score = tl.where(mk & (score == score), score, float("-inf"))   # NaN as -inf
         best = tl.argmax(score, axis=0, tie_break_left=True)
         prev = tl.load(cand_ptr + row * K + best).to(tl.int64)
         tl.store(out_ptr + row, prev)

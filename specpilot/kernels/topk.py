@@ -10,7 +10,9 @@ here:
 Each selection round takes the maximum and, among equal values, the smallest token id; so the
 result is sorted by value, ties by id (torch.topk leaves the order of ties open). tanh is
 computed as 1 - 2 / (exp(2u) + 1): within a few ulps of torch's. These values only steer the
-draft, never the output (verification decides).
+draft, never the output (verification decides). NaN ranks as -inf (torch.topk ranks it above
++inf): every returned id is a real token id even for a row of NaNs, which would otherwise select
+no index and hand the draft the "no index" sentinel 2^31 - 1, an out-of-range gather downstream.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def _chunk_topk_kernel(x_ptr, val_ptr, idx_ptr, V, stride_x, multiplier, cap,
     x = tl.load(x_ptr + row * stride_x + offs, mask=ok, other=0.0).to(tl.float32) * multiplier
     if SOFTCAP:
         x = cap * (1.0 - 2.0 / (tl.exp(2.0 * (x / cap)) + 1.0))
+    # NaN ranks as -inf: NaN equals nothing, so a NaN maximum would select no index (module doc)
+    x = tl.where(x != x, float("-inf"), x)
     out_v, out_i = _select(x, offs, ~ok, tl.full([KP], float("-inf"), tl.float32),
                            tl.full([KP], _BIG, tl.int32), K, KP)
     dst = (row * tl.num_programs(1) + ch) * KP + tl.arange(0, KP)

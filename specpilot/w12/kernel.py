@@ -958,18 +958,24 @@ def get_config(kind: str, x: torch.Tensor, w, tune: bool = True) -> GemmConfig:
 # ---------------------------------------------------------------------------------------------
 
 _LOCKS: dict = {}
+_OUTGROWN: list = []   # counters replaced by larger ones, kept: captured graphs still use them
 
 
 def _locks(device: torch.device, n: int) -> torch.Tensor:
     """Zeroed split-K ticket counters for ``n`` output tiles (every launch leaves them at zero).
 
     One buffer per device, shared by all split-K launches: they must not run concurrently on two
-    streams of one device (a CUDA graph replayed on the stream of the eager calls is fine)."""
+    streams of one device (a CUDA graph replayed on the stream of the eager calls is fine). A
+    launch needing more counters gets a larger buffer; the smaller one is never freed, since a
+    CUDA graph captured with it keeps its address (freed, its memory would go to another tensor
+    that the graph's replays then count into)."""
     buf = _LOCKS.get(str(device))
     if buf is None or buf.numel() < n:
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise RuntimeError("W12 split-K counters must exist before CUDA graph capture: run the "
                                "GEMM once eagerly first")
+        if buf is not None:
+            _OUTGROWN.append(buf)
         buf = torch.zeros(max(n, 1 << 14), dtype=torch.int32, device=device)
         _LOCKS[str(device)] = buf
     return buf

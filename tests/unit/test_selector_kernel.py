@@ -51,6 +51,12 @@ def test_greedy_walk_first_maximum_and_errors():
     book = torch.ones(11, 4, device=DEV)
     got = greedy_walk(proj, succ, unary, cand, torch.tensor([0], device=DEV), book)
     assert got.tolist() == [[5, 9]]
+    # NaN scores (a broken layer upstream) rank as -inf: the pick stays one of the candidates,
+    # here with K = 3 in a block of 4 lanes (the fourth is padding)
+    nan = torch.full_like(unary, float("nan"))
+    nan[0, 1, 2] = 0.0
+    got = greedy_walk(proj, succ, nan, cand, torch.tensor([0], device=DEV), book)
+    assert got.tolist() == [[5, 10]]
     with pytest.raises(ValueError, match="do not fit"):
         greedy_walk(proj, succ[:, :1], unary, cand, torch.tensor([0], device=DEV), book)
     with pytest.raises(ValueError, match="fp32"):

@@ -58,6 +58,25 @@ def test_topk_rows_errors_and_empty():
 
 
 @pytest.mark.parametrize("cap", [None, 20.0])
+def test_topk_rows_nan_ranks_as_minus_inf(cap):
+    """NaN logits (a broken layer upstream) rank as -inf: every id is a real token id. Before,
+    a row of NaNs gave the "no index" sentinel 2^31 - 1 as its ids, which the drafter's gathers
+    then read out of range."""
+    torch.manual_seed(5)
+    x = torch.randn(3, 300, device=DEV)
+    x[0, 10:200] = float("nan")   # some NaNs, across chunks
+    x[1] = float("nan")           # a row of NaNs
+    x[2, 299] = float("nan")      # in the last, partial chunk
+    vals, ids = topk_rows(x, 8, 0.5, cap, chunk=64)
+    want_v, want_i = reference(torch.nan_to_num(x.cpu(), nan=float("-inf")), 8, 0.5, cap)
+    assert torch.equal(ids.cpu(), want_i)
+    assert ids.min() >= 0 and ids.max() < 300
+    assert ids[1].tolist() == list(range(8))   # all -inf: the smallest ids, in order
+    assert torch.equal(vals[1].cpu(), torch.full((8,), float("-inf")))
+    torch.testing.assert_close(vals[[0, 2]].cpu(), want_v[[0, 2]], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cap", [None, 20.0])
 def test_drafter_head_topk_kernel_path(monkeypatch, cap):
     """BlockDrafter.head_topk on the Triton path (forced here, as on CUDA) == torch's topk of
     BlockDrafter.logits: the same ids, the values to a few ulps."""

@@ -302,6 +302,25 @@ def test_split_k_counters_return_to_zero():
     assert all(int(buf.abs().sum()) == 0 for buf in K._LOCKS.values())
 
 
+def test_split_k_counters_outgrown_stay_alive(monkeypatch):
+    """A launch needing more counters gets a larger buffer, and the old one is kept: a CUDA graph
+    captured with it keeps its address, and freed, that memory would go to another tensor which
+    the graph's replays then count into."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(K, "_LOCKS", {})
+    monkeypatch.setattr(K, "_OUTGROWN", [])
+    dev = torch.device("cpu")
+    small = K._locks(dev, 8)
+    assert K._locks(dev, 100) is small and small.numel() == 1 << 14
+    ref = weakref.ref(small)
+    del small
+    big = K._locks(dev, (1 << 14) + 1)
+    gc.collect()
+    assert big.numel() == (1 << 14) + 1 and ref() is not None and K._locks(dev, 8) is big
+
+
 def test_bf16_matmul_matches_torch():
     x = make_weight(70, 150, 11, n_edges=0)
     a = acts(3, 150, 2)
