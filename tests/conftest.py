@@ -9,6 +9,10 @@
 - Without CUDA, TRITON_INTERPRET=1 is set before anything imports triton: triton reads it when a
   kernel is defined (`@triton.jit`, including triton's own tl.sum / tl.max), not when it runs, and
   transformers imports triton early, so a test module cannot set it reliably for itself.
+- Without CUDA, every test runs under `tests/triton_memcheck.memcheck()`: each load, store and
+  atomic of an interpreted Triton kernel must stay inside its tensor arguments' storages (an
+  out-of-bounds access, which on a GPU reads other data or faults later, fails the test).
+  SPECPILOT_TRITON_MEMCHECK=0 turns it off.
 - torch uses at most 2 threads (the CI machine has 2 cores); override with
   SPECPILOT_TORCH_THREADS.
 """
@@ -58,6 +62,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     for item in items:
         if item.get_closest_marker(marker) is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _triton_memcheck():
+    """Interpreted Triton kernels bounds-checked (module docstring)."""
+    if os.environ.get("TRITON_INTERPRET") != "1" or os.environ.get(
+            "SPECPILOT_TRITON_MEMCHECK", "1") == "0":
+        yield
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:   # no triton: nothing interpreted
+        yield
+        return
+    from tests.triton_memcheck import memcheck
+
+    with memcheck():
+        yield
 
 
 @pytest.fixture(scope="session")
