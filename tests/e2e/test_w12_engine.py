@@ -124,3 +124,48 @@ def test_gpu_w12_stock_graphs_equal_eager(tmp_path, monkeypatch):
         torch.cuda.synchronize()
         del eng
     assert outs[True] == outs[False]
+
+
+@pytest.mark.interpreter
+def test_w12_stock_kernels_through_the_step_graph_twin(tmp_path, monkeypatch):
+    """The CPU counterpart of the GPU test above: W12 `stock` (tiny hybrid target + DFlash2
+    drafter) with every W12 layer run by the Triton kernels in the interpreter (the GEMV at
+    <= 2 rows, else the template GEMM, split-K included) instead of the CPU reference, through
+    the whole step graph's eager twin and through plain eager steps: the same greedy output,
+    and every access of every interpreted kernel inside its arguments (tests/conftest.py's
+    bounds check; the engine's own Triton paths here: attention, the KV store, the Gated
+    DeltaNet and conv kernels)."""
+    from specpilot.w12 import gemv
+    from specpilot.w12 import kernel as Kn
+    from tests.e2e.test_graph_path import prompts
+    from tests.e2e.tiny_drafters import make_drafter
+    from tests.e2e.tiny_models import make_tiny
+
+    calls = {"gemv": 0, "gemm": 0}
+
+    def kernel_forward(self, x):
+        x2 = x.reshape(-1, self.in_features)
+        path = "gemv" if x2.shape[0] <= Kn.GEMV_MAX_M else "gemm"
+        calls[path] += 1
+        y = (gemv.w12_gemv if path == "gemv" else Kn.w12_matmul)(x2, self.planes())
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    monkeypatch.setattr(W12Linear, "forward", kernel_forward)
+    target = make_tiny("qwen3_5", tmp_path / "q35")
+    drafter = make_drafter("dflash2", tmp_path / "d2", target_layers=(1, 5), num_target_layers=8)
+    sp = SamplingParams(temperature=0, max_new_tokens=6, ignore_eos=True)
+    outs = []
+    for twin in (True, False):
+        eng = OfflineEngine(ServerArgs(
+            model_path=target, device="cpu", dtype="bfloat16", max_total_tokens=1024,
+            attention_backend="triton", weight_format="w12", speculative_draft_model_path=drafter))
+        if twin:
+            eng.worker.enable_cuda_graphs(max_bs=4, capture=False)
+            steps = []
+            run = eng.worker.step_graphs.run
+            eng.worker.step_graphs.run = lambda *a: steps.append(len(a[0])) or run(*a)
+        outs.append([o.output_ids for o in eng.generate(prompts()[2:], sp)])
+        if twin:
+            assert 1 in steps
+    assert outs[0] == outs[1]
+    assert calls["gemv"] > 0 and calls["gemm"] > 100
