@@ -7,6 +7,8 @@
 #   bash docs/benchmarks/raw/w12/session39/next.sh stock   # ~8 min: W12 `stock` against bf16,
 #                                                          #   both targets (W12 engine built first)
 #   bash docs/benchmarks/raw/w12/session39/next.sh stock-b4  # batch 4 / 8 on Qwen3.8-27B
+# The `stock*` runs hold the bf16 and the W12 engine at once (Qwen3.8-27B: ~54 + ~41 GiB): they
+# need an H200 (device run with needs_h200); c2.sh fits an H100 (the W12 engine alone).
 # If c2 names a drafter layer and no fix is at hand: `next.sh stock-dense` (~5 min), a W12
 # target with a bf16 drafter (--speculative-draft-weight-format bf16) against bf16.
 # If W12 `stock` is faster at a setting's concurrency, `final` takes it there:
