@@ -25,11 +25,12 @@ class OutOfBounds(RuntimeError):
     pass
 
 
-_RANGES: list = []   # a stack: (kernel name, starts [n] uint64 sorted, ends [n], labels [n])
+_RANGES: list = []   # a stack: (kernel name, labels [n], starts [n] uint64 sorted, ends [n])
 
 
 def _storages(args: dict) -> tuple:
-    """(name, [start, end)) of every tensor argument's storage, sorted by start."""
+    """(labels, starts, ends): every tensor argument's storage [start, end), sorted by start,
+    with the argument's name."""
     import torch
 
     spans = {}
@@ -96,21 +97,22 @@ def memcheck():
                                         "create_atomic_rmw", "create_atomic_cas")}
     saved_call = itp.GridExecutor.__call__
 
-    def masked_load(self, ptrs, mask, other, *a):
+    # (plain, atomic and tensor-descriptor loads and stores all come through the masked ones)
+    def masked_load(self, ptrs, mask, other, *a, **kw):
         _check("load", ptrs, mask)
-        return saved["create_masked_load"](self, ptrs, mask, other, *a)
+        return saved["create_masked_load"](self, ptrs, mask, other, *a, **kw)
 
-    def masked_store(self, ptrs, value, mask, *a):
+    def masked_store(self, ptrs, value, mask, *a, **kw):
         _check("store", ptrs, mask)
-        return saved["create_masked_store"](self, ptrs, value, mask, *a)
+        return saved["create_masked_store"](self, ptrs, value, mask, *a, **kw)
 
-    def atomic_rmw(self, op, ptr, val, mask, *a):
+    def atomic_rmw(self, op, ptr, val, mask, *a, **kw):
         _check("atomic", ptr, mask)
-        return saved["create_atomic_rmw"](self, op, ptr, val, mask, *a)
+        return saved["create_atomic_rmw"](self, op, ptr, val, mask, *a, **kw)
 
-    def atomic_cas(self, ptr, cmp, val, *a):
+    def atomic_cas(self, ptr, cmp, val, *a, **kw):
         _check("atomic cas", ptr, None)
-        return saved["create_atomic_cas"](self, ptr, cmp, val, *a)
+        return saved["create_atomic_cas"](self, ptr, cmp, val, *a, **kw)
 
     def call(self, *args, **kwargs):
         try:
