@@ -321,6 +321,34 @@ def test_split_k_counters_outgrown_stay_alive(monkeypatch):
     assert big.numel() == (1 << 14) + 1 and ref() is not None and K._locks(dev, 8) is big
 
 
+@pytest.mark.gpu
+def test_gpu_graph_survives_outgrown_split_k_counters():
+    """A CUDA graph with a split-K W12 launch, captured; then a launch needs more counters than
+    the buffer holds (the GEMV tuner's lm_head candidates need 31040 on Qwen3.8-27B, 25256 on
+    Muse-Glimmer-30B: more than the first buffer's 16384, session 40) and a new tensor takes
+    freed memory. Replays must still use counters of their own: the new tensor unchanged and
+    the graph's output right. (With the outgrown buffer freed, the tensor took its block, the
+    replays counted into it and their tickets, starting from its values, skipped the reduction:
+    how W12 `stock` could fail after its graphs were captured and the first prefill tuned the
+    lm_head's GEMV, docs/w12.md.)"""
+    x = make_weight(96, 320, 19)
+    p, a = K.prepare(encode(x), DEV), acts(3, 320, 5).to(DEV)
+    cfg = K.GemmConfig(16, 32, 32, split_k=4)
+    K.w12_matmul(a, p, config=cfg)   # counters exist before the capture
+    small = K._LOCKS[str(a.device)]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = K.w12_matmul(a, p, config=cfg)
+    K._locks(a.device, small.numel() + 1)   # outgrown
+    del small
+    other = torch.full((1 << 14,), 5, dtype=torch.int32, device=DEV)   # the size of the old one
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        check_close(y, a.cpu(), x)
+    assert bool((other == 5).all())
+
+
 def test_bf16_matmul_matches_torch():
     x = make_weight(70, 150, 11, n_edges=0)
     a = acts(3, 150, 2)

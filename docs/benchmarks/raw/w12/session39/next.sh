@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in session 39 (its device time went to failed machine starts), for the next session,
-# in this order, one device call each:
+# Session 40 (no GPU) fixed the likely cause of the W12 `stock` fault (outgrown split-K counters
+# freed under captured graphs, docs/w12.md): so first `next.sh stock` on an H200; only if it
+# still fails, c2.sh. Prepared in session 39, the order was:
 #   bash docs/benchmarks/raw/w12/session39/c2.sh          # ~4 min: wgmma GPU tests + where W12
 #                                                          #   `stock` fails (debug.py)
 #   (fix what c2 names, then)
