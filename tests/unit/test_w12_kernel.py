@@ -327,10 +327,10 @@ def test_gpu_graph_survives_outgrown_split_k_counters():
     the buffer holds (the GEMV tuner's lm_head candidates need 31040 on Qwen3.8-27B, 25256 on
     Muse-Glimmer-30B: more than the first buffer's 16384, session 40) and a new tensor takes
     freed memory. Replays must still use counters of their own: the new tensor unchanged and
-    the graph's output right. (With the outgrown buffer freed, the tensor took its block, the
-    replays counted into it and their tickets, starting from its values, skipped the reduction:
-    how W12 `stock` could fail after its graphs were captured and the first prefill tuned the
-    lm_head's GEMV, docs/w12.md.)"""
+    the graph's output right. (With the outgrown buffer freed, the tensor could take its block;
+    the replays would count into it, and their tickets, starting from its values, skip the
+    reduction: the likely way W12 `stock` failed once its graphs were captured and the first
+    prefill tuned the lm_head's GEMV, docs/w12.md.)"""
     x = make_weight(96, 320, 19)
     p, a = K.prepare(encode(x), DEV), acts(3, 320, 5).to(DEV)
     cfg = K.GemmConfig(16, 32, 32, split_k=4)
