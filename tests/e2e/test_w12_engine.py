@@ -101,9 +101,10 @@ def test_gpu_w12_stock_graphs_equal_eager(tmp_path, monkeypatch):
     whole greedy step): a tiny hybrid target and DFlash2 drafter (its dynamic convolutions and
     candidate selector), every linear layer W12, greedy output equal to the same engine run
     eagerly. Three requests (the verify's 24 rows run the template GEMM) and one (8 rows: the
-    mma kernel; the drafter's context rows the GEMV). Default kernel configs (no tuning), so
-    both engines run the same kernels. On Qwen3.8-27B's shapes this engine failed on the H200
-    with an illegal memory access in the step graph (docs/w12.md, Known limitations)."""
+    mma kernel; a prefill's one-row lm_head the GEMV). Default kernel configs (no tuning), so
+    both engines run the same kernels; the counters outgrown by tuning, the likely cause of the
+    failure on Qwen3.8-27B's shapes (docs/w12.md, Known limitations), have their own test
+    (test_w12_kernel.py::test_gpu_graph_survives_outgrown_split_k_counters)."""
     from tests.e2e.test_graph_path import prompts
     from tests.e2e.tiny_drafters import make_drafter
     from tests.e2e.tiny_models import make_tiny
