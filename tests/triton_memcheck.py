@@ -43,8 +43,6 @@ def _storages(args: dict) -> tuple:
             s = a.untyped_storage()
             start = s.data_ptr()
             spans.setdefault(start, (name, start, start + s.nbytes()))
-        elif hasattr(a, "base") and isinstance(getattr(a, "base"), torch.Tensor):
-            add(name + ".base", a.base)   # a TensorDescriptor
 
     for name, a in args.items():
         add(name, a)
@@ -53,7 +51,9 @@ def _storages(args: dict) -> tuple:
             np.array([r[2] for r in rows], dtype=np.uint64))
 
 
-def _check(op: str, ptrs, mask) -> None:
+def _check(itp, op: str, ptrs, mask) -> None:
+    """Raise OutOfBounds if an unmasked lane of ptrs lies outside the running kernel's
+    arguments (itp: triton.runtime.interpreter)."""
     if not _RANGES:
         return
     kernel, labels, starts, ends = _RANGES[-1]
@@ -65,16 +65,12 @@ def _check(op: str, ptrs, mask) -> None:
         addr = addr.reshape(-1)
     if addr.size == 0:
         return
-    from triton.runtime.interpreter import _get_np_dtype
-
-    size = np.uint64(np.dtype(_get_np_dtype(ptrs.get_element_ty())).itemsize)
+    size = np.uint64(np.dtype(itp._get_np_dtype(ptrs.get_element_ty())).itemsize)
     i = np.searchsorted(starts, addr, side="right").astype(np.int64) - 1
     ok = i >= 0
     ok[ok] &= addr[ok] + size <= ends[i[ok]]
     if ok.all():
         return
-    from triton.runtime.interpreter import interpreter_builder as b
-
     bad = int(addr[~ok][0])
     j = int(np.argmin(np.minimum(np.abs(starts.astype(np.int64) - bad),
                                  np.abs(ends.astype(np.int64) - bad)))) if len(starts) else -1
@@ -82,7 +78,8 @@ def _check(op: str, ptrs, mask) -> None:
             f"nearest argument {labels[j]} [{int(starts[j]):#x}, {int(ends[j]):#x}), "
             f"offset {bad - int(starts[j])} bytes")
     raise OutOfBounds(f"{kernel}: {op} of {int((~ok).sum())} lanes outside every tensor argument "
-                      f"(program {tuple(b.grid_idx)}), first at {bad:#x}: {near}")
+                      f"(program {tuple(itp.interpreter_builder.grid_idx)}), first at {bad:#x}: "
+                      f"{near}")
 
 
 @contextlib.contextmanager
@@ -99,26 +96,25 @@ def memcheck():
 
     # (plain, atomic and tensor-descriptor loads and stores all come through the masked ones)
     def masked_load(self, ptrs, mask, other, *a, **kw):
-        _check("load", ptrs, mask)
+        _check(itp, "load", ptrs, mask)
         return saved["create_masked_load"](self, ptrs, mask, other, *a, **kw)
 
     def masked_store(self, ptrs, value, mask, *a, **kw):
-        _check("store", ptrs, mask)
+        _check(itp, "store", ptrs, mask)
         return saved["create_masked_store"](self, ptrs, value, mask, *a, **kw)
 
     def atomic_rmw(self, op, ptr, val, mask, *a, **kw):
-        _check("atomic", ptr, mask)
+        _check(itp, "atomic", ptr, mask)
         return saved["create_atomic_rmw"](self, op, ptr, val, mask, *a, **kw)
 
     def atomic_cas(self, ptr, cmp, val, *a, **kw):
-        _check("atomic cas", ptr, None)
+        _check(itp, "atomic cas", ptr, None)
         return saved["create_atomic_cas"](self, ptr, cmp, val, *a, **kw)
 
     def call(self, *args, **kwargs):
-        try:
-            named = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
-        except TypeError:
-            named = {f"arg{i}": a for i, a in enumerate(args)} | kwargs
+        # the kernel's own parameters by name (launch options such as num_warps are not)
+        params = inspect.signature(self.fn).parameters
+        named = dict(zip(params, args)) | {k: v for k, v in kwargs.items() if k in params}
         _RANGES.append((getattr(self.fn, "__name__", "kernel"), *_storages(named)))
         try:
             return saved_call(self, *args, **kwargs)

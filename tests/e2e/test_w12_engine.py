@@ -95,6 +95,15 @@ def test_w12_checkpoint_served_as_w12(demo_model_dir, tmp_path, caplog):
                 model_path=demo_model_dir, **f32)).generate(PROMPTS, SP)])
 
 
+def _tiny_hybrid_dflash2(tmp_path) -> tuple[str, str]:
+    """A tiny hybrid (Gated DeltaNet) target and a DFlash2 drafter for it (folders)."""
+    from tests.e2e.tiny_drafters import make_drafter
+    from tests.e2e.tiny_models import make_tiny
+
+    return (make_tiny("qwen3_5", tmp_path / "q35"),
+            make_drafter("dflash2", tmp_path / "d2", target_layers=(1, 5), num_target_layers=8))
+
+
 @pytest.mark.gpu
 def test_gpu_w12_stock_graphs_equal_eager(tmp_path, monkeypatch):
     """W12 `stock` on the GPU with its CUDA graphs (VERIFY, the drafter's block pass and the
@@ -106,12 +115,9 @@ def test_gpu_w12_stock_graphs_equal_eager(tmp_path, monkeypatch):
     failure on Qwen3.8-27B's shapes (docs/w12.md, Known limitations), have their own test
     (test_w12_kernel.py::test_gpu_graph_survives_outgrown_split_k_counters)."""
     from tests.e2e.test_graph_path import prompts
-    from tests.e2e.tiny_drafters import make_drafter
-    from tests.e2e.tiny_models import make_tiny
 
     monkeypatch.setenv("SPECPILOT_W12_AUTOTUNE", "0")
-    target = make_tiny("qwen3_5", tmp_path / "q35")
-    drafter = make_drafter("dflash2", tmp_path / "d2", target_layers=(1, 5), num_target_layers=8)
+    target, drafter = _tiny_hybrid_dflash2(tmp_path)
     outs = {}
     for graphs in (False, True):
         eng = OfflineEngine(ServerArgs(
@@ -139,8 +145,6 @@ def test_w12_stock_kernels_through_the_step_graph_twin(tmp_path, monkeypatch):
     from specpilot.w12 import gemv
     from specpilot.w12 import kernel as Kn
     from tests.e2e.test_graph_path import prompts
-    from tests.e2e.tiny_drafters import make_drafter
-    from tests.e2e.tiny_models import make_tiny
 
     calls = {"gemv": 0, "gemm": 0}
 
@@ -152,8 +156,7 @@ def test_w12_stock_kernels_through_the_step_graph_twin(tmp_path, monkeypatch):
         return y.reshape(*x.shape[:-1], self.out_features)
 
     monkeypatch.setattr(W12Linear, "forward", kernel_forward)
-    target = make_tiny("qwen3_5", tmp_path / "q35")
-    drafter = make_drafter("dflash2", tmp_path / "d2", target_layers=(1, 5), num_target_layers=8)
+    target, drafter = _tiny_hybrid_dflash2(tmp_path)
     sp = SamplingParams(temperature=0, max_new_tokens=6, ignore_eos=True)
     outs = []
     for twin in (True, False):

@@ -37,6 +37,7 @@ def test_memcheck_names_the_access_outside_the_arguments():
                                             r"argument \(program \(3, 0, 0\)\).*x_ptr.*offset "
                                             r"400 bytes"):
             _copy[(4,)](x, y, 100, BLOCK=32, MASK_LOAD=False, ATOMIC=False)
-        with pytest.raises(Exception, match="_copy: atomic of 28 lanes"):
-            _copy[(4,)](x, y, 100, BLOCK=32, MASK_LOAD=True, ATOMIC=True)
+        # named by parameter also with launch options among the keywords
+        with pytest.raises(Exception, match=r"_copy: atomic of 28 lanes.*y_ptr"):
+            _copy[(4,)](x, y, 100, BLOCK=32, MASK_LOAD=True, ATOMIC=True, num_warps=2)
     assert issubclass(OutOfBounds, RuntimeError)

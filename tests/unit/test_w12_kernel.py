@@ -341,12 +341,13 @@ def test_gpu_graph_survives_outgrown_split_k_counters():
         y = K.w12_matmul(a, p, config=cfg)
     K._locks(a.device, small.numel() + 1)   # outgrown
     del small
-    other = torch.full((1 << 14,), 5, dtype=torch.int32, device=DEV)   # the size of the old one
+    # tensors of the old one's size: a freed block of that size would go to the first of them
+    others = [torch.full((1 << 14,), 5, dtype=torch.int32, device=DEV) for _ in range(4)]
     for _ in range(3):
         graph.replay()
         torch.cuda.synchronize()
         check_close(y, a.cpu(), x)
-    assert bool((other == 5).all())
+    assert all(bool((t == 5).all()) for t in others)
 
 
 def test_bf16_matmul_matches_torch():
