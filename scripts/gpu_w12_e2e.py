@@ -30,7 +30,10 @@
    nothing), the plain and the overlapped (spec-overlap) scheduler; a step's verify runs batch x
    block rows per GEMM, so this is where W12 meets the rows it is slow at (M > 16: the template
    GEMM). Tokens per second are printed beside the steps.
-   Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB, and the drafters).
+   Both engines at once need their weights together (Qwen3.8-27B: 51 + 39 GB, and the drafters):
+   ``--one-engine`` holds one at a time, built again for each turn in the order bf16, W12,
+   bf16, ... (``one_engine_schedule``), which fits an H100. ``--configs DIR --device cpu`` with
+   a tiny target is a plumbing check of the script.
 """
 from __future__ import annotations
 
@@ -133,13 +136,13 @@ def build_format(a, fmt: str):
     """The ``--target`` engine with weight format ``fmt`` (with ``--stock`` its drafter too, the
     plain stock scheduler as ``eng.scheduler``) -> (engine, info)."""
     t0 = time.perf_counter()
-    spec = dict(speculative_draft_model_path=os.path.join(CONFIGS, a.target + "-dflash2"),
+    spec = dict(speculative_draft_model_path=os.path.join(a.configs, a.target + "-dflash2"),
                 speculative_draft_load_format="dummy", disable_overlap_schedule=True,
                 speculative_draft_weight_format=a.draft_weight_format if fmt == "w12" else "same"
                 ) if a.stock else {}
     with simulated_acceptance(a.accept if a.stock else None):
         eng = OfflineEngine(ServerArgs(
-            model_path=os.path.join(CONFIGS, a.target), device=a.device, dtype="bfloat16",
+            model_path=os.path.join(a.configs, a.target), device=a.device, dtype="bfloat16",
             load_format="dummy", context_length=4096, max_total_tokens=max(a.batch) * 1024,
             max_running_requests=max(a.batch), skip_tokenizer_init=True,
             cuda_graph_max_bs=max(a.batch), weight_format=fmt, random_seed=0, **spec))
@@ -180,53 +183,107 @@ def median(v: list) -> float:
     return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
+def one_engine_schedule(rounds: int) -> list:
+    """``--one-engine``: the builds in order, each with the rounds it times: bf16, W12, bf16, ...,
+    every build after the first timing two rounds (for 2 rounds: bf16 [0], W12 [0, 1], bf16 [1],
+    an A-B-B-A order), so a drift of the machine that is linear in time cancels in the medians;
+    rounds + 1 builds."""
+    done, order = {f: 0 for f in FORMATS}, []
+    while min(done.values()) < rounds:
+        fmt = FORMATS[len(order) % 2]
+        n = 1 if not order else 2
+        rs = list(range(done[fmt], min(rounds, done[fmt] + n)))
+        done[fmt] += len(rs)
+        order.append((fmt, rs))
+    return order
+
+
+def time_rounds(a, eng, fmt: str, bs: int, rounds: list, warm: bool, scheds: list,
+                settings: dict, times: dict, tps: dict) -> None:
+    """Time ``eng`` (format ``fmt``) at batch ``bs`` for each of ``rounds`` and each setting
+    (PDL) and scheduler, into ``times`` / ``tps`` [(bs, fmt + tag, scheduler)][round]; a warm-up
+    first (JIT, the GEMV / W12 tuning, graphs) before the first round if ``warm``, and before
+    every setting whose graphs are captured again."""
+    for r in rounds:
+        for tag, setting in settings.items():
+            if len(settings) > 1:
+                pdl.ENABLED = setting is not None
+                pdl.MODE, trigger = setting or (1, 2)
+                pdl.GEMV_TRIGGER.update(w12=trigger, bf16=trigger)
+                eng.runner.enable_cuda_graphs(max(a.batch))
+            if len(settings) > 1 or (warm and r == rounds[0]):
+                for _, ov in scheds:
+                    step_ms(a, eng, bs, ov, new=8)
+            for name, ov in scheds:
+                ms, tok_s = step_ms(a, eng, bs, ov)
+                times.setdefault((bs, fmt + tag, name), {})[r] = ms
+                tps.setdefault((bs, fmt + tag, name), {})[r] = tok_s
+
+
 def real_shape(a) -> dict:
-    """Both engines resident at once (the same random weights), timed in alternation: --rounds
-    rounds of bf16 then w12, each with the plain and the overlapped scheduler (the engine's
-    default), so that a drift of the machine during the run falls on both formats alike."""
-    engines, info = {}, {}
-    # W12 first: its build holds the whole bf16 model while converting it to W12, and
-    # beside a resident bf16 engine Muse-Glimmer-30B's ran out of memory (session 39)
-    for fmt in sorted(FORMATS, key=lambda f: f != "w12"):
-        engines[fmt], info[fmt] = build_format(a, fmt)
+    """bf16 against W12 on the same random weights, in alternation: --rounds rounds of each
+    format with the plain and the overlapped scheduler (the engine's default), so that a drift
+    of the machine during the run falls on both formats alike. Both engines resident at once
+    (each round times bf16 then W12), or with ``--one-engine`` one at a time, built again for
+    each turn (``one_engine_schedule``), for GPUs that cannot hold both."""
+    info, times, tps = {}, {}, {}
     scheds = [("plain", False), ("overlap", True)]
     engine = "stock" if a.stock else "ar"
-    if a.stock:
-        info["verify_rows"] = engines["w12"].worker.num_draft_tokens
-        info["simulated_accept_len"] = a.accept
     settings = {"": None}   # PDL off, or (pdl.MODE, pdl.GEMV_TRIGGER)
     if a.pdl:   # the same engines, graphs captured again with PDL on
         settings.update({f"+pdl{m}/{g}": (m, g) for m, g in a.pdl})
         scheds = [("overlap", True)]
     saved = (pdl.ENABLED, pdl.MODE, dict(pdl.GEMV_TRIGGER))   # the engines' setting
+
+    def progress(bs, r):
+        print(f"  bs {bs} round {r + 1}: " + ", ".join(
+            f"{key} {name} {v[r]:.2f}" for (b, key, name), v in times.items()
+            if b == bs and r in v) + " ms/step", flush=True)
+
+    if a.one_engine:
+        for fmt, rounds in one_engine_schedule(a.rounds):
+            eng, info[fmt] = build_format(a, fmt)
+            if a.stock:
+                info["verify_rows"] = eng.worker.num_draft_tokens
+            for bs in a.batch:
+                time_rounds(a, eng, fmt, bs, rounds, True, scheds, settings, times, tps)
+                for r in rounds:
+                    progress(bs, r)
+            info[fmt]["tuned"] = tuned_configs()
+            del eng
+            free()
+            if torch.cuda.is_available():
+                print(f"  freed: {torch.cuda.memory_allocated() / 2**30:.2f} GiB still "
+                      "allocated", flush=True)
+    else:
+        engines = {}
+        # W12 first: its build holds the whole bf16 model while converting it to W12, and
+        # beside a resident bf16 engine Muse-Glimmer-30B's ran out of memory (session 39)
+        for fmt in sorted(FORMATS, key=lambda f: f != "w12"):
+            engines[fmt], info[fmt] = build_format(a, fmt)
+        if a.stock:
+            info["verify_rows"] = engines["w12"].worker.num_draft_tokens
+        for bs in a.batch:
+            for r in range(a.rounds):
+                for fmt in FORMATS:
+                    time_rounds(a, engines[fmt], fmt, bs, [r], r == 0, scheds, settings,
+                                times, tps)
+                progress(bs, r)
+        for fmt in FORMATS:
+            info[fmt]["tuned"] = tuned_configs()
+        del engines
+        free()
+    pdl.ENABLED, pdl.MODE, trigger = saved
+    pdl.GEMV_TRIGGER.update(trigger)
+    if a.stock:
+        info["simulated_accept_len"] = a.accept
     rows = {}
     for bs in a.batch:
-        times, tps = {}, {}
-        for r in range(a.rounds):
-            for fmt in FORMATS:
-                for tag, setting in settings.items():
-                    if len(settings) > 1:
-                        pdl.ENABLED = setting is not None
-                        pdl.MODE, trigger = setting or (1, 2)
-                        pdl.GEMV_TRIGGER.update(w12=trigger, bf16=trigger)
-                        engines[fmt].runner.enable_cuda_graphs(max(a.batch))
-                    if len(settings) > 1 or r == 0:
-                        for _, ov in scheds:   # warm-up: JIT, the GEMV / W12 tuning, graphs
-                            step_ms(a, engines[fmt], bs, ov, new=8)
-                    for name, ov in scheds:
-                        ms, tok_s = step_ms(a, engines[fmt], bs, ov)
-                        times.setdefault((fmt + tag, name), []).append(ms)
-                        tps.setdefault((fmt + tag, name), []).append(tok_s)
-            print(f"  bs {bs} round {r + 1}: " + ", ".join(
-                f"{key} {name} {v[-1]:.2f}" for (key, name), v in times.items()) + " ms/step",
-                flush=True)
-        pdl.ENABLED, pdl.MODE, trigger = saved
-        pdl.GEMV_TRIGGER.update(trigger)
         row = {}
         for tag in settings:
             for name, _ in scheds:
-                b, w = times[("auto" + tag, name)], times[("w12" + tag, name)]
-                bt, wt = tps[("auto" + tag, name)], tps[("w12" + tag, name)]
+                b, w = (sorted_rounds(times[(bs, f + tag, name)]) for f in FORMATS)
+                bt, wt = (sorted_rounds(tps[(bs, f + tag, name)]) for f in FORMATS)
                 per_round = [x / y for x, y in zip(b, w)]
                 row[name + tag] = dict(bf16_ms=b, w12_ms=w, bf16_median_ms=median(b),
                                        w12_median_ms=median(w), speedup=median(b) / median(w),
@@ -238,19 +295,20 @@ def real_shape(a) -> dict:
                       f"{median(bt):.1f}, w12 {median(wt):.1f}", flush=True)
         for tag in list(settings)[1:]:
             for fmt in FORMATS:
-                off = median(times[(fmt, "overlap")])
-                on = median(times[(fmt + tag, "overlap")])
+                off = median(list(times[(bs, fmt, "overlap")].values()))
+                on = median(list(times[(bs, fmt + tag, "overlap")].values()))
                 row[f"gain_{fmt}{tag}"] = off / on
                 print(f"{a.target} {engine} bs {bs} {fmt}: {tag[1:]}: {off:.2f} -> "
                       f"{on:.2f} ms ({off / on:.3f}x)", flush=True)
         rows[bs] = row
-    for fmt in FORMATS:
-        info[fmt]["tuned"] = tuned_configs()
     print(f"  tuned configs: {info['w12']['tuned']}", flush=True)
-    del engines
-    free()
     return dict(target=a.target, engine=engine, prompt_len=a.prompt_len, new=a.new,
-                rounds=a.rounds, info=info, rows=rows)
+                rounds=a.rounds, one_engine=a.one_engine, info=info, rows=rows)
+
+
+def sorted_rounds(by_round: dict) -> list:
+    """{round: value} -> the values in round order."""
+    return [by_round[r] for r in sorted(by_round)]
 
 
 def main() -> int:
@@ -280,6 +338,12 @@ def main() -> int:
     ap.add_argument("--draft-weight-format", default="same", choices=DRAFT_WEIGHT_FORMATS,
                     help="--stock: the W12 engine's drafter (--speculative-draft-weight-format; "
                          "the bf16 engine's stays bf16)")
+    ap.add_argument("--one-engine", action="store_true",
+                    help="real shape: hold one engine at a time, built again for each turn "
+                         "(bf16, W12, bf16, ...: one_engine_schedule), for a GPU that cannot hold "
+                         "both (Qwen3.8-27B `stock`: ~54 + ~41 GiB; an H100 has ~78)")
+    ap.add_argument("--configs", default=CONFIGS,
+                    help="the folder of --target's config (with --stock also <target>-dflash2)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.stock and (a.accept is None or a.accept < 1):
