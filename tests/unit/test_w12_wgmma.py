@@ -25,7 +25,7 @@ SIG = {"x_ptr": "*bf16", "y_ptr": "*bf16", "ws_ptr": "*fp32", "lock_ptr": "*i32"
        "sxm": "i32", "sym": "i32", "RPS": "i32"}
 ALIGNED = ("x_ptr", "y_ptr", "ws_ptr", "lock_ptr", "l_ptr", "h_ptr", "hb_ptr", "koff_ptr",
            "kent_ptr", "kval_ptr", "K", "HW", "sxm", "sym")
-CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16])
+CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16[, ring stages]])
     (1, 4, 64, False, True, False, 0), (2, 4, 64, False, True, False, 0),
     (1, 8, 64, False, True, False, 0), (1, 2, 128, False, True, False, 0),
     (2, 4, 128, False, True, False, 0), (1, 4, 32, True, True, False, 0),
@@ -34,17 +34,28 @@ CASES = [  # (groups, words, NT, per-row base, escapes, split-K, PDL[, bf16])
     (1, 2, 16, False, True, True, 1), (2, 8, 64, True, True, True, 2),
     # bf16_wgmma: the same loop on bf16 words
     (1, 4, 64, False, False, False, 2, True), (2, 8, 32, False, False, True, 3, True),
-    (1, 2, 128, False, False, False, 0, True), (1, 4, 32, False, False, True, 2, True)]
+    (1, 2, 128, False, False, False, 0, True), (1, 4, 32, False, False, True, 2, True),
+    # the weight words through a shared-memory ring (WgConfig.stages)
+    (1, 4, 16, False, True, False, 2, False, 3), (2, 8, 32, False, True, True, 2, False, 3),
+    (1, 8, 16, True, True, True, 1, False, 4), (1, 4, 64, True, True, True, 3, False, 4),
+    (2, 4, 128, False, True, True, 2, False, 4),
+    (1, 8, 64, False, False, False, 0, False, 3),
+    (1, 4, 64, False, False, False, 2, True, 3), (2, 4, 16, False, False, True, 3, True, 4)]
 
 
 def _bf16(c) -> bool:
     return bool(c[7:] and c[7])
 
 
+def _stages(c) -> int:
+    return c[8] if c[8:] else 0
+
+
 def _label(c) -> str:
     g, s, nt, per_row, esc, split, pdl = c[:7]
     return f"{'bf16 ' if _bf16(c) else ''}g{g}s{s} nt{nt}" \
-           f"{' row' if per_row else ''}{' esc' if esc else ''}{' split' if split else ''} pdl{pdl}"
+           f"{' row' if per_row else ''}{' esc' if esc else ''}{' split' if split else ''} pdl{pdl}" \
+           f"{f' d{_stages(c)}' if _stages(c) else ''}"
 
 
 def _compile_all() -> dict:
@@ -58,9 +69,9 @@ def _compile_all() -> dict:
     out = {}
     for case in CASES:
         g, s, nt, per_row, esc, split, pdl = case[:7]
-        bf16 = _bf16(case)
+        bf16, stages = _bf16(case), _stages(case)
         consts = dict(NT=nt, S=s, NW=4 * g, HB_PER_ROW=per_row, ESC=esc, USE_SPLIT=split,
-                      **W.layouts(W.WgConfig(g, s), nt), BF16=bf16, PDL=pdl)
+                      **W.layouts(W.WgConfig(g, s), nt), BF16=bf16, PDL=pdl, STAGES=stages)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         if bf16:   # as bf16_wgmma launches it: the weight's int32 view in every weight argument
             sig.update(hb_ptr="*i32", kval_ptr="*i32")
@@ -96,6 +107,13 @@ def _compile_all() -> dict:
             "gdc": ptx.count("griddepcontrol."),
             "wide_before_wait": len(re.findall(
                 rf"ld\.global[^\n]*\.v{4 if bf16 else min(s, 4)}\.b32", ptx[:max(0, wait)])),
+            # the ring: copies, their groups and waits, and the read-back (16-byte ld.shared)
+            "cp_async": len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
+            "cp_before_wait": len(re.findall(r"cp\.async\.c[ag]\.shared\.global",
+                                             ptx[:max(0, wait)])),
+            "commit": ptx.count("cp.async.commit_group"),
+            "cp_wait": re.findall(r"cp\.async\.wait_group\s+(\d+)", ptx),
+            "lds_v4": len(re.findall(r"ld\.shared\.v4\.b32", ptx)), "stages": stages,
             "wait": wait, "first_st": ptx.find("st.global"), "first_stm": ptx.find("stmatrix"),
             "g": g, "s": s, "nt": nt, "esc": esc, "split": split, "pdl": pdl, "bf16": bf16,
             "a_hazards": None if sass is None else wgmma_a_hazards(sass)}
@@ -129,23 +147,37 @@ def test_compiles_for_sm90_with_wgmma():
         assert r["stmatrix"] >= 4 and r["st_shared"] <= (1 if r["split"] else 0), (name, r)
         # one fence per x store (prologue, loop) and per escape chunk
         assert r["fence"] == 2 + (1 if r["esc"] else 0), (name, r)
-        # the x buffers, and the escape tile
-        assert r["local_alloc"] == 1 + (1 if r["esc"] else 0), (name, r)
-        # 16-byte plane loads: three planes x two rows x S / 4 per round, prologue and loop
-        # (S = 2: 8-byte loads); bf16: two halves x two rows x 2 S / 4
-        if r["bf16"]:
-            assert r["v4"] >= 2 * 2 * 2 * 2 * S // 4, (name, r)
+        # the x buffers, the escape tile and the ring's planes (W12: 3, bf16: the 2 halves)
+        D = r["stages"]
+        ring = (2 if r["bf16"] else 3) if D else 0
+        assert r["local_alloc"] == 1 + (1 if r["esc"] else 0) + ring, (name, r)
+        # a round's weight words: W12 three planes x two rows x S words (16-byte pieces; S = 2:
+        # one 8-byte piece), bf16 two halves x two rows x 2 S words
+        per_round = 2 * S if r["bf16"] else 6 * max(S // 4, 1)
+        if D:
+            # through the ring: D - 1 rounds copied before the loop, one per round in it, each
+            # round one commit group; the loop waits for all but the D - 1 newest, the end for
+            # all; each thread reads its round back with 16-byte shared loads (S = 2: W12 8-byte)
+            assert r["cp_async"] == D * per_round, (name, r)
+            assert r["commit"] == D and r["cp_wait"] == [str(D - 1), "0"], (name, r)
+            assert r["lds_v4"] >= (per_round if r["bf16"] or S >= 4 else 0), (name, r)
+        elif r["bf16"]:
+            # registers: 16-byte loads, prologue and loop
+            assert r["cp_async"] == 0 and r["v4"] >= 2 * per_round, (name, r)
         elif S >= 4:
-            assert r["v4"] >= 2 * 6 * S // 4, (name, r)
+            assert r["cp_async"] == 0 and r["v4"] >= 2 * per_round, (name, r)
         else:
-            assert r["v2"] >= 2 * 6, (name, r)
+            assert r["cp_async"] == 0 and r["v2"] >= 2 * 6, (name, r)
         assert r["atom"] == (2 if r["split"] else 0), (name, r)
         assert r["gdc"] == (2 if r["pdl"] else 0), (name, r)
         if r["pdl"]:
-            # the first round's planes before the wait; x (stored from registers) and every
-            # global write after it
-            assert r["wide_before_wait"] >= (2 * S if r["bf16"] else 6 * max(S // 4, 1)), \
-                (name, r)
+            # the first round's planes (the ring: its first D - 1 rounds' copies) before the
+            # wait; x (stored from registers) and every global write after it
+            if D:
+                assert r["cp_before_wait"] == (D - 1) * per_round, (name, r)
+            else:
+                assert r["wide_before_wait"] >= (2 * S if r["bf16"] else 6 * max(S // 4, 1)), \
+                    (name, r)
             assert 0 <= r["wait"] < r["first_stm"] and r["wait"] < r["first_st"], (name, r)
 
 
@@ -185,7 +217,9 @@ def test_wgmma_a_hazard_check():
 def test_config_labels_and_refusals():
     assert W.WgConfig().short == "g1s4"
     assert W.WgConfig(2, 8, 3).short == "g2s8x3"
-    for bad in (dict(groups=3), dict(words=6), dict(split=0)):
+    assert W.WgConfig(1, 4, 2, stages=3).short == "g1s4x2d3"
+    for bad in (dict(groups=3), dict(words=6), dict(split=0), dict(stages=2),
+                dict(words=2, stages=3)):   # words 2 rings crashed triton 3.6's ptxas
         with pytest.raises(ValueError, match="bad values"):
             W.WgConfig(**bad)
     assert [W.nt_for(m) for m in (1, 8, 9, 17, 32, 33, 100, 128)] == [16, 16, 16, 32, 32, 64,
@@ -222,6 +256,12 @@ def test_split_plan_and_smem():
     assert W.split_plan(W.WgConfig(1, 4, 3), 24, bf16=True) == (1, 1)  # one partial round
     assert W.smem_bytes(W.WgConfig(1, 4), 64) == 2 * 2 * 64 * 64 * 2 + 64 * 16 * 2
     assert W.smem_bytes(W.WgConfig(1, 8), 128) == 2 * 2 * 128 * 128 * 2 + 128 * 16 * 2
+    # the ring: per stage 64 G rows x 4 threads x S words of 3 planes (bf16: 2 S of 2 halves)
+    assert W.ring_bytes(W.WgConfig(1, 4)) == 0
+    assert W.ring_bytes(W.WgConfig(1, 4, stages=3)) == 3 * 64 * 4 * 4 * 3 * 4   # 36 KB
+    assert W.ring_bytes(W.WgConfig(2, 8, stages=4), bf16=True) == 4 * 128 * 4 * 16 * 2 * 4
+    assert W.smem_bytes(W.WgConfig(1, 4, stages=3), 16) == \
+        W.smem_bytes(W.WgConfig(1, 4), 16) + 3 * 12288
 
 
 def test_candidates():
@@ -229,10 +269,21 @@ def test_candidates():
     # while the programs stay <= 2 per SM
     c = W.candidates(64, 5120, 17408, 132)
     assert [x.short for x in c if x.groups == 1 and x.words == 4] == [
-        "g1s4", "g1s4x2", "g1s4x3"]
-    assert [x.split for x in c if x.groups == 2 and x.words == 4] == [1, 2, 3, 4, 6]
+        "g1s4", "g1s4d3", "g1s4d4", "g1s4x2", "g1s4x2d3", "g1s4x2d4", "g1s4x3", "g1s4x3d3",
+        "g1s4x3d4"]
+    assert [x.split for x in c if x.groups == 2 and x.words == 4 and not x.stages] == [
+        1, 2, 3, 4, 6]
     assert all(x.split == 1 for x in c if x.words != 4)
     assert {x.words for x in c} == {2, 4, 8}
+    # rings: words 4 / 8 only, within the shared memory limit (g2s8: 4 stages of 24 KB x 2 do
+    # not fit beside the x buffers at 64 rows; with a bf16 weight's larger ring, 3 neither)
+    assert all(x.words >= 4 for x in c if x.stages)
+    assert [x.short for x in c if x.groups == 2 and x.words == 8] == ["g2s8"]
+    assert [x.short for x in W.candidates(16, 5120, 17408, 132) if x.groups == 2
+            and x.words == 8] == ["g2s8", "g2s8d3"]
+    assert [x.short for x in W.candidates(16, 5120, 17408, 132, bf16=True) if x.groups == 2
+            and x.words == 8] == ["g2s8"]
+    assert all(W.smem_bytes(x, 64) <= W.SMEM_LIMIT for x in c)
     # a gate_up: many row blocks, no split
     assert all(x.split == 1 for x in W.candidates(64, 34816, 5120, 132))
     # 128 rows: words 8 would spill (MAX_WORDS_NT), so only 2 and 4
@@ -332,7 +383,10 @@ def test_tune_file_holds_wgmma_configs(tmp_path, monkeypatch):
 
 GPU_CONFIGS = (W.WgConfig(1, 4), W.WgConfig(2, 4), W.WgConfig(1, 8), W.WgConfig(1, 2),
                W.WgConfig(2, 2), W.WgConfig(2, 8), W.WgConfig(1, 4, 3), W.WgConfig(2, 8, 2),
-               W.WgConfig(1, 2, 4), W.WgConfig(2, 4, 3))
+               W.WgConfig(1, 2, 4), W.WgConfig(2, 4, 3),
+               # the weight words through the shared-memory ring
+               W.WgConfig(1, 4, stages=3), W.WgConfig(1, 4, 3, stages=4),
+               W.WgConfig(2, 4, 2, stages=3), W.WgConfig(1, 8, stages=4))
 
 
 @pytest.mark.gpu
@@ -401,6 +455,34 @@ def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("N,K", [(300, 1000), (1040, 5120), (130, 24)])
+def test_ring_equals_registers_bit_for_bit(N, K):
+    """The weight words through the shared-memory ring (WgConfig.stages) feed the same wgmmas
+    the same A registers in the same order as the register path: equal bits, for W12 (with
+    escapes, split-K, partial last rounds, runs shorter than the ring) and bf16 weights. A
+    stale or early slot read (a wrong wait count or slot index) would change them."""
+    from dataclasses import replace
+
+    from specpilot.w12 import kernel as Kn
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("wgmma: compute capability 9.x")
+    w = make_weight(N, K, N + 5 * K, n_edges=N * K // 400)
+    p, wc = Kn.prepare(encode(w), "cuda"), w.cuda()
+    for cfg in (W.WgConfig(1, 4), W.WgConfig(2, 4, 3), W.WgConfig(1, 8), W.WgConfig(1, 4, 8)):
+        for st in W.RING_STAGES:
+            ring = replace(cfg, stages=st)
+            for M in (1, 17, 64):
+                if cfg.words * W.nt_for(M) > W.MAX_WORDS_NT:
+                    continue
+                a = acts(M, K, M + st).cuda()
+                assert same_bits(W.w12_wgmma(a, p, ring), W.w12_wgmma(a, p, cfg)), \
+                    (ring.short, M)
+                assert same_bits(W.bf16_wgmma(a, wc, ring), W.bf16_wgmma(a, wc, cfg)), \
+                    (ring.short, M, "bf16")
+
+
+@pytest.mark.gpu
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     """A chain of norm -> W12-WGMMA layers (split-K among them) gives the same bits
     eagerly and in a CUDA graph, with PDL off and in each of its modes, and the same bits in
@@ -413,7 +495,8 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     D = 2048
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
               for i in range(4)]
-    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3), W.WgConfig(2, 2))
+    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3, stages=3),
+            W.WgConfig(2, 2))
     x0 = acts(40, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
     w16 = make_weight(D, D, 50, n_edges=0).cuda()
