@@ -221,7 +221,8 @@ if HAS_GLUON:
     @gluon.jit
     def _read_round(sh, sa, sb, slot, P: gl.constexpr, PB: gl.constexpr, BF16: gl.constexpr):
         """Ring slot ``slot`` as ``_load_round`` returns it (each thread reads back the words it
-        copied: no barrier)."""
+        copied, so no barrier is needed; Triton's shared-memory analysis adds one after the
+        wait all the same)."""
         if BF16:
             la = sa.index(slot).load(PB)
             lb = sb.index(slot).load(PB)
