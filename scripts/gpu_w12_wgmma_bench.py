@@ -96,6 +96,9 @@ def main() -> int:
                     help="time the Triton W12 GEMM at its tuned config instead of its default")
     ap.add_argument("--bf16", action="store_true",
                     help="also time bf16_wgmma on the bf16 weights over the candidates")
+    ap.add_argument("--stages", default=",".join(map(str, (0,) + WG.RING_STAGES)),
+                    help="time only the candidates with these WgConfig.stages (0: the weight "
+                         "words in registers; 3, 4: the shared-memory ring)")
     ap.add_argument("--mma-tuned", action="store_true",
                     help="at M <= 16 time w12_mma at its tuned config instead of its first "
                          "candidate")
@@ -105,6 +108,11 @@ def main() -> int:
         print("wgmma needs a compute capability 9.x GPU", file=sys.stderr)
         return 2
     m_values = [int(v) for v in args.m.split(",")]
+    stages = {int(v) for v in args.stages.split(",")}
+
+    def cands(M, N, Kd, bf16=False):
+        return [c for c in WG.candidates(M, N, Kd, n_sm, bf16) if c.stages in stages]
+
     n_sm = K._num_sms(torch.device(DEV))
     models, shapes, weights = GB.layer_weights(args.models, args.exclude, args.block_rows)
     print(f"built {len(weights)} weights in {time.time() - t0:.0f} s", flush=True)
@@ -139,13 +147,12 @@ def main() -> int:
             if M <= MM.MAX_M:
                 cm = MM.tuned_config(acts[0], p) if args.mma_tuned else MM.CANDIDATES[0]
                 t_mma = GB.timed(lambda i: MM.w12_mma(acts[i], ring12[i], cm), n)
-            tried = sweep(WG.w12_wgmma, acts, ring12, WG.candidates(M, N, Kd, n_sm), n)
+            tried = sweep(WG.w12_wgmma, acts, ring12, cands(M, N, Kd), n)
             best = min(tried, key=tried.get)
             t_wg = tried[best]
             t_b16, best16, tried16 = float("nan"), "", {}
             if args.bf16:
-                tried16 = sweep(WG.bf16_wgmma, acts, ring16,
-                                WG.candidates(M, N, Kd, n_sm, bf16=True), n)
+                tried16 = sweep(WG.bf16_wgmma, acts, ring16, cands(M, N, Kd, bf16=True), n)
                 best16 = min(tried16, key=tried16.get)
                 t_b16 = tried16[best16]
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
