@@ -29,8 +29,8 @@ wg)
   el "wgmma bench rc=$?"; grep -E "FAILED|^qwen|^muse|per token|limit" $L/wg_bench.log \
     | cut -c1-160 ;;
 wg-bf16)
-  timeout 420 python3 scripts/gpu_w12_wgmma_bench.py --m 8,16,32,64 --bf16 --stages 0,3 --skip-check \
-    --time-limit 360 --out $L/wg_bf16.json > $L/wg_bf16.log 2>&1
+  timeout 420 python3 scripts/gpu_w12_wgmma_bench.py --m 8,16,32,64 --bf16 --stages 0,3 \
+    --skip-check --time-limit 360 --out $L/wg_bf16.json > $L/wg_bf16.log 2>&1
   el "wgmma bf16 bench rc=$?"; grep -E "FAILED|per token|limit" $L/wg_bf16.log | cut -c1-250
   grep -E "^qwen|^muse" $L/wg_bf16.log | sed -E 's/(ring [0-9.]+\)).*/\1/' | cut -c1-230 ;;
 *) echo "usage: $0 wg | wg-bf16" >&2; exit 2 ;;
