@@ -469,7 +469,8 @@ def test_ring_equals_registers_bit_for_bit(N, K):
         pytest.skip("wgmma: compute capability 9.x")
     w = make_weight(N, K, N + 5 * K, n_edges=N * K // 400)
     p, wc = Kn.prepare(encode(w), "cuda"), w.cuda()
-    for cfg in (W.WgConfig(1, 4), W.WgConfig(2, 4, 3), W.WgConfig(1, 8), W.WgConfig(1, 4, 8)):
+    # (not g1s4 split-K: its bf16 d3 ring at 64 rows crashes triton 3.6's ptxas, docs/w12.md)
+    for cfg in (W.WgConfig(1, 4), W.WgConfig(2, 4, 3), W.WgConfig(1, 8), W.WgConfig(1, 8, 8)):
         for st in W.RING_STAGES:
             ring = replace(cfg, stages=st)
             for M in (1, 17, 64):
@@ -495,7 +496,7 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     D = 2048
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
               for i in range(4)]
-    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3, stages=3),
+    cfgs = (W.WgConfig(1, 4), W.WgConfig(2, 8, 2), W.WgConfig(1, 4, 3, stages=4),
             W.WgConfig(2, 2))
     x0 = acts(40, D, 0).cuda()
     nw = torch.randn(D, device="cuda").bfloat16()
