@@ -1,4 +1,5 @@
-"""Nsight Compute on the few-row GEMMs: what limits W12-MMA against the same loop on bf16 words.
+"""Nsight Compute on the few-row GEMMs: what limits W12-MMA against the same loop on bf16 words,
+and the warpgroup-MMA kernel with its weight words in registers or through the ring.
 
 Run under ncu from the repository root on a CUDA machine (ncu's default cache control flushes the
 caches before each profiled kernel; ``--clock-control none`` leaves the clocks as they run):
@@ -8,8 +9,9 @@ caches before each profiled kernel; ``--clock-control none`` leaves the clocks a
         --cases w12:2:2/1/2/8/0/1/1,bf16:8:2/1/2/4,cublas:8
     ncu -i /tmp/w12.ncu-rep --page details > details.txt
 
-Each case (``kind:M[:config]``, kind w12 | bf16 | cublas, config as ``MmaConfig``'s fields joined
-by "/") runs twice outside the profiled range (compilation, warm-up), then once inside
+Each case (``kind:M[:config]``, kind w12 | bf16 | wg12 | wgbf16 | cublas, config as
+``MmaConfig``'s fields (w12, bf16: ``mma.py``) or ``WgConfig``'s (wg12, wgbf16: ``wgmma.py``,
+groups/words/split/stages) joined by "/") runs twice outside the profiled range (compilation, warm-up), then once inside
 ``cudaProfilerStart`` / ``Stop``, so the report holds one kernel per case, in the order given
 (cuBLAS may add its own small kernels). Weights: gpu_w12_gemv_bench's build_weights (random
 N(0, 0.02^2) with planted escapes, one encoded block replicated). Prints one line per case:
@@ -28,15 +30,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gpu_w12_gemv_bench as GB  # noqa: E402
 from specpilot.w12 import mma as MM  # noqa: E402
+from specpilot.w12 import wgmma as WG  # noqa: E402
+
+KINDS = {"w12": (MM.MmaConfig, MM.w12_mma), "bf16": (MM.MmaConfig, MM.bf16_mma),
+         "wg12": (WG.WgConfig, WG.w12_wgmma), "wgbf16": (WG.WgConfig, WG.bf16_wgmma),
+         "cublas": (None, None)}
 
 
 def parse_case(text: str) -> tuple:
     parts = text.strip().split(":")
-    if len(parts) not in (2, 3) or parts[0] not in ("w12", "bf16", "cublas"):
-        raise SystemExit(f"bad case {text!r}: kind:M[:config], kind w12 | bf16 | cublas")
-    cfg = MM.MmaConfig(*(int(v) for v in parts[2].split("/"))) if len(parts) == 3 else None
+    if len(parts) not in (2, 3) or parts[0] not in KINDS:
+        raise SystemExit(f"bad case {text!r}: kind:M[:config], kind one of {', '.join(KINDS)}")
+    make = KINDS[parts[0]][0]
+    cfg = make(*(int(v) for v in parts[2].split("/"))) if len(parts) == 3 else None
     if parts[0] != "cublas" and cfg is None:
-        raise SystemExit(f"case {text!r}: w12 and bf16 need a config")
+        raise SystemExit(f"case {text!r}: {parts[0]} needs a config")
     return parts[0], int(parts[1]), cfg
 
 
@@ -52,15 +60,13 @@ def main() -> int:
     torch.manual_seed(0)
     for i, (kind, M, cfg) in enumerate(cases):
         x = torch.randn(M, K, device="cuda").bfloat16()
-        if kind == "w12":
-            def run():
-                return MM.w12_mma(x, planes, cfg)
-        elif kind == "bf16":
-            def run():
-                return MM.bf16_mma(x, w, cfg)
-        else:
+        fn = KINDS[kind][1]
+        if kind == "cublas":
             def run():
                 return x @ w.t()
+        else:
+            def run():
+                return fn(x, planes if kind in ("w12", "wg12") else w, cfg)
         for _ in range(2):
             run()
         torch.cuda.synchronize()

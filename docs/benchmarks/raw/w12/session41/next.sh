@@ -10,6 +10,10 @@
 #                                                           #   bit for bit) + W12 bench 16-64 rows
 #   bash docs/benchmarks/raw/w12/session41/next.sh wg-bf16  # ~7 min: bf16_wgmma (regs / ring)
 #                                                           #   against cuBLAS at 8-64 rows
+#   bash docs/benchmarks/raw/w12/session41/next.sh ncu      # ~4 min, if `wg` misses the
+#     prediction: Nsight Compute on Qwen3.8-27B's qkv (14336 x 5120) at 16 rows, g1s4 with the
+#     planes in registers, d3 and d4 rings, g1s8, mma.sync and cuBLAS: achieved DRAM throughput,
+#     occupancy, and the stall reasons (long scoreboard on the planes, barrier, wgmma wait)
 # If W12-WG with the ring beats the tuned mma.sync kernel at 16 rows, kernel.MMA_MAX_M moves
 # to 8 or the wgmma routing takes 16 (issue 7's 1.25x at M <= 16); if it beats cuBLAS at 17-64
 # rows, $SPECPILOT_W12_WGMMA on by default. If bf16-WG with the ring beats cuBLAS at a verify's
@@ -19,6 +23,15 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=$OUT/next; mkdir -p $L
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+run_ncu() {   # name shape cases (as session 37's next.sh)
+  timeout 200 $NCU --profile-from-start off --clock-control none --set full --import-source no \
+    -o $L/$1 python3 scripts/gpu_w12_ncu.py --shape $2 --cases $3 > $L/$1.log 2>&1
+  el "$1 ncu rc=$?"; tail -8 $L/$1.log
+  $NCU -i $L/$1.ncu-rep --page details > $L/$1_details.txt 2>&1
+  grep -E "^  [a-z_]|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|No Eligible|Stall" \
+    $L/$1_details.txt | cut -c1-150 | head -90
+}
 case "${1:-}" in
 wg)
   OUT=$L WORKERS=8 PER_TEST=200 LIMIT=200 bash scripts/gpu_tests.sh tests/unit/test_w12_wgmma.py
@@ -33,5 +46,8 @@ wg-bf16)
     --skip-check --time-limit 360 --out $L/wg_bf16.json > $L/wg_bf16.log 2>&1
   el "wgmma bf16 bench rc=$?"; grep -E "FAILED|per token|limit" $L/wg_bf16.log | cut -c1-250
   grep -E "^qwen|^muse" $L/wg_bf16.log | sed -E 's/(ring [0-9.]+\)).*/\1/' | cut -c1-230 ;;
-*) echo "usage: $0 wg | wg-bf16" >&2; exit 2 ;;
+ncu)
+  run_ncu qkv16 14336,5120 \
+    wg12:16:1/4/1/0,wg12:16:1/4/1/3,wg12:16:1/4/1/4,wg12:16:1/8/1/0,w12:16:2/1/2/4/0/1/0/1,cublas:16 ;;
+*) echo "usage: $0 wg | wg-bf16 | ncu" >&2; exit 2 ;;
 esac
