@@ -10,6 +10,9 @@
 #                                                           #   bit for bit) + W12 bench 16-64 rows
 #   bash docs/benchmarks/raw/w12/session41/next.sh wg-bf16  # ~7 min: bf16_wgmma (regs / ring)
 #                                                           #   against cuBLAS at 8-64 rows
+#   bash docs/benchmarks/raw/w12/session41/next.sh stock-wg # ~8 min, if the ring beats cuBLAS
+#     at 32 rows: W12 `stock` with the wgmma kernel routed ($SPECPILOT_W12_WGMMA=1: 17-128 rows)
+#     against bf16 on Qwen3.8-27B at batch 4 (32 verify rows), one engine at a time
 #   bash docs/benchmarks/raw/w12/session41/next.sh ncu      # ~4 min, if `wg` misses the
 #     prediction: Nsight Compute on Qwen3.8-27B's qkv (14336 x 5120) at 16 rows, g1s4 with the
 #     planes in registers, d3 and d4 rings, g1s8, mma.sync and cuBLAS: achieved DRAM throughput,
@@ -46,8 +49,13 @@ wg-bf16)
     --skip-check --time-limit 360 --out $L/wg_bf16.json > $L/wg_bf16.log 2>&1
   el "wgmma bf16 bench rc=$?"; grep -E "FAILED|per token|limit" $L/wg_bf16.log | cut -c1-250
   grep -E "^qwen|^muse" $L/wg_bf16.log | sed -E 's/(ring [0-9.]+\)).*/\1/' | cut -c1-230 ;;
+stock-wg)
+  SPECPILOT_W12_WGMMA=1 timeout 560 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock \
+    --accept 4.8 --batch 4 --rounds 2 --one-engine --out $L/stock_wg.json > $L/stock_wg.log 2>&1
+  el "stock-wg rc=$?"; grep -E "speedup|round|build_s|freed|Error" $L/stock_wg.log \
+    | cut -c1-300 ;;
 ncu)
   run_ncu qkv16 14336,5120 \
     wg12:16:1/4/1/0,wg12:16:1/4/1/3,wg12:16:1/4/1/4,wg12:16:1/8/1/0,w12:16:2/1/2/4/0/1/0/1,cublas:16 ;;
-*) echo "usage: $0 wg | wg-bf16 | ncu" >&2; exit 2 ;;
+*) echo "usage: $0 wg | wg-bf16 | stock-wg | ncu" >&2; exit 2 ;;
 esac
