@@ -275,8 +275,9 @@ def test_candidates():
         1, 2, 3, 4, 6]
     assert all(x.split == 1 for x in c if x.words != 4)
     assert {x.words for x in c} == {2, 4, 8}
-    # rings: words 4 / 8 only, within the shared memory limit (g2s8: 4 stages of 24 KB x 2 do
-    # not fit beside the x buffers at 64 rows; with a bf16 weight's larger ring, 3 neither)
+    # rings: words 4 / 8 only, within the shared memory limit (g2s8's ring takes 48 KB a stage,
+    # a bf16 weight's 64 KB: beside the x buffers none fits at 64 rows; at 16 rows 3 stages of
+    # a W12 ring do)
     assert all(x.words >= 4 for x in c if x.stages)
     assert [x.short for x in c if x.groups == 2 and x.words == 8] == ["g2s8"]
     assert [x.short for x in W.candidates(16, 5120, 17408, 132) if x.groups == 2
