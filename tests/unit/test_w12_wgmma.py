@@ -390,6 +390,31 @@ GPU_CONFIGS = (W.WgConfig(1, 4), W.WgConfig(2, 4), W.WgConfig(1, 8), W.WgConfig(
                W.WgConfig(2, 4, 2, stages=3), W.WgConfig(1, 8, stages=4))
 
 
+def _run(fn, x, w, cfg, crashed: list):
+    """``fn(x, w, cfg)``; None for a ring config (WgConfig.stages) that triton 3.6's ptxas
+    crashed compiling (SIGSEGV at some shapes' specialisations: 5 of 27 tests on an H100 in
+    session 41), its label added to ``crashed``. The tuner skips a candidate that fails
+    (``kernel.fastest``), so the ring configs that compile must compute right; the register
+    loop's configs must always compile."""
+    from triton.runtime.errors import PTXASError
+
+    try:
+        return fn(x, w, cfg)
+    except PTXASError:
+        if not cfg.stages:
+            raise
+        crashed.append(cfg.short)
+        return None
+
+
+def _report(crashed: list, tried: int) -> None:
+    """Warn of the ring configs ptxas crashed on; fail if no ring config was checked."""
+    if crashed:
+        import warnings
+        warnings.warn(f"ptxas crashed compiling ring configs {sorted(set(crashed))}")
+    assert len(crashed) < tried, "no ring config compiled"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("N,K,per_row,narrow", [
     (256, 512, False, False), (300, 1000, False, False), (512, 2048, True, False),
@@ -406,12 +431,17 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
     x = (torch.rand(N, K) + 1).bfloat16() if narrow else make_weight(N, K, N + K, per_row,
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
+    crashed, rings = [], 0
     for cfg in GPU_CONFIGS:
         for M in (1, 9, 16, 17, 33, 64, 100, 128):
             if cfg.words * W.nt_for(M) > W.MAX_WORDS_NT:
                 continue
             a = acts(M, K, M)
-            check_close(W.w12_wgmma(a.cuda(), p, cfg), a, x)
+            rings += bool(cfg.stages)
+            y = _run(W.w12_wgmma, a.cuda(), p, cfg, crashed)
+            if y is not None:
+                check_close(y, a, x)
+    _report(crashed, rings)
 
 
 @pytest.mark.gpu
@@ -422,12 +452,17 @@ def test_bf16_matches_torch_on_gpu(N, K):
         pytest.skip("wgmma: compute capability 9.x")
     w = make_weight(N, K, N * 3 + K, n_edges=0)
     wc = w.cuda()
+    crashed, rings = [], 0
     for cfg in GPU_CONFIGS:
         for M in (1, 9, 17, 33, 64, 128):
             if cfg.words * W.nt_for(M) > W.MAX_WORDS_NT:
                 continue
             a = acts(M, K, M + 7)
-            check_close(W.bf16_wgmma(a.cuda(), wc, cfg), a, w)
+            rings += bool(cfg.stages)
+            y = _run(W.bf16_wgmma, a.cuda(), wc, cfg, crashed)
+            if y is not None:
+                check_close(y, a, w)
+    _report(crashed, rings)
 
 
 @pytest.mark.gpu
@@ -471,6 +506,7 @@ def test_ring_equals_registers_bit_for_bit(N, K):
     w = make_weight(N, K, N + 5 * K, n_edges=N * K // 400)
     p, wc = Kn.prepare(encode(w), "cuda"), w.cuda()
     # (not g1s4 split-K: its bf16 d3 ring at 64 rows crashes triton 3.6's ptxas, docs/w12.md)
+    crashed, rings = [], 0
     for cfg in (W.WgConfig(1, 4), W.WgConfig(2, 4, 3), W.WgConfig(1, 8), W.WgConfig(1, 8, 8)):
         for st in W.RING_STAGES:
             ring = replace(cfg, stages=st)
@@ -478,10 +514,14 @@ def test_ring_equals_registers_bit_for_bit(N, K):
                 if cfg.words * W.nt_for(M) > W.MAX_WORDS_NT:
                     continue
                 a = acts(M, K, M + st).cuda()
-                assert same_bits(W.w12_wgmma(a, p, ring), W.w12_wgmma(a, p, cfg)), \
-                    (ring.short, M)
-                assert same_bits(W.bf16_wgmma(a, wc, ring), W.bf16_wgmma(a, wc, cfg)), \
-                    (ring.short, M, "bf16")
+                rings += 2
+                y = _run(W.w12_wgmma, a, p, ring, crashed)
+                if y is not None:
+                    assert same_bits(y, W.w12_wgmma(a, p, cfg)), (ring.short, M)
+                y = _run(W.bf16_wgmma, a, wc, ring, crashed)
+                if y is not None:
+                    assert same_bits(y, W.bf16_wgmma(a, wc, cfg)), (ring.short, M, "bf16")
+    _report(crashed, rings)
 
 
 @pytest.mark.gpu
