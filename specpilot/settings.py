@@ -10,7 +10,7 @@ Contracts:
     every problem found, each prefixed with the file and the key (`setting.yaml: target.repo: ...`).
   * Engines: `ar` has no speculative flag; `stock` has exactly ar's flags plus speculative ones,
     with `--speculative-draft-model-path "{drafter}"`; `final` is `extends: stock` plus the flags
-    of the mechanisms listed in `landed` (none yet: then final == stock, and its `note` says so).
+    of the mechanisms listed in `landed` (none: then final == stock, and its `note` says so).
   * Flags are keyed by their CLI names (`--dtype`); every key must be a ServerArgs flag, and the
     rendered command line must parse and pass `ServerArgs.validate()`. `{target}` and
     `{drafter}` are replaced by local folders at launch (`resolve_paths`). `--port` is not a
