@@ -1,5 +1,5 @@
 """Nsight Compute on the few-row GEMMs: what limits W12-MMA against the same loop on bf16 words,
-and the warpgroup-MMA kernel with its weight words in registers or through the ring.
+and the same for the warpgroup-MMA kernel (W12 or bf16 words) at more rows.
 
 Run under ncu from the repository root on a CUDA machine (ncu's default cache control flushes the
 caches before each profiled kernel; ``--clock-control none`` leaves the clocks as they run):
@@ -11,11 +11,11 @@ caches before each profiled kernel; ``--clock-control none`` leaves the clocks a
 
 Each case (``kind:M[:config]``, kind w12 | bf16 | wg12 | wgbf16 | cublas, config as
 ``MmaConfig``'s fields (w12, bf16: ``mma.py``) or ``WgConfig``'s (wg12, wgbf16: ``wgmma.py``,
-groups/words/split/stages) joined by "/") runs twice outside the profiled range (compilation, warm-up), then once inside
-``cudaProfilerStart`` / ``Stop``, so the report holds one kernel per case, in the order given
-(cuBLAS may add its own small kernels). Weights: gpu_w12_gemv_bench's build_weights (random
-N(0, 0.02^2) with planted escapes, one encoded block replicated). Prints one line per case:
-its order in the report and the config.
+groups/words/split, e.g. ``wg12:32:1/8/2``) joined by "/") runs twice outside the profiled range
+(compilation, warm-up), then once inside ``cudaProfilerStart`` / ``Stop``, so the report holds
+one kernel per case, in the order given (cuBLAS may add its own small kernels). Weights:
+gpu_w12_gemv_bench's build_weights (random N(0, 0.02^2) with planted escapes, one encoded block
+replicated). Prints one line per case: its order in the report and the config.
 """
 from __future__ import annotations
 
@@ -42,7 +42,10 @@ def parse_case(text: str) -> tuple:
     if len(parts) not in (2, 3) or parts[0] not in KINDS:
         raise SystemExit(f"bad case {text!r}: kind:M[:config], kind one of {', '.join(KINDS)}")
     make = KINDS[parts[0]][0]
-    cfg = make(*(int(v) for v in parts[2].split("/"))) if len(parts) == 3 else None
+    try:
+        cfg = make(*(int(v) for v in parts[2].split("/"))) if len(parts) == 3 else None
+    except (TypeError, ValueError) as e:
+        raise SystemExit(f"bad case {text!r}: {e}") from e
     if parts[0] != "cublas" and cfg is None:
         raise SystemExit(f"case {text!r}: {parts[0]} needs a config")
     return parts[0], int(parts[1]), cfg

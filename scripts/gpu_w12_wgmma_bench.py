@@ -15,11 +15,9 @@ then timing against cuBLAS, the Triton W12 GEMM (the engine's kernel above 16 ro
    median of 5 replays): cuBLAS bf16 (``torch.matmul``), W12-TC (the Triton W12 GEMM at its
    default config, or tuned with --tc-tuned), W12-MMA (M <= 16: ``mma.w12_mma`` at its first
    candidate, or tuned with --mma-tuned) and W12-WG at each of ``wgmma.candidates`` (the best
-   reported, all in the JSON; and the best with the weight words in registers beside the best
-   through the shared-memory ring, ``WgConfig.stages``: columns "regs" and "ring"). With
-   --bf16, also ``wgmma.bf16_wgmma`` (the same loop on the bf16 weight, checked first on the
-   layer shapes) at each candidate: W12 over our own bf16 kernel, the decode's cost. Per model:
-   the sums over one token's linear layers.
+   reported, all in the JSON). With --bf16, also ``wgmma.bf16_wgmma`` (the same loop on the
+   bf16 weight, checked first on the layer shapes) at each candidate: W12 over our own bf16
+   kernel, the decode's cost. Per model: the sums over one token's linear layers.
 """
 from __future__ import annotations
 
@@ -58,13 +56,7 @@ def check(tag: str, p, w: torch.Tensor, configs) -> None:
     bf16 = torch.is_tensor(p)
     GB.check_kernel(tag, WG.bf16_wgmma if bf16 else WG.w12_wgmma, p, w, configs, CHECK_M,
                     skip=lambda cfg, M: cfg.words * WG.nt_for(M) > WG.MAX_WORDS_NT
-                    or WG.smem_bytes(cfg, M, bf16) > WG.SMEM_LIMIT)
-
-
-def best_of(tried: dict, ring: bool) -> float:
-    """The fastest time in ``tried`` ({config label: us}) among the configs with the weight
-    words in registers (``ring`` False) or through the ring (label "...d<stages>")."""
-    return min((v for k, v in tried.items() if ("d" in k) == ring), default=float("nan"))
+                    or WG.smem_bytes(cfg, M) > WG.SMEM_LIMIT)
 
 
 def sweep(run, acts, ring, cands, n: int) -> dict:
@@ -96,9 +88,6 @@ def main() -> int:
                     help="time the Triton W12 GEMM at its tuned config instead of its default")
     ap.add_argument("--bf16", action="store_true",
                     help="also time bf16_wgmma on the bf16 weights over the candidates")
-    ap.add_argument("--stages", default=",".join(map(str, (0,) + WG.RING_STAGES)),
-                    help="time only the candidates with these WgConfig.stages (0: the weight "
-                         "words in registers; 3, 4: the shared-memory ring)")
     ap.add_argument("--mma-tuned", action="store_true",
                     help="at M <= 16 time w12_mma at its tuned config instead of its first "
                          "candidate")
@@ -108,11 +97,6 @@ def main() -> int:
         print("wgmma needs a compute capability 9.x GPU", file=sys.stderr)
         return 2
     m_values = [int(v) for v in args.m.split(",")]
-    stages = {int(v) for v in args.stages.split(",")}
-
-    def cands(M, N, Kd, bf16=False):
-        return [c for c in WG.candidates(M, N, Kd, n_sm, bf16) if c.stages in stages]
-
     n_sm = K._num_sms(torch.device(DEV))
     models, shapes, weights = GB.layer_weights(args.models, args.exclude, args.block_rows)
     print(f"built {len(weights)} weights in {time.time() - t0:.0f} s", flush=True)
@@ -147,12 +131,13 @@ def main() -> int:
             if M <= MM.MAX_M:
                 cm = MM.tuned_config(acts[0], p) if args.mma_tuned else MM.CANDIDATES[0]
                 t_mma = GB.timed(lambda i: MM.w12_mma(acts[i], ring12[i], cm), n)
-            tried = sweep(WG.w12_wgmma, acts, ring12, cands(M, N, Kd), n)
+            cands = WG.candidates(M, N, Kd, n_sm)
+            tried = sweep(WG.w12_wgmma, acts, ring12, cands, n)
             best = min(tried, key=tried.get)
             t_wg = tried[best]
             t_b16, best16, tried16 = float("nan"), "", {}
             if args.bf16:
-                tried16 = sweep(WG.bf16_wgmma, acts, ring16, cands(M, N, Kd, bf16=True), n)
+                tried16 = sweep(WG.bf16_wgmma, acts, ring16, cands, n)
                 best16 = min(tried16, key=tried16.get)
                 t_b16 = tried16[best16]
             rows = [(m, nm, c) for m, nm, N2, K2, c in shapes if (N2, K2) == (N, Kd)]
@@ -162,17 +147,11 @@ def main() -> int:
                                           "w12_tc_config": str(ctc), "w12_mma_us": t_mma,
                                           "w12_wg_us": t_wg, "w12_wg_config": best,
                                           "w12_wg_tried": tried, "bf16_wg_us": t_b16,
-                                          "w12_wg_regs_us": best_of(tried, False),
-                                          "w12_wg_ring_us": best_of(tried, True),
-                                          "bf16_wg_regs_us": best_of(tried16, False),
-                                          "bf16_wg_ring_us": best_of(tried16, True),
                                           "bf16_wg_config": best16, "bf16_wg_tried": tried16})
                 print(f"{model:16s} {name[:22]:22s} {N:6d} {Kd:6d} {M:3d} {t_cub:7.1f} "
                       f"{t_tc:7.1f} {t_mma:7.1f} {t_wg:7.1f} {wbytes / t_wg / 1e3:5.0f} "
-                      f"{t_cub / t_wg:8.2f} {t_tc / t_wg:5.2f} {best} regs "
-                      f"{best_of(tried, False):.1f} ring {best_of(tried, True):.1f} "
-                      + (f"bf16-WG:{t_b16:.1f} ({best16}, x cuBLAS {t_cub / t_b16:.2f}; regs "
-                         f"{best_of(tried16, False):.1f} ring {best_of(tried16, True):.1f}) "
+                      f"{t_cub / t_wg:8.2f} {t_tc / t_wg:5.2f} {best} "
+                      + (f"bf16-WG:{t_b16:.1f} ({best16}, x cuBLAS {t_cub / t_b16:.2f}) "
                          if args.bf16 else "")
                       + " ".join(f"{k}:{v:.1f}" for k, v in tried.items()), flush=True)
     print("\nper token (layers weighted by count), ms:")
@@ -184,19 +163,16 @@ def main() -> int:
             cub = sum(r["cublas_us"] * r["count"] for r in rs) / 1e3
             tc = sum(r["w12_tc_us"] * r["count"] for r in rs) / 1e3
             wg = sum(r["w12_wg_us"] * r["count"] for r in rs) / 1e3
-            regs = sum(r["w12_wg_regs_us"] * r["count"] for r in rs) / 1e3
-            ring = sum(r["w12_wg_ring_us"] * r["count"] for r in rs) / 1e3
             line = (f"{model:16s} M={M:3d} layers {len(rs)}: cuBLAS {cub:.2f}  W12-TC {tc:.2f}  "
-                    f"W12-WG {wg:.2f} (regs {regs:.2f}, ring {ring:.2f})  WG x cuBLAS "
-                    f"{cub / wg:.3f}  WG x TC {tc / wg:.3f}  worst layer x cuBLAS "
+                    f"W12-WG {wg:.2f}  WG x cuBLAS {cub / wg:.3f}  WG x TC {tc / wg:.3f}  "
+                    f"worst layer x cuBLAS "
                     f"{min(r['cublas_us'] / r['w12_wg_us'] for r in rs):.2f}")
             if M <= MM.MAX_M:
                 mm = sum(r["w12_mma_us"] * r["count"] for r in rs) / 1e3
                 line += f"  W12-MMA {mm:.2f} (WG x MMA {mm / wg:.3f})"
             if args.bf16:
                 b16 = sum(r["bf16_wg_us"] * r["count"] for r in rs) / 1e3
-                b16r = sum(r["bf16_wg_regs_us"] * r["count"] for r in rs) / 1e3
-                line += (f"  bf16-WG {b16:.2f} (regs {b16r:.2f}; x cuBLAS {cub / b16:.3f}; "
+                line += (f"  bf16-WG {b16:.2f} (x cuBLAS {cub / b16:.3f}; "
                          f"W12-WG x bf16-WG {b16 / wg:.3f})")
             print(line, flush=True)
     return WB.finish(args.out, t0)

@@ -27,11 +27,11 @@ shared memory as ``tl.dot``'s B operand. Here the roles are swapped (``y^T = W x
   registers until it is waited on, and ptxas reused them for the next round's loads when the
   wait came a round later (an ``overlap`` variant, removed: wrong results on the H200, session
   39; ``test_w12_wgmma.py`` checks the SASS for it).
-* ``WgConfig.stages`` (3 / 4): the weight words through a ring of that many rounds in shared
-  memory instead (cp.async, each thread copying and reading back its own words), so that
-  ``stages`` - 1 rounds are in flight per program without registers; the register loop has
-  one (docs/w12.md, "The weight ring"; not yet measured).
 * ``bf16_wgmma``: the same loop on a bf16 weight's words (the A registers as loaded).
+
+A ring of weight words in shared memory (cp.async) and 2-word rounds (``words`` 2) were measured
+and removed in session 42: slower than this loop, and triton 3.6's ptxas crashed on some of
+their configs (docs/w12.md, "Warpgroup-MMA kernel for 17-128 rows").
 
 Escapes decode to signed zero; their exact products are added after the main loop as wgmmas of
 16 entries (A: each entry's value at its row, 0 elsewhere; B: x at the entries' columns), as
@@ -60,46 +60,39 @@ try:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared, warpgroup_mma, warpgroup_mma_wait)
-    from triton.experimental.gluon.language.nvidia.ampere import async_copy as _acp
 except ImportError:  # no Triton, or one without Gluon's Hopper module: supported() says False
     gluon = None
     gl = None
 
 HAS_GLUON = gluon is not None
-MIN_NT = 16                # wgmma's N is >= 8, but triton 3.6's ptxas crashes (SIGSEGV) on
-#                            g1 s2 split-K escapes at NT 8 (session 39); rows <= 16 run mma.py
+MIN_NT = 16                # wgmma's N is >= 8; triton 3.6's ptxas crashed (SIGSEGV) at NT 8
+#                            with words 2 (no longer offered); rows <= 16 run mma.py anyway
 MAX_M = 128                # activation rows per call (wgmma N up to 256; registers limit us)
 ESC_CHUNK = 16             # escape entries per escape wgmma (one k16 step)
 SMEM_LIMIT = 200 * 1024    # bytes of shared memory a config may take (the H200 has 227 KB per CTA)
 ENV = "SPECPILOT_W12_WGMMA"   # "1": w12_matmul routes WGMMA_MIN_M..MAX_M rows here
 KEY_PREFIX = "wg-"         # tune cache / file keys ("wg-w12|GPU|m..|n..|k..")
-RING_STAGES = (3, 4)       # WgConfig.stages of the shared-memory ring (0: registers)
 
 
 @dataclass(frozen=True)
 class WgConfig:
     """groups: warpgroups per program (64 weight rows each; they share the x buffers); words:
     S, the bytes of each plane a thread loads per row and round are 4 S (S = 4: one 16-byte load
-    per plane and row); split: programs splitting K into runs of whole rounds (split-K through
-    an fp32 workspace, as ``mma.MmaConfig.split``); stages: 0, the weight words are loaded into
-    registers one round ahead, or 3 / 4: they go through a ring of that many rounds in shared
-    memory (cp.async, ``stages`` - 1 rounds in flight per program without holding registers;
-    each thread reads back the words it copied; words 4 or 8 only: at words 2 triton 3.6's ptxas
-    crashed (SIGSEGV) on most ring configs compiled for sm_90a). Label ``d<stages>``."""
+    per plane and row; 4 or 8 only: words 2 was never the fastest and crashed triton 3.6's ptxas
+    at some specialisations, session 42); split: programs splitting K into runs of whole rounds
+    (split-K through an fp32 workspace, as ``mma.MmaConfig.split``)."""
     groups: int = 1
     words: int = 4
     split: int = 1
-    stages: int = 0
 
     def __post_init__(self):
-        if (self.groups not in (1, 2) or self.words not in (2, 4, 8) or self.split < 1
-                or self.stages not in (0,) + RING_STAGES or (self.stages and self.words < 4)):
-            raise ValueError(f"WgConfig: bad values {self}")
+        if self.groups not in (1, 2) or self.words not in (4, 8) or self.split < 1:
+            raise ValueError(f"WgConfig: bad values {self} (groups 1 / 2, words 4 / 8, "
+                             f"split >= 1)")
 
     @property
     def short(self) -> str:
-        return (f"g{self.groups}s{self.words}" + (f"x{self.split}" if self.split > 1 else "")
-                + (f"d{self.stages}" if self.stages else ""))
+        return f"g{self.groups}s{self.words}" + (f"x{self.split}" if self.split > 1 else "")
 
 
 def nt_for(M: int) -> int:
@@ -125,18 +118,11 @@ def split_plan(cfg: WgConfig, K: int, bf16: bool = False) -> tuple:
     return rps, _cdiv(rounds, rps)
 
 
-def ring_bytes(cfg: WgConfig, bf16: bool = False) -> int:
-    """Shared memory of the weight ring (``WgConfig.stages``): per stage and weight row 4 S
-    words of each of the three planes (bf16: 8 S words of each of the two halves), 4 bytes
-    each."""
-    return cfg.stages * 64 * cfg.groups * 4 * cfg.words * (4 if bf16 else 3) * 4
-
-
-def smem_bytes(cfg: WgConfig, M: int, bf16: bool = False) -> int:
-    """Shared memory of a program: the x buffers (2 buffers x 2 halves x [NT, 16 S] bf16), the
-    escape tile [NT, 16] and the weight ring (``ring_bytes``)."""
+def smem_bytes(cfg: WgConfig, M: int) -> int:
+    """Shared memory of a program: the x buffers (2 buffers x 2 halves x [NT, 16 S] bf16) and
+    the escape tile [NT, 16]."""
     nt = nt_for(M)
-    return 2 * 2 * nt * round_cols(cfg) * 2 + nt * ESC_CHUNK * 2 + ring_bytes(cfg, bf16)
+    return 2 * 2 * nt * round_cols(cfg) * 2 + nt * ESC_CHUNK * 2
 
 
 def supported(M: int, K: int, device=None) -> bool:
@@ -161,8 +147,6 @@ if HAS_GLUON:
     _IDX_ROWS = gl.constexpr(IDX_ROWS)
     _ESC_CHUNK = gl.constexpr(ESC_CHUNK)
     from .mma import _gdc_launch_dependents, _gdc_wait, _i4
-    # cp.async into shared memory (triton 3.6: async_copy_global_to_shared; later: async_load)
-    _cp_async = getattr(_acp, "async_load", None) or _acp.async_copy_global_to_shared
 
     @gluon.jit
     def _i2(n: gl.constexpr, d: gl.constexpr, L: gl.constexpr):
@@ -199,41 +183,6 @@ if HAS_GLUON:
             h = la
         else:
             h, la, lb = _load_planes(lrow, hrow, row_ok, q, HW, lim4)
-        return h, la, lb
-
-    @gluon.jit
-    def _copy_round(sh, sa, sb, slot, lrow, hrow, row_ok, q, wrow, row_okb, qb, HW, lim4,
-                    BF16: gl.constexpr):
-        """``_load_round``'s words into ring slot ``slot`` (cp.async, one commit group). Words
-        past the program's range or the last row are zero-filled: they decode to finite weights
-        that meet x = 0 (``_load_x`` masks it there) or land in rows that are not stored."""
-        if BF16:
-            ok = row_okb & (qb < 2 * lim4)
-            _cp_async(sa.index(slot), wrow + qb, mask=ok)
-            _cp_async(sb.index(slot), wrow + 2 * HW + qb, mask=ok)
-        else:
-            ok = row_ok & (q < lim4)
-            _cp_async(sh.index(slot), hrow + q, mask=ok)
-            _cp_async(sa.index(slot), lrow + q, mask=ok)
-            _cp_async(sb.index(slot), lrow + HW + q, mask=ok)
-        _acp.commit_group()
-
-    @gluon.jit
-    def _read_round(sh, sa, sb, slot, P: gl.constexpr, PB: gl.constexpr, BF16: gl.constexpr):
-        """Ring slot ``slot`` as ``_load_round`` returns it (each thread reads back the words it
-        copied, so no barrier is needed; Triton's shared-memory analysis adds one after the
-        wait all the same)."""
-        if BF16:
-            la = sa.index(slot).load(PB)
-            lb = sb.index(slot).load(PB)
-            SH: gl.constexpr = [la.shape[0], la.shape[1], la.shape[2], la.shape[3] // 2, 2]
-            la = gl.reshape(la, SH)
-            lb = gl.reshape(lb, SH)
-            h = la
-        else:
-            h = sh.index(slot).load(P)
-            la = sa.index(slot).load(P)
-            lb = sb.index(slot).load(P)
         return h, la, lb
 
     @gluon.jit
@@ -331,8 +280,7 @@ if HAS_GLUON:
                           P: gl.constexpr, XL: gl.constexpr, ACC: gl.constexpr,
                           DOT: gl.constexpr, SL: gl.constexpr, EB: gl.constexpr,
                           XE: gl.constexpr, SLE: gl.constexpr, BF16: gl.constexpr = 0,
-                          PB: gl.constexpr = None, PDL: gl.constexpr = 0,
-                          STAGES: gl.constexpr = 0, SR: gl.constexpr = None):
+                          PB: gl.constexpr = None, PDL: gl.constexpr = 0):
         # x_ptr: bf16 [M, K] (row stride sxm); l_ptr / h_ptr: int32 views of the planes (rows of
         # 2 HW / HW words, HW = Kp / 8); hb_ptr: uint8 [1], or an int32 view of the per-row
         # [N, 16] bytes (HB_PER_ROW); y_ptr bf16
@@ -342,9 +290,7 @@ if HAS_GLUON:
         # PDL (as mma.py): the first round's planes (constant) are loaded before the wait; x,
         # the escapes' x and every write after it. BF16: l_ptr is an int32 view of a bf16 weight
         # [N, K] (rows of 4 HW words, HW = K / 8; its halves split at K / 2; no planes, bases or
-        # escapes), loaded in layout PB as the W12 form's H words' columns. STAGES
-        # (WgConfig.stages) > 0: the weight words through a ring of STAGES rounds in shared
-        # memory (layout SR), STAGES - 1 rounds copied ahead.
+        # escapes), loaded in layout PB as the W12 form's H words' columns.
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -384,22 +330,8 @@ if HAS_GLUON:
         n_iter = gl.minimum(r0 + RPS, rounds) - r0
         lim = gl.minimum((r0 + RPS) * RC, KH)
         base = r0 * RC
-        if STAGES > 0:   # the first STAGES - 1 rounds into the ring (constant: before the wait)
-            if BF16:
-                sa = gl.allocate_shared_memory(gl.int32, [STAGES, NW, 16, 4, 2 * S], SR)
-                sb = gl.allocate_shared_memory(gl.int32, [STAGES, NW, 16, 4, 2 * S], SR)
-                sh = sa   # not read
-            else:
-                sh = gl.allocate_shared_memory(gl.int32, [STAGES, NW, 16, 4, S], SR)
-                sa = gl.allocate_shared_memory(gl.int32, [STAGES, NW, 16, 4, S], SR)
-                sb = gl.allocate_shared_memory(gl.int32, [STAGES, NW, 16, 4, S], SR)
-            for st in gl.static_range(STAGES - 1):
-                cb = base + st * RC
-                _copy_round(sh, sa, sb, st, lrow, hrow, row_ok, cb // 4 + q0, wrow, row_okb,
-                            cb // 2 + qb0, HW, lim // 4, BF16)
-        else:
-            h, la, lb = _load_round(lrow, hrow, row_ok, base // 4 + q0, wrow, row_okb,
-                                    base // 2 + qb0, HW, lim // 4, BF16)
+        h, la, lb = _load_round(lrow, hrow, row_ok, base // 4 + q0, wrow, row_okb,
+                                base // 2 + qb0, HW, lim // 4, BF16)
         _gdc_wait(PDL > 0)
         _gdc_launch_dependents(PDL == 3)
         xa, xb = _load_x(xrow, tok_ok, base + xj, KH, K, lim)
@@ -412,15 +344,8 @@ if HAS_GLUON:
         _barrier()
         for i in range(n_iter):
             nb = base + (i + 1) * RC
-            if STAGES > 0:   # round i + STAGES - 1 into the slot round i - 1 was read from
-                cb = base + (i + STAGES - 1) * RC
-                _copy_round(sh, sa, sb, (i + STAGES - 1) % STAGES, lrow, hrow, row_ok,
-                            cb // 4 + q0, wrow, row_okb, cb // 2 + qb0, HW, lim // 4, BF16)
-                _acp.wait_group(STAGES - 1)   # round i's group is complete
-                h, la, lb = _read_round(sh, sa, sb, i % STAGES, P, PB, BF16)
-            else:
-                h2, la2, lb2 = _load_round(lrow, hrow, row_ok, nb // 4 + q0, wrow, row_okb,
-                                           nb // 2 + qb0, HW, lim // 4, BF16)
+            h2, la2, lb2 = _load_round(lrow, hrow, row_ok, nb // 4 + q0, wrow, row_okb,
+                                       nb // 2 + qb0, HW, lim // 4, BF16)
             xa, xb = _load_x(xrow, tok_ok, nb + xj, KH, K, lim)
             t0, t1 = _weights(h, la, lb, hbw, BF16)
             a0 = _a_operand(t0, S, DOT)
@@ -437,10 +362,7 @@ if HAS_GLUON:
             # this round's A registers stay live (deps) until its wgmmas are done
             acc, a0, a1 = warpgroup_mma_wait(0, deps=[acc, a0, a1])
             _barrier()
-            if STAGES == 0:
-                h, la, lb = h2, la2, lb2
-        if STAGES > 0:
-            _acp.wait_group(0)   # the copies past the last round (zero-filled) have landed
+            h, la, lb = h2, la2, lb2
         # the escapes' exact products after the main loop (before it, the accumulator defined
         # in a branch made ptxas serialise the loop's wgmmas: C7515)
         if ESC:
@@ -474,9 +396,7 @@ def layouts(cfg: WgConfig, NT: int) -> dict:
     contiguous words per thread and row), XL (x [NT, 16 S], 4 S contiguous elements per thread),
     ACC (wgmma's accumulator [64 G, NT]), DOT (its A operand), SL (the x buffers), EB / XE / SLE
     (the escape wgmma's A tile, x gather and x buffer), PB (a bf16 weight's words [4 G, 16, 4,
-    2 S]: the 2 S contiguous words of the thread's H words' columns), SR (a slot of the weight
-    ring, ``WgConfig.stages``: [4 G, 16, 4, S or 2 S] int32 row-major, no swizzle: each thread
-    reads back its own 16-byte runs, a warp's 512 contiguous bytes)."""
+    2 S]: the 2 S contiguous words of the thread's H words' columns)."""
     nw = 4 * cfg.groups
     S = cfg.words
     acc = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[nw, 1],
@@ -489,8 +409,7 @@ def layouts(cfg: WgConfig, NT: int) -> dict:
         SL=gl.NVMMASharedLayout(swizzle_byte_width=min(128, 32 * S), element_bitwidth=16, rank=2),
         EB=gl.BlockedLayout([1, 2], [8, 4], [nw, 1], [1, 0]),
         XE=gl.BlockedLayout([1, 2], [4, 8], [nw, 1], [1, 0]),
-        SLE=gl.NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=16, rank=2),
-        SR=gl.SwizzledSharedLayout(1, 1, 1, [3, 2, 1, 0]))
+        SLE=gl.NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=16, rank=2))
 
 
 SPLITS = (2, 3, 4, 6, 8)   # split-K offered while the programs stay <= 2 per SM
@@ -498,22 +417,15 @@ MAX_WORDS_NT = 512         # words x NT above this spill (sm_90 compile: s8 at N
 #                            580 bytes with triton 3.6's ptxas, which also crashes on g2s8)
 
 
-def candidates(M: int, N: int, K: int, n_sm: int, bf16: bool = False) -> tuple:
-    """The tuning space at M rows: groups 1 / 2 x words 4 / 8 / 2, within MAX_WORDS_NT; for the
-    words-4 bases also the splits of SPLITS that keep the programs <= 2 n_sm, give a plan of
-    their own and >= 2 rounds per program; each of these with the weight words in registers
-    and (words 4 / 8) through a ring of each of RING_STAGES (``WgConfig.stages``), those within
-    SMEM_LIMIT (``bf16``: the bf16 weight's ring, a third larger)."""
+def candidates(M: int, N: int, K: int, n_sm: int) -> tuple:
+    """The tuning space at M rows (W12 and bf16 weights alike): groups 1 / 2 x words 4 / 8,
+    within SMEM_LIMIT and MAX_WORDS_NT; for the words-4 bases also the splits of SPLITS that
+    keep the programs <= 2 n_sm, give a plan of their own and >= 2 rounds per program."""
     out = []
-
-    def add(cfg):
-        rings = [replace(cfg, stages=st) for st in RING_STAGES] if cfg.words >= 4 else []
-        out.extend(c for c in [cfg] + rings if smem_bytes(c, M, bf16) <= SMEM_LIMIT)
-
-    for base in (WgConfig(g, s) for g in (1, 2) for s in (4, 8, 2)):
+    for base in (WgConfig(g, s) for g in (1, 2) for s in (4, 8)):
         if smem_bytes(base, M) > SMEM_LIMIT or base.words * nt_for(M) > MAX_WORDS_NT:
             continue
-        add(base)
+        out.append(base)
         if base.words != 4:
             continue
         blocks = _cdiv(N, 64 * base.groups)
@@ -525,7 +437,7 @@ def candidates(M: int, N: int, K: int, n_sm: int, bf16: bool = False) -> tuple:
                 break
             if plan not in seen and plan[0] >= 2:
                 seen.add(plan)
-                add(cfg)
+                out.append(cfg)
     return tuple(out)
 
 
@@ -558,7 +470,7 @@ def autotune(x: torch.Tensor, w, cands=None) -> WgConfig:
     M = x.shape[0]
     run = w12_wgmma if kind == "w12" else bf16_wgmma
     ring = _k.weight_ring(w)
-    cands = cands or candidates(M, N, K, _k._num_sms(x.device), bf16=kind == "bf16")
+    cands = cands or candidates(M, N, K, _k._num_sms(x.device))
     best = _k.fastest(cands, lambda c: lambda i: run(x, ring[i], c), len(ring),
                       f"wgmma {kind} M={M} N={N} K={K}")
     _k._remember(_tune_key(x, w), best)
@@ -593,8 +505,8 @@ def _launch(x: torch.Tensor, N: int, cfg: WgConfig, weight_args: tuple, HW: int,
     layouts and the PDL launch (pdl.GEMV_TRIGGER[trigger]); ``weight_args``: the six weight
     pointers (planes, bases, escape index), ``consts``: the weight's constexprs."""
     M, K = x.shape
-    if smem_bytes(cfg, M, bf16) > SMEM_LIMIT:
-        raise ValueError(f"wgmma: {cfg} at M = {M} needs {smem_bytes(cfg, M, bf16)} bytes of "
+    if smem_bytes(cfg, M) > SMEM_LIMIT:
+        raise ValueError(f"wgmma: {cfg} at M = {M} needs {smem_bytes(cfg, M)} bytes of "
                          f"shared memory (limit {SMEM_LIMIT})")
     NT = nt_for(M)
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
@@ -604,7 +516,6 @@ def _launch(x: torch.Tensor, N: int, cfg: WgConfig, weight_args: tuple, HW: int,
     _w12_wgmma_kernel[(blocks, split)](
         x, y, ws, locks, *weight_args, M, N, K, HW, G, x.stride(0), y.stride(0), rps,
         NT=NT, S=cfg.words, NW=4 * cfg.groups, USE_SPLIT=split > 1, BF16=bf16,
-        STAGES=cfg.stages,
         **layouts(cfg, NT), **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]),
         num_warps=4 * cfg.groups, **consts)
     return y
