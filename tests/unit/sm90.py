@@ -51,8 +51,8 @@ def spills(ptx: str) -> int | None:
     return int(line.split("bytes spill stores")[0].split(",")[-1])
 
 
-def run_in_subprocess(module_file: str):
-    """Run `python module_file` (its __main__ prints one JSON line last) without
+def run_in_subprocess(module_file: str, *args: str):
+    """Run `python module_file [args]` (its __main__ prints one JSON line last) without
     TRITON_INTERPRET and return the parsed JSON; skips when this Triton cannot target sm_90."""
     backends = pytest.importorskip("triton.backends.compiler")
     if not hasattr(backends, "GPUTarget"):
@@ -60,7 +60,7 @@ def run_in_subprocess(module_file: str):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, os.path.abspath(module_file)], capture_output=True,
+    r = subprocess.run([sys.executable, os.path.abspath(module_file), *args], capture_output=True,
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -100,6 +100,52 @@ def _compile_all() -> dict:
     return out
 
 
+def _compile_specialised() -> dict:
+    """Runs in the subprocess: each config of ``candidates`` compiled and assembled as a launch
+    at one activation row specialises it: Triton makes an int argument equal to 1 a constexpr
+    (M; RPS with split-K), divisibility by 16 only where it holds (N = 272, G = 13, RPS = 104),
+    PDL off. Per config, plain and with escapes and split-K: ptxas's spill bytes, or None
+    without a ptxas for this PTX (a crash raises)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from tests.unit.sm90 import spills
+
+    out = {}
+    for g, s in ((1, 4), (2, 4), (1, 8), (2, 8)):
+        for esc in (False, True):   # escapes with split-K (one round a program), or neither
+            ints = dict(M=1, N=272, K=6656, HW=6656 // 8, G=13, sxm=6656, sym=272,
+                        RPS=1 if esc else 104)
+            consts = dict(NT=W.nt_for(1), S=s, NW=4 * g, HB_PER_ROW=False, ESC=esc,
+                          USE_SPLIT=esc, **W.layouts(W.WgConfig(g, s), W.nt_for(1)), BF16=False,
+                          PDL=0)
+            sig, attrs = dict(SIG), {}
+            for i, name in enumerate(SIG):
+                v = ints.get(name, 16)   # pointers: 16-byte aligned
+                if v == 1:
+                    sig[name], consts[name] = "constexpr", 1
+                elif v % 16 == 0:
+                    attrs[(i,)] = [["tt.divisibility", 16]]
+            sig.update({k: "constexpr" for k in consts})
+            k = triton.compile(GluonASTSource(W._w12_wgmma_kernel, sig, consts, attrs),
+                               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4 * g})
+            out[f"g{g}s{s}{' esc split' if esc else ''}"] = spills(k.asm["ptx"])
+    return out
+
+
+def test_every_config_assembles_as_a_one_row_launch_specialises_it():
+    """Session 42: triton 3.6's ptxas crashed (SIGSEGV) on words-2 configs as launched at M = 1
+    (M a constexpr), which compile tests with every int a plain argument did not see; words 2 is
+    gone, and each config offered must assemble so specialised."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    from tests.unit.sm90 import run_in_subprocess
+
+    res = run_in_subprocess(__file__, "specialised")
+    assert set(res) == {f"g{g}s{s}{e}" for g in (1, 2) for s in (4, 8) for e in ("", " esc split")}
+    assert all(v in (0, None) for v in res.values()), res
+
+
 def test_compiles_for_sm90_with_wgmma():
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     from tests.unit.sm90 import run_in_subprocess
@@ -435,4 +481,6 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
 
 if __name__ == "__main__":
     import json
-    print(json.dumps(_compile_all()))
+    import sys
+    print(json.dumps(_compile_specialised() if sys.argv[1:] == ["specialised"]
+                     else _compile_all()))
