@@ -12,7 +12,9 @@
 
 --target / --drafter: a folder under specpilot/model_configs or any folder with a config.json.
 --setting: a settings folder; its hub repos map to specpilot/model_configs (KNOWN_REPOS), its
-stock flags give the block and its concurrency the default batch. --engine ar drops the drafter.
+stock flags give the block and its concurrency the default batch. --engine ar drops the drafter;
+--engine final (settings only) is stock with the flags of final's landed mechanisms that the
+model counts (--weight-format; any other landed flag is an error, not ignored).
 Without --measure the report has the analytic floors only (CPU is fine). --measure (CUDA only)
 builds the engine with random weights of these shapes, measures the copy bandwidth and bf16
 matrix rate (they replace the nominal rates unless --bw / --flops are given), and times ar and
@@ -56,8 +58,13 @@ def config_dir(name: str, role: str) -> Path:
                          f"specpilot/model_configs ({known})")
 
 
-def from_setting(name: str, engine: Optional[str]) -> tuple[str, Optional[str], Optional[int], int]:
-    """(target, drafter or None, block or None, concurrency) of a settings folder."""
+MODELLED_FINAL_FLAGS = ("--weight-format",)   # final's flags beyond stock the counts take
+
+
+def from_setting(name: str, engine: Optional[str]
+                 ) -> tuple[str, Optional[str], Optional[int], int, str]:
+    """(target, drafter or None, block or None, concurrency, weight format) of a settings
+    folder; the weight format is the engine's --weight-format (final: what has landed)."""
     from specpilot.settings import SettingsError, load
 
     try:
@@ -73,11 +80,21 @@ def from_setting(name: str, engine: Optional[str]) -> tuple[str, Optional[str], 
                 f"(or give --target / --drafter folders)")
         return KNOWN_REPOS[model.repo]
 
+    flags = s.flags(engine or "stock")
+    if engine == "final":
+        stock = s.flags("stock")
+        other = sorted(k for k, v in flags.items()
+                       if stock.get(k) != v and k not in MODELLED_FINAL_FLAGS)
+        if other:
+            raise CostModelError(
+                f"setting {s.name}: final's landed flags {', '.join(other)} are not modelled "
+                f"(the cost model counts {', '.join(MODELLED_FINAL_FLAGS)}); use --engine stock")
     drafter, block = None, None
     if engine != "ar" and s.drafter is not None:
         drafter = mapped(s.drafter)
         block = s.flags("stock").get("--speculative-num-draft-tokens")
-    return mapped(s.target), drafter, block, s.concurrency
+    return (mapped(s.target), drafter, block, s.concurrency,
+            str(flags.get("--weight-format", "auto")))
 
 
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
@@ -90,8 +107,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     src.add_argument("--target", help="model_configs name or folder with config.json")
     src.add_argument("--setting", help="settings folder name (target, drafter and block from it)")
     ap.add_argument("--drafter", help="drafter model_configs name or folder (stock engine)")
-    ap.add_argument("--engine", choices=("ar", "stock"), default=None,
-                    help="default: stock when a drafter is given, else ar")
+    ap.add_argument("--engine", choices=("ar", "stock", "final"), default=None,
+                    help="default: stock when a drafter is given, else ar; final: a setting's "
+                         "final engine (stock + its landed --weight-format)")
     ap.add_argument("--batch", default=None,
                     help="requests R, or a comma list (one report each; with --measure one "
                          "engine serves them all); default 1, or the setting's concurrency")
@@ -105,7 +123,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     ap.add_argument("--flops", type=float, default=None,
                     help=f"matrix FLOP/s (nominal {H200_BF16_FLOPS:g})")
     ap.add_argument("--dtype-bytes", type=int, default=2)
-    ap.add_argument("--weight-format", choices=("auto", "w12"), default="auto",
+    ap.add_argument("--weight-format", choices=("auto", "w12"), default=None,
                     help="w12: every linear layer (target and drafter) as lossless 12-bit "
                          "weights, as the server's --weight-format w12 (floors at 1.5 B per "
                          "weight; with --measure the engine converts its random bf16 weights at "
@@ -129,6 +147,8 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         ap.error("--drafter goes with --target; a setting names its own drafter")
     if a.engine == "stock" and not (a.drafter or a.setting):
         ap.error("--engine stock needs --drafter (or --setting)")
+    if a.engine == "final" and not a.setting:
+        ap.error("--engine final takes final's flags from a setting: give --setting")
     return a
 
 
@@ -140,8 +160,13 @@ def run(a: argparse.Namespace) -> list[dict]:
 
     target, drafter, block, batches = a.target, a.drafter, a.block, a.batch
     if a.setting:
-        target, drafter, set_block, conc = from_setting(a.setting, a.engine)
+        target, drafter, set_block, conc, set_wf = from_setting(a.setting, a.engine)
         block, batches = block or set_block, batches or [conc]
+        if a.engine == "final" and a.weight_format not in (None, set_wf):
+            raise CostModelError(f"--weight-format {a.weight_format}: final of {a.setting} runs "
+                                 f"--weight-format {set_wf}; drop the flag, or use --engine stock")
+        a.weight_format = a.weight_format or set_wf
+    a.weight_format = a.weight_format or "auto"
     if a.engine == "ar":
         drafter = None
     batches = batches or [1]
@@ -173,6 +198,8 @@ def run(a: argparse.Namespace) -> list[dict]:
         step = Step.for_engine(dc, batch, a.context, block, accepted, a.dtype_bytes, wf)
         reports.append(build_report(shape, dc, step, rates, profile, (tdir.name, ddir and ddir.name),
                                     source, rates_source))
+        if a.engine == "final":
+            reports[-1]["engine"] = "final"
     return reports
 
 

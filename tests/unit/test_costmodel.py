@@ -187,6 +187,41 @@ def test_cli_settings_ar_and_errors(capsys):
     assert "has no config under specpilot/model_configs" in capsys.readouterr().err
 
 
+def test_cli_settings_final_engine(tmp_path, capsys):
+    """--engine final: stock plus the setting's landed --weight-format (W12 on the H100 DFlash2
+    settings, nothing on the H200 ones); a conflicting --weight-format, final without a setting,
+    and a landed flag the model does not count are errors."""
+    from tests.workflow.conftest import make_setting
+
+    reps = {}
+    for name, eng in (("h100_c1_qwen38-27b_dflash2", "final"), ("h100_c1_qwen38-27b_dflash2",
+                      "stock"), ("h200_c1_qwen38-27b_dflash2", "final")):
+        out = tmp_path / f"{name}_{eng}.json"
+        assert main(["--setting", name, "--engine", eng, "--accept", "4.8", "--json",
+                     str(out)]) == 0
+        reps[name[:4], eng] = json.loads(out.read_text())
+    capsys.readouterr()
+    final, stock, h200 = reps["h100", "final"], reps["h100", "stock"], reps["h200", "final"]
+    assert (final["engine"], stock["engine"], h200["engine"]) == ("final", "stock", "final")
+    assert final["step"]["weight_format"] == "w12"
+    assert stock["step"]["weight_format"] == h200["step"]["weight_format"] == "bf16"
+    assert abs(final["totals"]["weight_bytes"] / stock["totals"]["weight_bytes"] - 0.75) < 0.01
+    assert h200["totals"] == stock["totals"]
+    assert main(["--setting", "h100_c1_qwen38-27b_dflash2", "--engine", "final",
+                 "--weight-format", "auto"]) == 2
+    assert "final of h100_c1_qwen38-27b_dflash2 runs --weight-format w12" in \
+        capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--target", "qwen38-27b", "--engine", "final"])
+    assert "give --setting" in capsys.readouterr().err
+    folder = make_setting(tmp_path, "cpu_demo_other", engines__final__landed=[
+        {"name": "x", "issue": 0, "flags": {"--max-running-requests": 2}}],
+        engines__final__note="final = stock + x")
+    assert main(["--setting", str(folder), "--engine", "final"]) == 2
+    assert "final's landed flags --max-running-requests are not modelled" in \
+        capsys.readouterr().err
+
+
 class _FakeClock:
     now = 0.0
 
