@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Superseded (session 42): the ring was measured slower everywhere and removed with words 2;
+# `wg-bf16` (--stages) and `ncu` (4-field configs) no longer run as written. Kept as the record.
 # Prepared in session 41 (no GPU lent). The wgmma kernel's weight words through a cp.async ring
 # in shared memory (WgConfig.stages 3 / 4, docs/w12.md "Warpgroup-MMA kernel"): session 39's
 # per-layer timings put the register loop at ~1.5 us per round with ~2 programs per SM (one
