@@ -224,9 +224,13 @@ def test_wgmma_a_hazard_check():
 def test_config_labels_and_refusals():
     assert W.WgConfig().short == "g1s4"
     assert W.WgConfig(2, 8, 3).short == "g2s8x3"
-    for bad in (dict(groups=3), dict(words=6), dict(split=0)):
+    # words 2 was removed in session 42, as was the ring's fourth field (stages): a config or a
+    # tune-file entry asking for either is refused
+    for bad in (dict(groups=3), dict(words=6), dict(words=2), dict(split=0)):
         with pytest.raises(ValueError, match="bad values"):
             W.WgConfig(**bad)
+    with pytest.raises(TypeError):
+        W.WgConfig(1, 4, 1, 3)
     assert [W.nt_for(m) for m in (1, 8, 9, 17, 32, 33, 100, 128)] == [16, 16, 16, 32, 32, 64,
                                                                       128, 128]
     assert not W.supported(0, 512) and not W.supported(W.MAX_M + 1, 512)
@@ -244,16 +248,6 @@ def test_config_labels_and_refusals():
         W.bf16_wgmma(acts(4, 256, 0), w.float(), W.WgConfig())
     with pytest.raises(RuntimeError, match="compute capability 9|needs Triton"):
         W.bf16_wgmma(acts(20, 256, 0), w, W.WgConfig())
-
-
-def test_ring_and_words_2_are_gone():
-    """Session 42 removed the shared-memory weight ring (a fourth field, ``stages``) and words 2
-    (never the fastest; triton 3.6's ptxas crashed on them): a config or tune-file entry that
-    asks for either is refused."""
-    with pytest.raises(ValueError, match="bad values"):
-        W.WgConfig(1, 2)
-    with pytest.raises(TypeError):
-        W.WgConfig(1, 4, 1, 3)
 
 
 def _planes(N, K, seed=1, n_edges=30):
