@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Session 43: the few-row kernel with x staged in shared memory (MmaConfig.x_smem: cp.async one
+# round ahead, no x look-ahead held in registers; at 16 rows the 8-word rounds then fit without
+# spills). Modes:
+#   bash docs/benchmarks/raw/w12/session43/next.sh xs     # ~5 min: GPU tests, layers at M = 8/9/16
+#   bash docs/benchmarks/raw/w12/session43/next.sh muse   # ~6 min: W12 `stock` vs bf16, Muse bs 1
+#   bash docs/benchmarks/raw/w12/session43/next.sh qwen   # ~6 min: W12 `stock` vs bf16, Qwen bs 1, 2
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
+L=$OUT/next; mkdir -p $L
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+case "${1:-}" in
+xs)
+  OUT=$L WORKERS=8 PER_TEST=200 LIMIT=200 bash scripts/gpu_tests.sh tests/unit/test_w12_mma.py
+  el "mma GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
+    | head -20
+  # register configs that won layers at M = 8-16 (sessions 36-37) against x_smem ones, side by side
+  C=2/1/2/8/0/1/0/1,2/1/2/4/0/1/0/1,2/1/2/8/136/1/0/1,2/1/2/4/0/2/0/1
+  C=$C,2/1/1/8/0/1/0/1/1,2/1/1/8/168/1/0/1/1,2/1/1/4/0/1/0/1/1,2/1/0/8/0/1/0/1/1
+  C=$C,2/1/1/4/0/2/0/1/1,2/1/1/8/0/2/0/1/1,4/1/1/8/0/1/0/1/1
+  timeout 330 python3 scripts/gpu_w12_mma_bench.py --skip-check \
+    --models qwen38-27b,muse-glimmer-30b --configs $C --m 8,9,16 --time-limit 300 \
+    --out $L/bench.json > $L/bench.log 2>&1
+  el "bench rc=$?"; grep -E "M=|time limit|Error" $L/bench.log ;;
+muse)
+  timeout 560 python3 scripts/gpu_w12_e2e.py --target muse-glimmer-30b --stock --accept 6.5 \
+    --batch 1 --rounds 2 --one-engine --out $L/stock_muse.json > $L/stock_muse.log 2>&1
+  el "stock muse rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_muse.log | cut -c1-300 ;;
+qwen)
+  timeout 560 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock --accept 4.8 \
+    --batch 1,2 --rounds 2 --one-engine --out $L/stock_qwen.json > $L/stock_qwen.log 2>&1
+  el "stock qwen rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_qwen.log | cut -c1-300 ;;
+*) echo "usage: $0 xs | muse | qwen" >&2; exit 2 ;;
+esac
