@@ -472,6 +472,8 @@ if HAS_GLUON:
                 h, la, lb = h2, la2, lb2
             if AHEAD >= 2:
                 xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
+        if XS:   # the last round's copies (past the K range: zeros) land before the shared
+            _async_copy.wait_group(0)   # memory is reused (the cross-warp reductions)
         _gdc_launch_dependents(PDL == 2)
         if ESC and EP > 0:   # the entries loaded ahead, then any further ones EC at a time
             e01, e23 = _esc_products(e01, e23, 0, x16_ptr, sxm, ent, ev, eok, n0, M, WR, E4P)
