@@ -49,7 +49,6 @@ from .kernel import DECODE_PTX, GROUP, IDX_ROWS, W12Planes, _cdiv
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.ampere import async_copy as _async_copy
 except ImportError:  # no Triton, or one without Gluon: mma_supported() says False
     gluon = None
     gl = None
@@ -87,14 +86,12 @@ class MmaConfig:
     split: int = 1
     esc_pre: int = 0
     esc_mma: int = 0
-    x_smem: int = 0
 
     def __post_init__(self):
         if (self.warps_k < 1 or self.warps_r < 1 or self.ahead not in (0, 1, 2)
                 or self.words not in (4, 8) or self.maxnreg < 0 or self.split < 1
                 or self.esc_pre not in (0, 1, 2, 4) or self.esc_mma not in (0, 1)
-                or (self.esc_mma and self.esc_pre) or self.x_smem not in (0, 1)
-                or (self.x_smem and (self.warps_r != 1 or self.ahead > 1))):
+                or (self.esc_mma and self.esc_pre)):
             raise ValueError(f"MmaConfig: bad values {self}")
 
     @property
@@ -102,8 +99,7 @@ class MmaConfig:
         reg = f"g{self.maxnreg}" if self.maxnreg else ""
         split = f"x{self.split}" if self.split > 1 else ""
         esc = f"e{self.esc_pre}" if self.esc_pre else "m" if self.esc_mma else ""
-        xs = "c" if self.x_smem else ""
-        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}{xs}"
+        return f"k{self.warps_k}r{self.warps_r}a{self.ahead}s{self.words}{reg}{split}{esc}"
 
 
 def round_words(cfg: MmaConfig) -> int:
@@ -151,9 +147,6 @@ if HAS_GLUON:
     # a CTA barrier: thread_barrier in triton 3.6 (the GPU machine's), barrier from 3.7 on
     _barrier = getattr(gl, "thread_barrier", None) or gl.barrier
     _MMA = gl.constexpr(MMA_PTX)
-    # cp.async into shared memory: async_copy_global_to_shared in triton 3.6, async_load from 3.9
-    _async_load = (getattr(_async_copy, "async_load", None)
-                   or _async_copy.async_copy_global_to_shared)
 
     @gluon.jit
     def _i5(n: gl.constexpr, d: gl.constexpr, L: gl.constexpr):
@@ -247,36 +240,6 @@ if HAS_GLUON:
         return xa, xb, xa1, xb1
 
     @gluon.jit
-    def _copy_x(xbuf, stage, x_ptr, sxm, xtok, xq, HW, KW, lim, M, NT: gl.constexpr):
-        """x_smem: cp.async of one round's x words (_load_x's, tokens xtok and, NT 2, xtok + 8;
-        xq in the staging layout) into buffers 2 NT stage + 2 t + half of xbuf, one commit
-        group. Masked words (past the program's K range, past K, rows >= M) are zero-filled."""
-        inr = xq < 2 * lim
-        ka = inr & (xq < KW)
-        kb = inr & (2 * HW + xq < KW)
-        b0 = stage * (2 * NT)
-        ok0 = xtok < M
-        p0 = x_ptr + xtok * sxm + xq
-        _async_load(xbuf.index(b0), p0, mask=ok0 & ka)
-        _async_load(xbuf.index(b0 + 1), p0 + 2 * HW, mask=ok0 & kb)
-        if NT == 2:
-            ok1 = (xtok + 8) < M
-            p1 = p0 + 8 * sxm
-            _async_load(xbuf.index(b0 + 2), p1, mask=ok1 & ka)
-            _async_load(xbuf.index(b0 + 3), p1 + 2 * HW, mask=ok1 & kb)
-        _async_copy.commit_group()
-
-    @gluon.jit
-    def _read_x(xbuf, b, S: gl.constexpr, XL: gl.constexpr, X: gl.constexpr):
-        """Buffer b of xbuf ([2S / 4, WK, 8, 4, 4] words: vector v of thread (w, g, c), its 16
-        bytes contiguous and the threads' vectors side by side, so neither the copies nor the
-        16-byte reads conflict in banks) as _load_x's [WK, 8, 4, 2S] words in X."""
-        v = xbuf.index(b).load(XL)
-        WK: gl.constexpr = v.shape[1]
-        v = gl.reshape(gl.permute(v, [1, 2, 3, 0, 4]), [WK, 8, 4, 2 * S])
-        return gl.convert_layout(v, X, assert_trivial=True)
-
-    @gluon.jit
     def _x_operand(xv, S: gl.constexpr, Q: gl.constexpr):
         """[WK, 8WR, 4, 2S] x words (word 2s + parity) -> [WK, 8WR, 2, 4, S] in Q (registers
         renamed only)."""
@@ -300,8 +263,7 @@ if HAS_GLUON:
                         X: gl.constexpr, E4: gl.constexpr, EC: gl.constexpr,
                         EP: gl.constexpr, E4P: gl.constexpr, BF16: gl.constexpr,
                         PB: gl.constexpr, EM: gl.constexpr = 0, QE: gl.constexpr = None,
-                        EL: gl.constexpr = None, PDL: gl.constexpr = 0, XS: gl.constexpr = 0,
-                        XL: gl.constexpr = None, XSL: gl.constexpr = None):
+                        EL: gl.constexpr = None, PDL: gl.constexpr = 0):
         # x_ptr: int32 view of x [M, K] bf16 (sxm in int32 words); l_ptr / h_ptr: int32 views of
         # the planes (rows of 2*HW / HW words); y_ptr: bf16 [M, N] (row stride sym). Grid
         # (row blocks, splits): program (pid, pid_k) runs rounds [pid_k RPS, (pid_k + 1) RPS) of
@@ -315,9 +277,7 @@ if HAS_GLUON:
         # (rows of 4 HW words, HW = K / 8; no planes, bases or escapes): a thread loads, per H
         # word of the W12 form, the same columns' bf16 words (layout PB: 2S words per half and
         # row), which are the MMA's A registers as they are. EM: the escapes by _esc_mma (layouts
-        # QE, EL) before the main loop, their first chunk's entries loaded before the wait. XS:
-        # x staged through shared memory (_copy_x / _read_x, layouts XL and XSL; WR 1, AHEAD
-        # <= 1): round i + 1's copies issued before round i's MMAs, two stages.
+        # QE, EL) before the main loop, their first chunk's entries loaded before the wait.
         _gdc_launch_dependents(PDL == 1)
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -362,12 +322,6 @@ if HAS_GLUON:
         tok_ok0 = tok0 < M
         xrow1 = x_ptr + (tok0 + 8) * sxm
         tok_ok1 = (tok0 + 8) < M
-        if XS:   # the same words in the staging layout: [2S / 4, WK, 8, 4, 4] (v, w, g, c, t)
-            NV: gl.constexpr = (2 * S) // 4
-            xbuf = gl.allocate_shared_memory(gl.int32, [4 * NT, NV, WK, 8, 4, 4], XSL)
-            xsq0 = 2 * ((4 * S) * _i5(WK, 1, XL) + S * _i5(4, 3, XL)) + 4 * _i5(NV, 0, XL) + _i5(
-                4, 4, XL)                                             # [NV, WK, 1, 4, 4]
-            xstok = _i5(8, 2, XL)
         ACC: gl.constexpr = gl.SliceLayout(4, Q)
         R: gl.constexpr = gl.SliceLayout(0, ACC)
         # each round's MMA steps start from zero and are summed into [.., 4] (one chain per
@@ -398,8 +352,6 @@ if HAS_GLUON:
         if AHEAD >= 2:
             xa, xb, xa1, xb1 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1, 2 * k0 + xq0, HW, KW, lim,
                                        NT)
-        if XS:
-            _copy_x(xbuf, 0, x_ptr, sxm, xstok, 2 * k0 + xsq0, HW, KW, lim, M, NT)
         # the escapes' exact products first: their loads wait while the first round streams
         og = _i3(8 * WR, 0, R)
         op = _i3(2, 1, R)
@@ -429,20 +381,7 @@ if HAS_GLUON:
             else:
                 h, la, lb = _load_round(hrow, lrow, row_ok, j + q0, wrow, row_okb, 2 * j + qb0,
                                         HW, lim, BF16)
-            if XS:   # round i + 1's x into the other stage; then round i's is there
-                _copy_x(xbuf, (i + 1) % 2, x_ptr, sxm, xstok, 2 * (j + step) + xsq0, HW, KW, lim,
-                        M, NT)
-                _async_copy.wait_group(1)
-                bi = (i % 2) * (2 * NT)
-                xa = _read_x(xbuf, bi, S, XL, X)
-                xb = _read_x(xbuf, bi + 1, S, XL, X)
-                if NT == 2:
-                    xa1 = _read_x(xbuf, bi + 2, S, XL, X)
-                    xb1 = _read_x(xbuf, bi + 3, S, XL, X)
-                else:
-                    xa1 = xa
-                    xb1 = xb
-            elif AHEAD >= 2:
+            if AHEAD >= 2:
                 xa2, xb2, xc2, xd2 = _load_x(xrow0, xrow1, tok_ok0, tok_ok1,
                                              2 * (j + step) + xq0, HW, KW, lim, NT)
             else:
@@ -472,8 +411,6 @@ if HAS_GLUON:
                 h, la, lb = h2, la2, lb2
             if AHEAD >= 2:
                 xa, xb, xa1, xb1 = xa2, xb2, xc2, xd2
-        if XS:   # the last round's copies (past the K range: zeros) land before the shared
-            _async_copy.wait_group(0)   # memory is reused (the cross-warp reductions)
         _gdc_launch_dependents(PDL == 2)
         if ESC and EP > 0:   # the entries loaded ahead, then any further ones EC at a time
             e01, e23 = _esc_products(e01, e23, 0, x16_ptr, sxm, ent, ev, eok, n0, M, WR, E4P)
@@ -738,17 +675,6 @@ def esc_mma_layouts(cfg: MmaConfig):
     return QE, EL
 
 
-def x_smem_layouts(cfg: MmaConfig):
-    """(XL, XSL) of MmaConfig.x_smem: the registers of a staged round's x words per buffer
-    ([2S / 4, WK, 8, 4, 4]: a thread's 16-byte vectors v of its 2S words, then warp, token, lane
-    c and word) and the shared layout (row-major, so the 32 lanes' vectors are 512 contiguous
-    bytes)."""
-    nv = 2 * cfg.words // 4
-    XL = gl.BlockedLayout([nv, 1, 1, 1, 4], [1, 1, 8, 4, 1], [1, cfg.warps_k, 1, 1, 1],
-                          [4, 3, 2, 1, 0])
-    return XL, gl.SwizzledSharedLayout(1, 1, 1, [4, 3, 2, 1, 0])
-
-
 def bf16_layout(cfg: MmaConfig):
     """PB: a bf16 weight's words per thread ([WK, 8 WR, 2, 4, 2S]: 2S contiguous words per half
     and row, two per H word of the W12 form)."""
@@ -762,10 +688,7 @@ def bf16_layout(cfg: MmaConfig):
 # in 136 without spills, 7 programs per SM instead of 6; Qwen3.8's gate_up 65.8 against 69.6 us
 # at M = 2, the lm_heads 2-5% faster at M = 2-8)
 CANDIDATES = (MmaConfig(2, 1, 2, 8), MmaConfig(2, 1, 1, 4), MmaConfig(2, 1, 2, 4),
-              MmaConfig(2, 1, 2, 8, 136), MmaConfig(2, 1, 1, 8), MmaConfig(4, 1, 1, 8),
-              # x staged in shared memory: no x look-ahead in registers, so 8-word rounds fit
-              # at 16 activation rows (sm_90 compile: 186 registers, no spills)
-              MmaConfig(2, 1, 1, 8, x_smem=1), MmaConfig(2, 1, 1, 4, x_smem=1))
+              MmaConfig(2, 1, 2, 8, 136), MmaConfig(2, 1, 1, 8), MmaConfig(4, 1, 1, 8))
 # split-K offered for the first SPLIT_BASES bases on weights of few row blocks: on the H200
 # (session 32) a split won only at 320 and 544 row blocks (Qwen3.8's down, Muse's qkv) and cost
 # 5-15% at >= 1030 (each split program pays a ticket and a workspace round trip); k2r1a2s4 split
@@ -856,13 +779,11 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
     rps, split = split_plan(cfg, K)
     blocks = _cdiv(N, 16 * cfg.warps_r)
     ws, locks = _k.split_buffers(y, split, blocks)
-    XL, XSL = x_smem_layouts(cfg)
     _w12_mma_kernel[(blocks, split)](
         x.view(torch.int32), x, y, ws, locks, *weight_args,
         M, N, K // 2, HW, G, x.stride(0) // 2, y.stride(0), rps,
         WK=cfg.warps_k, WR=cfg.warps_r, NT=1 if M <= 8 else 2, S=cfg.words, AHEAD=cfg.ahead,
         USE_SPLIT=split > 1, P=P, Q=Q, X=X, E4=E4, EC=esc_chunk(cfg), QE=QE, EL=EL,
-        XS=cfg.x_smem, XL=XL, XSL=XSL,
         **_pdl.launch_args(x, _pdl.GEMV_TRIGGER[trigger]), num_warps=cfg.warps_k * cfg.warps_r,
         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}), **consts)
     return y

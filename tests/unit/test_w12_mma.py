@@ -38,16 +38,11 @@ CASES = [  # (warps_k, warps_r, ahead, words, NT, per-row base, split-K, PDL, es
     (2, 1, 2, 8, 1, False, False, 2, 0, True), (2, 1, 1, 4, 2, False, True, 3, 0, True),
     (4, 1, 0, 4, 1, False, False, 0, 0, True),
     # the escapes as tensor-core MMAs before the main loop
-    (2, 1, 2, 8, 1, False, False, 2, 0, False, 1), (2, 2, 1, 4, 2, True, True, 3, 0, False, 1),
-    # x staged in shared memory by cp.async (x_smem)
-    (2, 1, 1, 8, 2, False, False, 2, 0, False, 1, 1),
-    (2, 1, 0, 4, 1, True, True, 3, 1, False, 0, 1),
-    (2, 1, 1, 8, 2, False, False, 0, 0, True, 0, 1)]
+    (2, 1, 2, 8, 1, False, False, 2, 0, False, 1), (2, 2, 1, 4, 2, True, True, 3, 0, False, 1)]
 
 
 def _label(c) -> str:
-    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], esc_mma=c[10] if len(c) > 10 else 0,
-                        x_smem=c[11] if len(c) > 11 else 0)
+    cfg = mma.MmaConfig(*c[:4], split=1 + c[6], esc_pre=c[8], esc_mma=c[10] if len(c) > 10 else 0)
     return f"{'bf16 ' if c[9] else ''}{cfg.short} nt{c[4]}"
 
 
@@ -63,18 +58,16 @@ def _compile_all() -> dict:
     for case in CASES:
         wk, wr, ahead, words, nt, per_row, split, pdl, esc_pre, bf16 = case[:10]
         esc_mma = case[10] if len(case) > 10 else 0
-        xs = case[11] if len(case) > 11 else 0
         cfg = mma.MmaConfig(wk, wr, ahead, words, split=2 if split else 1, esc_pre=esc_pre,
-                            esc_mma=esc_mma, x_smem=xs)
+                            esc_mma=esc_mma)
         P, Q, X, E4 = mma.layouts(cfg)
         QE, EL = mma.esc_mma_layouts(cfg)
-        XL, XSL = mma.x_smem_layouts(cfg)
         sig = dict(SIG, hb_ptr="*i32" if per_row else "*u8")
         ec = mma.esc_chunk(cfg)
         consts = dict(WK=wk, WR=wr, NT=nt, S=words, AHEAD=ahead, HB_PER_ROW=per_row, ESC=True,
                       USE_SPLIT=split, PDL=pdl, P=P, Q=Q, X=X, E4=E4, EC=ec, EP=ec * esc_pre,
                       E4P=mma.esc_layout(cfg, ec * max(esc_pre, 1)), BF16=False, PB=P,
-                      EM=esc_mma, QE=QE, EL=EL, XS=xs, XL=XL, XSL=XSL)
+                      EM=esc_mma, QE=QE, EL=EL)
         if bf16:   # as bf16_mma launches it: the weight's int32 view in every plane argument
             sig.update(h_ptr="*i32", hb_ptr="*i32", koff_ptr="*i32", kent_ptr="*i32",
                        kval_ptr="*i32")
@@ -102,10 +95,7 @@ def _compile_all() -> dict:
             "v4": len(re.findall(r"ld\.global[^\n]*\.v4\.b32", ptx)),
             "local_alloc": ttgir.count("ttg.local_alloc"),
             "spills": spills(ptx), "words": words, "nt": nt, "ahead": ahead, "split": split,
-            "esc_pre": esc_pre, "bf16": bf16, "esc_mma": esc_mma, "xs": xs,
-            "cp16": len(re.findall(r"cp\.async\.cg\.shared\.global[^\n]*, 0x10, ", ptx)),
-            "cp_all": len(re.findall(r"cp\.async\.c[ag]\.", ptx)),
-            "lds4_loop": len(re.findall(r"ld\.shared\.v4\.b32", loop)),
+            "esc_pre": esc_pre, "bf16": bf16, "esc_mma": esc_mma,
             "fadd_loop": len(re.findall(r"add\.(?:rn\.)?f32", loop)),
             "ld_before_wait": len(re.findall(r"ld\.global",
                                              ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
@@ -113,7 +103,7 @@ def _compile_all() -> dict:
             "pdl": pdl, "gdc": ptx.count("griddepcontrol."),
             "pos": {op: ptx.find(op) for op in ("griddepcontrol.wait",
                                                 "griddepcontrol.launch_dependents", "st.global",
-                                                "atom.", "mma.sync", "cp.async")},
+                                                "atom.", "mma.sync")},
             "v4_before_wait": len(re.findall(r"ld\.global[^\n]*\.v4\.b32",
                                              ptx[:max(0, ptx.find("griddepcontrol.wait"))])),
         }
@@ -142,18 +132,8 @@ def test_compiles_for_sm90_with_the_mma_layout():
         # plus the x loads
         per_round = 2 * S if r["bf16"] else 6 * S // 4
         planes = per_round * (2 if r["ahead"] else 1)
-        if r["xs"]:
-            # x_smem: a round's x (2 NT buffers of 2S / 4 vectors per thread) copied in 16-byte
-            # cp.async (the prologue's round and the loop's), read back in the loop in 16-byte
-            # loads; the one shared-memory allocation is the staging buffer
-            assert r["v4"] >= planes, (name, r)
-            assert r["cp16"] == r["cp_all"] == 2 * (2 * nt * S // 2), (name, r)
-            assert r["lds4_loop"] == 2 * nt * S // 2, (name, r)
-            assert r["local_alloc"] == 1, (name, r)
-        else:
-            assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
-            assert r["local_alloc"] == 0, (name, r)    # no shared-memory layout conversion
-            assert r["cp_all"] == 0, (name, r)
+        assert r["v4"] >= planes + 2 * nt * S // 2, (name, r)
+        assert r["local_alloc"] == 0, (name, r)        # no shared-memory layout conversion
         assert r["spills"] in (0, None), (name, r)
         # split-K: one ticket taken and one reset per program; none without
         assert r["atom"] == (2 if r["split"] else 0), (name, r)
@@ -164,7 +144,6 @@ def test_compiles_for_sm90_with_the_mma_layout():
             wait, launch = pos["griddepcontrol.wait"], pos["griddepcontrol.launch_dependents"]
             # every write after the wait; the first round's planes loaded before it (ahead)
             assert 0 <= wait < pos["st.global"], (name, pos)
-            assert pos["cp.async"] == -1 or pos["cp.async"] > wait, (name, pos)
             assert pos["atom."] == -1 or pos["atom."] > wait, (name, pos)
             assert r["v4_before_wait"] == (per_round if r["ahead"] else 0), (name, r)
             # esc_pre: the index range (2 loads) and the entries (kent and kval: one load per
@@ -262,10 +241,6 @@ def test_config_labels():
     for bad in (dict(esc_mma=2), dict(esc_mma=1, esc_pre=1)):
         with pytest.raises(ValueError, match="bad values"):
             mma.MmaConfig(**bad)
-    assert mma.MmaConfig(2, 1, 1, 8, esc_mma=1, x_smem=1).short == "k2r1a1s8mc"
-    for bad in (dict(x_smem=2), dict(x_smem=1, ahead=2), dict(x_smem=1, warps_r=2)):
-        with pytest.raises(ValueError, match="bad values"):
-            mma.MmaConfig(**bad)
     assert mma.esc_chunk(mma.MmaConfig(16, 1)) == 64
     assert mma.esc_chunk(mma.MmaConfig(2, 1)) == mma.ESC_E
 
@@ -299,11 +274,7 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                 mma.MmaConfig(2, 1, 2, 8, esc_mma=1), mma.MmaConfig(2, 1, 1, 4, esc_mma=1),
                 mma.MmaConfig(2, 1, 2, 8, split=3, esc_mma=1),
                 mma.MmaConfig(2, 1, 2, 8, 136, esc_mma=1),
-                mma.MmaConfig(4, 2, 0, 4, split=2, esc_mma=1),
-                # x staged in shared memory (zero-filled past K, the K range and M)
-                mma.MmaConfig(2, 1, 1, 8, esc_mma=1, x_smem=1), mma.MmaConfig(2, 1, 0, 4, x_smem=1),
-                mma.MmaConfig(2, 1, 1, 8, split=3, esc_pre=1, x_smem=1),
-                mma.MmaConfig(4, 1, 1, 4, 168, x_smem=1)):
+                mma.MmaConfig(4, 2, 0, 4, split=2, esc_mma=1)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M)
             check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
@@ -318,8 +289,7 @@ def test_bf16_matches_torch_on_gpu(N, K):
     wc = w.cuda()
     for cfg in (mma.MmaConfig(), mma.MmaConfig(2, 1, 1, 8), mma.MmaConfig(2, 1, 2, 8),
                 mma.MmaConfig(4, 2, 0, 4), mma.MmaConfig(2, 1, 1, 4),
-                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4),
-                mma.MmaConfig(2, 1, 1, 8, x_smem=1), mma.MmaConfig(2, 1, 0, 4, split=2, x_smem=1)):
+                mma.MmaConfig(2, 1, 2, 8, split=3), mma.MmaConfig(4, 2, 0, 4, split=4)):
         for M in (1, 2, 3, 7, 8, 9, 16):
             a = acts(M, K, M + 7)
             check_close(mma.bf16_mma(a.cuda(), wc, cfg), a, w)
@@ -348,22 +318,6 @@ def test_w12_equals_bf16_mode_bit_for_bit_without_escapes(N, K):
         for M in (1, 2, 8, 9, 16):
             a = acts(M, K, M + 3).cuda()
             assert same_bits(mma.w12_mma(a, p, cfg), mma.bf16_mma(a, xc, cfg)), (cfg.short, M)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("N,K", [(300, 1000), (1040, 5120), (96, 160)])
-def test_x_in_shared_memory_equals_x_in_registers_bit_for_bit(N, K):
-    """x_smem changes only where x waits between its load and the MMAs: the same words meet the
-    same A registers in the same order, escapes, split-K and partial last rounds included."""
-    from specpilot.w12 import kernel as Kn
-
-    p = Kn.prepare(encode(make_weight(N, K, N + 2 * K, False, n_edges=N * K // 500)), "cuda")
-    for cfg in (mma.MmaConfig(2, 1, 1, 8, x_smem=1), mma.MmaConfig(2, 1, 1, 4, esc_mma=1, x_smem=1),
-                mma.MmaConfig(2, 1, 0, 8, split=3, esc_pre=1, x_smem=1)):
-        for M in (1, 5, 8, 9, 16):
-            a = acts(M, K, M + 11).cuda()
-            assert same_bits(mma.w12_mma(a, p, cfg), mma.w12_mma(a, p, replace(cfg, x_smem=0))), \
-                (cfg.short, M)
 
 
 def test_split_plan_runs_whole_rounds():
