@@ -12,7 +12,8 @@
 
 --target / --drafter: a folder under specpilot/model_configs or any folder with a config.json.
 --setting: a settings folder; its hub repos map to specpilot/model_configs (KNOWN_REPOS), its
-stock flags give the block and its concurrency the default batch. --engine ar drops the drafter;
+stock flags give the block, its concurrency the default batch and its gpu the nominal rates
+(counts.NOMINAL_RATES; the H200's otherwise). --engine ar drops the drafter;
 --engine final (settings only) is stock with the flags of final's landed mechanisms that the
 model counts (--weight-format; any other landed flag is an error, not ignored).
 Without --measure the report has the analytic floors only (CPU is fine). --measure (CUDA only)
@@ -62,8 +63,8 @@ MODELLED_FINAL_FLAGS = ("--weight-format",)   # final's flags beyond stock the c
 
 
 def from_setting(name: str, engine: Optional[str]
-                 ) -> tuple[str, Optional[str], Optional[int], int, str]:
-    """(target, drafter or None, block or None, concurrency, weight format) of a settings
+                 ) -> tuple[str, Optional[str], Optional[int], int, str, str]:
+    """(target, drafter or None, block or None, concurrency, weight format, gpu) of a settings
     folder; the weight format is the engine's --weight-format (final: what has landed)."""
     from specpilot.settings import SettingsError, load
 
@@ -94,7 +95,7 @@ def from_setting(name: str, engine: Optional[str]
         drafter = mapped(s.drafter)
         block = s.flags("stock").get("--speculative-num-draft-tokens")
     return (mapped(s.target), drafter, block, s.concurrency,
-            str(flags.get("--weight-format", "auto")))
+            str(flags.get("--weight-format", "auto")), s.gpu)
 
 
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
@@ -119,9 +120,12 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     ap.add_argument("--accept", type=float, default=None,
                     help="tau: tokens per verify step incl. the bonus (simulated when measuring); "
                          "default: measured with --measure, else B (every draft accepted)")
-    ap.add_argument("--bw", type=float, default=None, help=f"HBM bytes/s (nominal {H200_HBM_BW:g})")
+    ap.add_argument("--bw", type=float, default=None,
+                    help=f"HBM bytes/s (default: the setting's GPU's nominal, else the H200's "
+                         f"{H200_HBM_BW:g}; --measure: measured)")
     ap.add_argument("--flops", type=float, default=None,
-                    help=f"matrix FLOP/s (nominal {H200_BF16_FLOPS:g})")
+                    help=f"matrix FLOP/s (default: the setting's GPU's nominal, else the H200's "
+                         f"{H200_BF16_FLOPS:g}; --measure: measured)")
     ap.add_argument("--dtype-bytes", type=int, default=2)
     ap.add_argument("--weight-format", choices=("auto", "w12"), default=None,
                     help="w12: every linear layer (target and drafter) as lossless 12-bit "
@@ -154,13 +158,19 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
 
 def run(a: argparse.Namespace) -> list[dict]:
     """One report per batch size of --batch."""
-    from specpilot.costmodel.counts import Rates, Step, TargetShape
+    from specpilot.costmodel.counts import NOMINAL_RATES, Rates, Step, TargetShape
     from specpilot.costmodel.report import build_report
     from specpilot.spec.draft_config import DraftConfig
 
     target, drafter, block, batches = a.target, a.drafter, a.block, a.batch
+    nominal, nominal_source = Rates(), "nominal H200"
     if a.setting:
-        target, drafter, set_block, conc, set_wf = from_setting(a.setting, a.engine)
+        target, drafter, set_block, conc, set_wf, gpu = from_setting(a.setting, a.engine)
+        if gpu in NOMINAL_RATES:   # the setting's card (a cpu setting keeps the H200's)
+            label, bw, flops = NOMINAL_RATES[gpu]
+            nominal, nominal_source = Rates(bw, flops), f"nominal {label}"
+        else:
+            nominal_source = f"nominal H200 (no nominal rates for gpu {gpu})"
         block, batches = block or set_block, batches or [conc]
         if a.engine == "final" and a.weight_format not in (None, set_wf):
             raise CostModelError(f"--weight-format {a.weight_format}: final of {a.setting} runs "
@@ -178,8 +188,8 @@ def run(a: argparse.Namespace) -> list[dict]:
     wf = "w12" if a.weight_format == "w12" else "bf16"
     for batch in batches:
         planned = Step.for_engine(dc, batch, a.context, block, a.accept, a.dtype_bytes, wf)
-        profile, rates_source = None, "nominal H200"
-        rates = Rates()
+        profile, rates_source = None, nominal_source
+        rates = nominal
         if a.measure:
             if engine is None:
                 engine = build_measured(a, tdir, ddir, max(batches), planned)

@@ -206,7 +206,12 @@ def test_cli_settings_final_engine(tmp_path, capsys):
     assert final["step"]["weight_format"] == "w12"
     assert stock["step"]["weight_format"] == h200["step"]["weight_format"] == "bf16"
     assert abs(final["totals"]["weight_bytes"] / stock["totals"]["weight_bytes"] - 0.75) < 0.01
-    assert h200["totals"] == stock["totals"]
+    assert h200["totals"]["bytes"] == stock["totals"]["bytes"]
+    # each setting's floors at its own card's nominal rates
+    assert final["rates"] == stock["rates"] == dict(bw=3.35e12, flops=989e12,
+                                                    source="nominal H100 80GB SXM")
+    assert h200["rates"] == dict(bw=4.8e12, flops=989e12, source="nominal H200")
+    assert stock["totals"]["floor_ms"] > h200["totals"]["floor_ms"]
     assert main(["--setting", "h100_c1_qwen38-27b_dflash2", "--engine", "final",
                  "--weight-format", "auto"]) == 2
     assert "final of h100_c1_qwen38-27b_dflash2 runs --weight-format w12" in \

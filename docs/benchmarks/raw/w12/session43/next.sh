@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 43: the few-row kernel with x staged in shared memory (MmaConfig.x_smem: cp.async one
 # round ahead, no x look-ahead held in registers; at 16 rows the 8-word rounds then fit without
-# spills). Modes:
+# spills). `xs` ran on tree 054074d (call 1, docs/benchmarks/w12.md "Session 43"); x_smem was
+# then removed, so `xs` no longer runs (its configs have a ninth field). Modes:
 #   bash docs/benchmarks/raw/w12/session43/next.sh xs     # ~5 min: GPU tests, layers at M = 8/9/16
 #   bash docs/benchmarks/raw/w12/session43/next.sh muse   # ~6 min: W12 `stock` vs bf16, Muse bs 1
 #   bash docs/benchmarks/raw/w12/session43/next.sh qwen   # ~6 min: W12 `stock` vs bf16, Qwen bs 1, 2
