@@ -6,6 +6,9 @@
 #   bash docs/benchmarks/raw/w12/session43/next.sh xs     # ~5 min: GPU tests, layers at M = 8/9/16
 #   bash docs/benchmarks/raw/w12/session43/next.sh muse   # ~6 min: W12 `stock` vs bf16, Muse bs 1
 #   bash docs/benchmarks/raw/w12/session43/next.sh qwen   # ~6 min: W12 `stock` vs bf16, Qwen bs 1, 2
+#   bash docs/benchmarks/raw/w12/session43/next.sh card   # H200: `qwen` (decides W12 in final of
+#       settings/h200_c1_qwen38-27b_dflash2); any other card: the cost model's measured report of
+#       the H100 Qwen3.8-27B setting's `final` (W12) engine at one request
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
@@ -32,5 +35,12 @@ qwen)
   timeout 560 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock --accept 4.8 \
     --batch 1,2 --rounds 2 --one-engine --out $L/stock_qwen.json > $L/stock_qwen.log 2>&1
   el "stock qwen rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_qwen.log | cut -c1-300 ;;
-*) echo "usage: $0 xs | muse | qwen" >&2; exit 2 ;;
+card)
+  if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+    exec bash "$0" qwen
+  fi
+  timeout 560 python3 -m specpilot.costmodel --setting h100_c1_qwen38-27b_dflash2 --engine final \
+    --accept 4.8 --measure --json $L/costmodel_final.json > $L/costmodel_final.log 2>&1
+  el "costmodel final rc=$?"; head -60 $L/costmodel_final.log | cut -c1-200 ;;
+*) echo "usage: $0 xs | muse | qwen | card" >&2; exit 2 ;;
 esac
