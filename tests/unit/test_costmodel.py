@@ -212,6 +212,10 @@ def test_cli_settings_final_engine(tmp_path, capsys):
                                                     source="nominal H100 80GB SXM")
     assert h200["rates"] == dict(bw=4.8e12, flops=989e12, source="nominal H200")
     assert stock["totals"]["floor_ms"] > h200["totals"]["floor_ms"]
+    out = tmp_path / "rtx.json"
+    assert main(["--setting", "rtxpro6000_c1_qwen38-27b_dflash2", "--accept", "4.8", "--json",
+                 str(out)]) == 0
+    assert json.loads(out.read_text())["rates"]["source"] == "nominal RTX PRO 6000"
     assert main(["--setting", "h100_c1_qwen38-27b_dflash2", "--engine", "final",
                  "--weight-format", "auto"]) == 2
     assert "final of h100_c1_qwen38-27b_dflash2 runs --weight-format w12" in \
