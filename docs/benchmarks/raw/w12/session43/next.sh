@@ -35,11 +35,14 @@ qwen)
   timeout 560 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock --accept 4.8 \
     --batch 1,2 --rounds 2 --one-engine --out $L/stock_qwen.json > $L/stock_qwen.log 2>&1
   el "stock qwen rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_qwen.log | cut -c1-300 ;;
-card)
+card)   # (short on budget: one round at one request on an H200)
   if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-    exec bash "$0" qwen
+    timeout 360 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock --accept 4.8 \
+      --batch 1 --rounds 1 --one-engine --out $L/stock_qwen.json > $L/stock_qwen.log 2>&1
+    el "stock qwen rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_qwen.log | cut -c1-300
+    exit 0
   fi
-  timeout 560 python3 -m specpilot.costmodel --setting h100_c1_qwen38-27b_dflash2 --engine final \
+  timeout 340 python3 -m specpilot.costmodel --setting h100_c1_qwen38-27b_dflash2 --engine final \
     --accept 4.8 --measure --json $L/costmodel_final.json > $L/costmodel_final.log 2>&1
   el "costmodel final rc=$?"; head -60 $L/costmodel_final.log | cut -c1-200 ;;
 *) echo "usage: $0 xs | muse | qwen | card" >&2; exit 2 ;;
