@@ -6,9 +6,12 @@
 #   bash docs/benchmarks/raw/w12/session43/next.sh xs     # ~5 min: GPU tests, layers at M = 8/9/16
 #   bash docs/benchmarks/raw/w12/session43/next.sh muse   # ~6 min: W12 `stock` vs bf16, Muse bs 1
 #   bash docs/benchmarks/raw/w12/session43/next.sh qwen   # ~6 min: W12 `stock` vs bf16, Qwen bs 1, 2
-#   bash docs/benchmarks/raw/w12/session43/next.sh card   # H200: `qwen` (decides W12 in final of
-#       settings/h200_c1_qwen38-27b_dflash2); any other card: the cost model's measured report of
-#       the H100 Qwen3.8-27B setting's `final` (W12) engine at one request
+#   bash docs/benchmarks/raw/w12/session43/next.sh card   # H200: one round of `qwen` at one
+#       request (written for the few minutes of budget left; not run: no machine came); any
+#       other card: the cost model's measured report of the H100 Qwen3.8-27B setting's `final`
+#       (W12) engine at one request
+# With a full budget on an H200, `qwen` then `muse` decide W12 in `final` of
+# settings/h200_c1_{qwen38-27b,muse-glimmer-30b}_dflash2 (both also in session39/next.sh).
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
