@@ -37,8 +37,9 @@ H200_HBM_BW = 4.8e12  # bytes/s, nominal
 H200_BF16_FLOPS = 989e12  # dense bf16 FLOP/s, nominal
 # nominal (datasheet) rates per settings `gpu` (specpilot.settings.GPUS): (label, bytes/s, dense
 # bf16 FLOP/s). h100-80gb is the SXM card (HBM3, the one our H100 runs used; the PCIe card has
-# 2.0 TB/s); the RTX PRO 6000's bf16 rate is a quarter of its dense FP4 rate (4000 TOPS sparse
-# FP4 on the datasheet); every figure is a ceiling, --measure replaces them.
+# 2.0 TB/s); the RTX PRO 6000's bf16 rate is not a published figure: a quarter of the dense FP4
+# rate behind its announced 4000 AI TOPS (sparse FP4); every figure is a ceiling, --measure
+# replaces them.
 NOMINAL_RATES = {
     "h200-141gb": ("H200", H200_HBM_BW, H200_BF16_FLOPS),
     "h100-80gb": ("H100 80GB SXM", 3.35e12, 989e12),
