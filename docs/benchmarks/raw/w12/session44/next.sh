@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 44's device calls. Modes:
+#   bash docs/benchmarks/raw/w12/session44/next.sh qwen   # ~6 min: W12 `stock` vs bf16, Qwen bs 1, 2
+#   bash docs/benchmarks/raw/w12/session44/next.sh muse   # ~6 min: W12 `stock` vs bf16, Muse bs 1
+#   bash docs/benchmarks/raw/w12/session44/next.sh auto   # H200: `qwen`; any other card: the cost
+#       model's measured report of the H100 Qwen3.8-27B setting's `final` (W12) engine, one request
+# `qwen` and `muse` on an H200 decide W12 in `final` of
+# settings/h200_c1_{qwen38-27b,muse-glimmer-30b}_dflash2.
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
+L=$OUT/next; mkdir -p $L
+CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$CARD"
+MODE=${1:-}
+if [ "$MODE" = auto ]; then case "$CARD" in *H200*) MODE=qwen ;; *) MODE=h100cm ;; esac; fi
+case "$MODE" in
+muse)
+  timeout 560 python3 scripts/gpu_w12_e2e.py --target muse-glimmer-30b --stock --accept 6.5 \
+    --batch 1 --rounds 2 --one-engine --out $L/stock_muse.json > $L/stock_muse.log 2>&1
+  el "stock muse rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_muse.log | cut -c1-300 ;;
+qwen)
+  timeout 560 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock --accept 4.8 \
+    --batch 1,2 --rounds 2 --one-engine --out $L/stock_qwen.json > $L/stock_qwen.log 2>&1
+  el "stock qwen rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_qwen.log | cut -c1-300 ;;
+h100cm)
+  timeout 540 python3 -m specpilot.costmodel --setting h100_c1_qwen38-27b_dflash2 --engine final \
+    --accept 4.8 --measure --json $L/costmodel_final.json > $L/costmodel_final.log 2>&1
+  el "costmodel final rc=$?"; head -70 $L/costmodel_final.log | cut -c1-200 ;;
+*) echo "usage: $0 qwen | muse | auto" >&2; exit 2 ;;
+esac
