@@ -19,8 +19,8 @@ free of bank conflicts. MMA row slot ``g`` is weight row ``g`` and slot ``g + 8`
 (mma.py pairs adjacent rows for its global loads; here that would conflict in shared memory).
 
 Not a kernel of the engine: no escapes (they decode to +0 and the check leaves them out of the
-reference too), no per-row bases, no partial rounds (K a multiple of 32 WK * 8) and N a multiple
-of 16. The GPU part checks it against fp32 torch and times it next to ``mma.w12_mma`` (the
+reference too), no per-row bases, no PDL, K % 32 == 0 (each plane half and x half has its own TMA
+descriptor over a strided view, so a last partial round and rows past N read zeros). The GPU part checks it against fp32 torch and times it next to ``mma.w12_mma`` (the
 tuned register loop) and cuBLAS on the large layers of Qwen3.8-27B and Muse-Glimmer-30B.
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ if gluon is not None:
     _DECODE = gl.constexpr(DECODE_PTX)
 
     @gluon.jit
-    def _copy_x(x_desc, xsa, xsb, j, HWX, bar, WK: gl.constexpr, NT: gl.constexpr):
+    def _copy_x(xa_desc, xb_desc, xsa, xsb, j, bar, WK: gl.constexpr, NT: gl.constexpr):
         """Round j's x words of both halves into the stage's x tiles xsa / xsb, rows
         16 WK tt + 16 w + 8 b + t."""
         for tt in gl.static_range(NT):
@@ -64,14 +64,13 @@ if gluon is not None:
                 for b in gl.static_range(2):
                     col = 2 * j + 64 * w + 32 * b
                     tma.async_copy_global_to_shared(
-                        x_desc, [8 * tt, col], bar, xsa.slice(16 * WK * tt + 16 * w + 8 * b, 8))
+                        xa_desc, [8 * tt, col], bar, xsa.slice(16 * WK * tt + 16 * w + 8 * b, 8))
                     tma.async_copy_global_to_shared(
-                        x_desc, [8 * tt, HWX + col], bar,
-                        xsb.slice(16 * WK * tt + 16 * w + 8 * b, 8))
+                        xb_desc, [8 * tt, col], bar, xsb.slice(16 * WK * tt + 16 * w + 8 * b, 8))
 
     @gluon.jit
-    def _producer(h_desc, l_desc, x_desc, hs, las, lbs, xs, ready, empty, n_tiles, n_rounds, HW,
-                  WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr):
+    def _producer(h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready, empty,
+                  n_tiles, n_rounds, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr):
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         nbytes: gl.constexpr = (3 * 16 * WK * _TW + 2 * NT * 16 * WK * _TW) * 4
@@ -88,11 +87,11 @@ if gluon is not None:
                     c = j + _TW * w
                     tma.async_copy_global_to_shared(h_desc, [n0, c], bar,
                                                     hs.index(st).slice(16 * w, 16))
-                    tma.async_copy_global_to_shared(l_desc, [n0, c], bar,
+                    tma.async_copy_global_to_shared(la_desc, [n0, c], bar,
                                                     las.index(st).slice(16 * w, 16))
-                    tma.async_copy_global_to_shared(l_desc, [n0, HW + c], bar,
+                    tma.async_copy_global_to_shared(lb_desc, [n0, c], bar,
                                                     lbs.index(st).slice(16 * w, 16))
-                _copy_x(x_desc, xs.index(2 * st), xs.index(2 * st + 1), j, 2 * HW, bar, WK, NT)
+                _copy_x(xa_desc, xb_desc, xs.index(2 * st), xs.index(2 * st + 1), j, bar, WK, NT)
                 i += 1
 
     @gluon.jit
@@ -181,18 +180,20 @@ if gluon is not None:
             orow = n0 + og
             r01 = gl.sum(acc01, axis=0)
             r23 = gl.sum(acc23, axis=0)
-            gl.store(y_ptr + otok * sym + orow, r01.to(gl.bfloat16), mask=otok < M)
-            gl.store(y_ptr + otok * sym + orow + 8, r23.to(gl.bfloat16), mask=otok < M)
+            gl.store(y_ptr + otok * sym + orow, r01.to(gl.bfloat16), mask=(otok < M) & (orow < N))
+            gl.store(y_ptr + otok * sym + orow + 8, r23.to(gl.bfloat16),
+                     mask=(otok < M) & (orow + 8 < N))
             if NT == 2:
                 s01 = gl.sum(bcc01, axis=0)
                 s23 = gl.sum(bcc23, axis=0)
                 gl.store(y_ptr + (otok + 8) * sym + orow, s01.to(gl.bfloat16),
-                         mask=otok + 8 < M)
+                         mask=(otok + 8 < M) & (orow < N))
                 gl.store(y_ptr + (otok + 8) * sym + orow + 8, s23.to(gl.bfloat16),
-                         mask=otok + 8 < M)
+                         mask=(otok + 8 < M) & (orow + 8 < N))
 
     @gluon.jit
-    def _ws_kernel(h_desc, l_desc, x_desc, y_ptr, hb_ptr, M, N, sym, HW, n_tiles, n_rounds,
+    def _ws_kernel(h_desc, la_desc, lb_desc, xa_desc, xb_desc, y_ptr, hb_ptr, M, N, sym, n_tiles,
+                   n_rounds,
                    WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    FULL: gl.constexpr, PROD_REGS: gl.constexpr):
@@ -209,8 +210,8 @@ if gluon is not None:
         gl.warp_specialize([
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, hb_ptr, M, N, sym, n_tiles,
                          n_rounds, WK, NT, NS, P, Q, X, LP, LX, FULL)),
-            (_producer, (h_desc, l_desc, x_desc, hs, las, lbs, xs, ready, empty, n_tiles,
-                         n_rounds, HW, WK, NT, NS)),
+            (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
+                         empty, n_tiles, n_rounds, WK, NT, NS)),
         ], [1], [PROD_REGS])
 
 
@@ -236,10 +237,10 @@ def layouts(WK: int) -> tuple:
     return P, Q, X, LP, LX
 
 
-def check_shape(M: int, N: int, K: int, WK: int) -> None:
-    if not (1 <= M <= 16 and N % 16 == 0 and K % (TILE_W * WK * 8) == 0):
-        raise ValueError(f"ws probe: needs 1 <= M <= 16, N % 16 == 0, K % {TILE_W * WK * 8} == 0;"
-                         f" got M {M}, N {N}, K {K}")
+def check_shape(M: int, N: int, K: int) -> None:
+    # K % 32: the second halves' TMA bases (H word HW of a row, x word 2 HW) 16-byte aligned
+    if not (1 <= M <= 16 and K % 32 == 0):
+        raise ValueError(f"ws probe: needs 1 <= M <= 16 and K % 32 == 0; got M {M}, K {K}")
 
 
 def ws_matmul(x: torch.Tensor, planes, WK: int = 4, NS: int = 3, grid: int = 0,
@@ -247,22 +248,27 @@ def ws_matmul(x: torch.Tensor, planes, WK: int = 4, NS: int = 3, grid: int = 0,
     """x [M, K] bf16 @ W^T for W12 planes without escapes (per-tensor base): bf16 [M, N]."""
     M, K = x.shape
     N = planes.N
-    check_shape(M, N, K, WK)
+    check_shape(M, N, K)
     if planes.per_row or planes.Kp != K:
         raise ValueError("ws probe: per-tensor base and unpadded K only")
     HW = K // 8
     NT = 1 if M <= 8 else 2
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     sw = swizzle()
+    # each half its own descriptor over a strided view, so that a last partial round reads
+    # zeros past the half's end (TMA fills outside the view with 0) and not the next half
+    L32, x32 = planes.L.view(torch.int32), x.view(torch.int32)
     h_desc = TensorDescriptor.from_tensor(planes.H.view(torch.int32), [16, TILE_W], sw)
-    l_desc = TensorDescriptor.from_tensor(planes.L.view(torch.int32), [16, TILE_W], sw)
-    x_desc = TensorDescriptor.from_tensor(x.view(torch.int32), [8, TILE_W], sw)
-    n_tiles = N // 16
+    la_desc = TensorDescriptor.from_tensor(L32[:, :HW], [16, TILE_W], sw)
+    lb_desc = TensorDescriptor.from_tensor(L32[:, HW:], [16, TILE_W], sw)
+    xa_desc = TensorDescriptor.from_tensor(x32[:, :2 * HW], [8, TILE_W], sw)
+    xb_desc = TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw)
+    n_tiles = -(-N // 16)
     n_sm = torch.cuda.get_device_properties(x.device).multi_processor_count
     P, Q, X, LP, LX = layouts(WK)
     _ws_kernel[(min(n_tiles, grid or n_sm),)](
-        h_desc, l_desc, x_desc, y, planes.hb, M, N, y.stride(0), HW, n_tiles,
-        HW // (TILE_W * WK), WK=WK, NT=NT, NS=NS, P=P, Q=Q, X=X, LP=LP, LX=LX, FULL=full,
+        h_desc, la_desc, lb_desc, xa_desc, xb_desc, y, planes.hb, M, N, y.stride(0), n_tiles,
+        -(-HW // (TILE_W * WK)), WK=WK, NT=NT, NS=NS, P=P, Q=Q, X=X, LP=LP, LX=LX, FULL=full,
         PROD_REGS=prod_regs, num_warps=WK, **({"maxnreg": maxnreg} if maxnreg else {}))
     return y
 
@@ -293,8 +299,9 @@ def compile_all(configs=CONFIGS, nts=(1, 2)) -> dict:
             P, Q, X, LP, LX = layouts(WK)
             desc = f"tensordesc<i32[16, {TILE_W}],{sw!r}>"
             xdesc = f"tensordesc<i32[8, {TILE_W}],{sw!r}>"
-            sig = dict(h_desc=desc, l_desc=desc, x_desc=xdesc, y_ptr="*bf16", hb_ptr="*u8",
-                       M="i32", N="i32", sym="i32", HW="i32", n_tiles="i32", n_rounds="i32")
+            sig = dict(h_desc=desc, la_desc=desc, lb_desc=desc, xa_desc=xdesc, xb_desc=xdesc,
+                       y_ptr="*bf16", hb_ptr="*u8", M="i32", N="i32", sym="i32",
+                       n_tiles="i32", n_rounds="i32")
             consts = dict(WK=WK, NT=NT, NS=NS, P=P, Q=Q, X=X, LP=LP, LX=LX, FULL=full,
                           PROD_REGS=40)
             sig.update({k: "constexpr" for k in consts})
@@ -325,6 +332,7 @@ def main() -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--models", default="qwen38-27b,muse-glimmer-30b")
     ap.add_argument("--m", default="8,16")
+    ap.add_argument("--configs", default="", help="indices into CONFIGS to time (default all)")
     ap.add_argument("--time-limit", type=float, default=240.0)
     args = ap.parse_args()
     if gluon is None:
@@ -350,7 +358,7 @@ def gpu(args) -> int:
     ms = [int(v) for v in args.m.split(",")]
     # correctness: fp32 torch on the decoded weight with the escapes' entries at 0
     ok_all = True
-    for N, Kd in ((256, 1024), (4096, 5120)):
+    for N, Kd in ((256, 1024), (4096, 5120), (200, 1184), (1000, 6656)):
         wb = WB.make_weight(N, Kd, 7, WB.FINITE_EDGES, 0)
         w = encode(wb)
         p = K.prepare(w, "cuda")
@@ -362,8 +370,6 @@ def gpu(args) -> int:
             if not full:
                 continue
             for M in (1, 5, 8, 9, 16):
-                if Kd % (TILE_W * WK * 8):
-                    continue
                 a = torch.randn(M, Kd, device="cuda").bfloat16()
                 try:
                     y = ws_matmul(a, p, WK, NS, maxnreg=maxnreg).float()
@@ -415,8 +421,8 @@ def gpu(args) -> int:
                 if us < row.get("mma", 1e30):
                     row["mma"], row["mma_cfg"] = us, cfg.short
             best = None
-            for (WK, NS, maxnreg, full) in CONFIGS:
-                if Kd % (TILE_W * WK * 8):
+            for ci, (WK, NS, maxnreg, full) in enumerate(CONFIGS):
+                if args.configs and str(ci) not in args.configs.split(","):
                     continue
                 tag = f"k{WK}ns{NS}g{maxnreg}{'' if full else 'd'}"
                 for grid_mul in ((1, 2) if maxnreg == 128 else (1,)):
