@@ -52,6 +52,9 @@ TILE_W = 32    # int32 words per tile row (128 bytes: the swizzle's width)
 
 if gluon is not None:
     _TW = gl.constexpr(TILE_W)
+    # a TMA load: async_copy_global_to_shared in triton 3.6 (the GPU machine's), async_load from
+    # 3.7 on (the old name raises there)
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     _S = gl.constexpr(S)
     _DECODE = gl.constexpr(DECODE_PTX)
 
@@ -63,9 +66,9 @@ if gluon is not None:
             for w in gl.static_range(WK):
                 for b in gl.static_range(2):
                     col = 2 * j + 64 * w + 32 * b
-                    tma.async_copy_global_to_shared(
+                    _tma_load(
                         xa_desc, [8 * tt, col], bar, xsa.slice(16 * WK * tt + 16 * w + 8 * b, 8))
-                    tma.async_copy_global_to_shared(
+                    _tma_load(
                         xb_desc, [8 * tt, col], bar, xsb.slice(16 * WK * tt + 16 * w + 8 * b, 8))
 
     @gluon.jit
@@ -85,12 +88,9 @@ if gluon is not None:
                 j = r * (_TW * WK)
                 for w in gl.static_range(WK):
                     c = j + _TW * w
-                    tma.async_copy_global_to_shared(h_desc, [n0, c], bar,
-                                                    hs.index(st).slice(16 * w, 16))
-                    tma.async_copy_global_to_shared(la_desc, [n0, c], bar,
-                                                    las.index(st).slice(16 * w, 16))
-                    tma.async_copy_global_to_shared(lb_desc, [n0, c], bar,
-                                                    lbs.index(st).slice(16 * w, 16))
+                    _tma_load(h_desc, [n0, c], bar, hs.index(st).slice(16 * w, 16))
+                    _tma_load(la_desc, [n0, c], bar, las.index(st).slice(16 * w, 16))
+                    _tma_load(lb_desc, [n0, c], bar, lbs.index(st).slice(16 * w, 16))
                 _copy_x(xa_desc, xb_desc, xs.index(2 * st), xs.index(2 * st + 1), j, bar, WK, NT)
                 i += 1
 
