@@ -768,17 +768,20 @@ def clear_tuning() -> None:
 def load_tuning(path: str) -> int:
     """Merge a JSON tuning file (written by ``save_tuning``) into the in-memory cache: GEMM
     entries as ``GemmConfig``, "gemv-" entries as ``gemv.GemvConfig``, "mma-" entries as
-    ``mma.MmaConfig``, "wg-" entries as ``wgmma.WgConfig``. A malformed entry is a
+    ``mma.MmaConfig`` (or ``ws.WsConfig`` where they have its ``ws_`` fields: the few-row tuner
+    picks between both kernels), "wg-" entries as ``wgmma.WgConfig``. A malformed entry is a
     ValueError naming the file and the key (nothing is merged then)."""
     from .gemv import GemvConfig  # gemv.py and mma.py import this module
     from .mma import MmaConfig
     from .wgmma import KEY_PREFIX as WG_KEY_PREFIX, WgConfig
+    from .ws import WsConfig
     with open(path) as f:
         data = json.load(f)
     loaded = {}
     for key, cfg in data.items():
         cls = (GemvConfig if key.startswith(GEMV_KEY_PREFIX)
-               else MmaConfig if key.startswith(MMA_KEY_PREFIX)
+               else (WsConfig if isinstance(cfg, dict) and "ws_stages" in cfg else MmaConfig)
+               if key.startswith(MMA_KEY_PREFIX)
                else WgConfig if key.startswith(WG_KEY_PREFIX) else GemmConfig)
         try:
             loaded[key] = cls(**cfg)

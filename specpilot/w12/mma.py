@@ -518,15 +518,21 @@ if HAS_GLUON:
 
     @gluon.jit
     def _esc_products(r01, r23, tok0, x16_ptr, sxm, ent, v, ok, n0, M, WR: gl.constexpr,
-                      E4: gl.constexpr):
-        """r01 / r23 ([8WR, 2, 4]: rows n0 + 16 (g // 8) + 2 (g % 8) and that + 1, activation row
-        tok0 + 2c + p) plus the exact products of the entries (ent, v, ok) of _esc_entries, as
-        [EC, 8WR, 2, 4] products reduced over the entries."""
+                      E4: gl.constexpr, ROW8: gl.constexpr = False):
+        """r01 / r23 ([8WR, 2, 4]: rows n0 + 16 (g // 8) + 2 (g % 8) and that + 1, or with ROW8
+        (ws.py's slots, WR 1) rows n0 + g and that + 8; activation row tok0 + 2c + p) plus the
+        exact products of the entries (ent, v, ok) of _esc_entries, as [EC, 8WR, 2, 4] products
+        reduced over the entries."""
         R: gl.constexpr = r01.type.layout
         g = _i4(8 * WR, 1, E4)
         p = _i4(2, 2, E4)
         c = _i4(4, 3, E4)
-        lrow = 16 * (g // 8) + 2 * (g % 8)                          # [1, 8WR, 1, 1]
+        if ROW8:
+            lrow = g                                                # [1, 8, 1, 1]
+            d: gl.constexpr = 8
+        else:
+            lrow = 16 * (g // 8) + 2 * (g % 8)                      # [1, 8WR, 1, 1]
+            d: gl.constexpr = 1
         tok = tok0 + 2 * c + p                                      # [1, 1, 2, 4]
         ent = ent[:, None, None, None]
         r = (((ent >> 24) & 0xFF) - n0 % 256) & 255                 # row in the program
@@ -536,7 +542,7 @@ if HAS_GLUON:
         w = v.to(gl.bfloat16, bitcast=True).to(gl.float32)[:, None, None, None]
         add = xv.to(gl.float32) * w                                 # exact (bf16 x bf16)
         a01 = gl.sum(gl.where(lrow == r, add, 0.0), axis=0)
-        a23 = gl.sum(gl.where(lrow + 1 == r, add, 0.0), axis=0)
+        a23 = gl.sum(gl.where(lrow + d == r, add, 0.0), axis=0)
         return r01 + gl.convert_layout(a01, R), r23 + gl.convert_layout(a23, R)
 
     @gluon.jit
@@ -711,13 +717,16 @@ def _tune_key(x: torch.Tensor, w) -> str:
 def mma_autotune(x: torch.Tensor, w, cands=None) -> MmaConfig:
     """Time the candidates on (x, w) as the GEMM's and GEMV's tuners do (CUDA-graph replays
     over a >= 512 MB ring of weight copies) and cache the fastest for (kind, GPU, M, N, K). ``w``:
-    W12Planes (``w12_mma``, ``candidates``) or a bf16 [N, K] weight (``bf16_mma``,
-    ``bf16_candidates``)."""
+    W12Planes (``w12_mma``, ``candidates`` and ``ws.candidates``: the winner may be a
+    ``ws.WsConfig``) or a bf16 [N, K] weight (``bf16_mma``, ``bf16_candidates``)."""
     kind, N, K = _k.weight_kind(w)
     run = w12_mma if kind == "w12" else bf16_mma
     ring = _k.weight_ring(w)
-    cands = cands or (candidates if kind == "w12" else bf16_candidates)(N, K,
-                                                                        _k._num_sms(x.device))
+    if not cands:
+        cands = (candidates if kind == "w12" else bf16_candidates)(N, K, _k._num_sms(x.device))
+        if kind == "w12":   # and the warp-specialized kernel's, where it runs (sm_90)
+            from . import ws
+            cands += ws.candidates(x.shape[0], K, x.device)
     best = _k.fastest(cands, lambda c: lambda i: run(x, ring[i], c), len(ring),
                       f"mma {kind} M={x.shape[0]} N={N} K={K}")
     _k._remember(_tune_key(x, w), best)
@@ -789,9 +798,10 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
     return y
 
 
-def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) -> torch.Tensor:
+def w12_mma(x: torch.Tensor, planes: W12Planes, cfg=None) -> torch.Tensor:
     """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16. ``cfg``:
-    default ``tuned_config``."""
+    default ``tuned_config``; a ``ws.WsConfig`` runs the warp-specialized kernel
+    (``ws.w12_ws``) instead."""
     M, K = x.shape
     if not (1 <= M <= MAX_M and K % 8 == 0) or K != planes.K:
         raise ValueError(f"w12_mma: needs 1 <= M <= {MAX_M}, K % 8 == 0 and K == the weight's "
@@ -802,6 +812,9 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg: MmaConfig | None = None) ->
         raise ValueError(f"w12_mma reads the {IDX_ROWS}-row escape index")
     x = x.contiguous()
     cfg = cfg or tuned_config(x, planes)
+    if not isinstance(cfg, MmaConfig):
+        from . import ws
+        return ws.w12_ws(x, planes, cfg)
     P, _, _, _ = layouts(cfg)
     weight_args = (planes.L.view(torch.int32), planes.H.view(torch.int32),
                    planes.hb.view(torch.int32) if planes.per_row else planes.hb,

@@ -1,0 +1,140 @@
+"""The warp-specialized W12 GEMM (specpilot/w12/ws.py) on an sm_90 GPU: checks, then per layer
+and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
+
+    PYTHONPATH=. python scripts/gpu_w12_ws_bench.py --m 8,16 --out /tmp/ws.json
+
+1. Checks (one PASS / FAIL line each): ``ws.w12_ws`` at each of ``ws.CANDIDATES`` against fp32
+   torch on the true weight (escapes included: every kind of edge value, a per-row base, a last
+   partial round, N not a multiple of 16) at M = 1, 5, 8, 9, 16: the same non-finite pattern and
+   a relative error (2-norm over the finite outputs) < 5e-3.
+2. Timing, every linear layer shape of --models at each --m, us per call as
+   ``kernel.time_calls_us`` (a CUDA graph rotating over >= 400 MB of weight copies, median of 5
+   replays): cuBLAS bf16, the register loop at MMA_CONFIGS (the best counts) and ws at each
+   candidate (the best counts), random N(0, 0.02^2) weights (their natural escapes, ~3e-4).
+   Per model: the sums over one token's linear layers (uses per token from the layer table).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import gpu_w12_bench as WB  # noqa: E402
+from specpilot.w12 import kernel as K  # noqa: E402
+from specpilot.w12 import mma as MM  # noqa: E402
+from specpilot.w12 import ws as WS  # noqa: E402
+from specpilot.w12.format import encode  # noqa: E402
+
+# the register loop's configs that won layers at M = 8-16 (sessions 36-43)
+MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc_mma=1),
+               MM.MmaConfig(2, 1, 2, 8, 136, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, split=2,
+                                                                       esc_mma=1))
+CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
+          (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
+          (4096, 5120, False, WB.FINITE_EDGES))
+
+
+def checks(res: dict) -> bool:
+    ok_all = True
+    dev = torch.device("cuda")
+    for N, Kd, per_row, edges in CHECKS:
+        w = WB.make_weight(N, Kd, N + Kd, edges, N * Kd // 500, per_row=per_row)
+        p = K.prepare(encode(w, per_row=per_row), "cuda")
+        wd = w.cuda().float()
+        for cfg in WS.CANDIDATES:
+            for M in (1, 5, 8, 9, 16):
+                if cfg not in WS.candidates(M, Kd, dev):
+                    continue
+                a = torch.randn(M, Kd, device="cuda").bfloat16()
+                y = WS.w12_ws(a, p, cfg).float()
+                ref = a.float() @ wd.t()
+                fin = torch.isfinite(ref)
+                same = torch.equal(fin, torch.isfinite(y)) and torch.equal(ref.isnan(), y.isnan())
+                err = ((y - ref)[fin].norm() / ref[fin].norm().clamp_min(1e-30)).item()
+                ok = same and err < 5e-3
+                ok_all &= ok
+                print(f"{'PASS' if ok else 'FAIL'} {cfg.short} N{N} K{Kd} per_row={per_row} M{M}"
+                      f" rel err {err:.2e} non-finite pattern {'same' if same else 'DIFFERS'}")
+                res["check"].append(dict(cfg=cfg.short, N=N, K=Kd, M=M, err=err, ok=ok))
+    return ok_all
+
+
+def timing(args, res: dict, t0: float) -> None:
+    ms = [int(v) for v in args.m.split(",")]
+    dev = torch.device("cuda")
+    print(f"{'model':16s} {'layer':28s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>8s} {'mma':>8s} "
+          f"{'ws':>8s} {'ws cfg':>10s} {'ws/mma':>7s} {'cuB/ws':>7s}")
+    for model in args.models.split(","):
+        for (name, N, Kd, count) in WB.layer_shapes(model):
+            if time.time() - t0 > args.time_limit:
+                print("time limit: stopping")
+                return
+            wb = WB.make_weight(256, Kd, 3, WB.FINITE_EDGES, 0)
+            wbig, _ = WB.replicate(encode(wb), wb, N)
+            p = K.prepare(wbig, "cuda")
+            wbf = torch.randn(N, Kd, device="cuda").bfloat16()
+            ring = [p] + [K._planes_copy(p) for _ in range(max(2, int(400e6 // (N * Kd * 1.5)))
+                                                           - 1)]
+            ringb = [wbf] + [wbf.clone() for _ in range(max(2, int(400e6 // (N * Kd * 2))) - 1)]
+            for M in ms:
+                acts = [torch.randn(M, Kd, device="cuda").bfloat16() for _ in range(4)]
+                row = dict(model=model, layer=name, N=N, K=Kd, M=M, count=count)
+                row["cublas"] = K.time_calls_us(lambda i: acts[i % 4] @ ringb[i % len(ringb)].t(),
+                                                len(ringb))
+                for kind, cands in (("mma", MMA_CONFIGS), ("ws", WS.candidates(M, Kd, dev))):
+                    for cfg in cands:
+                        MM.w12_mma(acts[0], p, cfg)
+                        us = K.time_calls_us(lambda i, c=cfg: MM.w12_mma(
+                            acts[i % 4], ring[i % len(ring)], c), len(ring))
+                        row[f"{kind} {cfg.short}"] = us
+                        if us < row.get(kind, 1e30):
+                            row[kind], row[f"{kind}_cfg"] = us, cfg.short
+                res["timing"].append(row)
+                wsu = row.get("ws", float("nan"))
+                print(f"{model:16s} {name[:28]:28s} {N:6d} {Kd:6d} {M:2d} {row['cublas']:8.1f} "
+                      f"{row['mma']:8.1f} {wsu:8.1f} {row.get('ws_cfg', '-'):>10s} "
+                      f"{row['mma'] / wsu:7.3f} {row['cublas'] / wsu:7.3f}")
+            ring = ringb = None
+            torch.cuda.empty_cache()
+        for M in ms:
+            rows = [r for r in res["timing"] if r["model"] == model and r["M"] == M]
+            tot = {k: sum(r[k] * r["count"] for r in rows) for k in ("cublas", "mma")}
+            tot["best"] = sum(min(r["mma"], r.get("ws", 1e30)) * r["count"] for r in rows)
+            res["totals"].append(dict(model=model, M=M, layers=len(rows), **tot))
+            print(f"{model} M={M} per token ({len(rows)} layer shapes): cuBLAS {tot['cublas']:.0f}"
+                  f" us, register loop {tot['mma']:.0f} us ({tot['cublas'] / tot['mma']:.3f}x), "
+                  f"best of both per layer {tot['best']:.0f} us ({tot['cublas'] / tot['best']:.3f}x"
+                  f" of cuBLAS, {tot['mma'] / tot['best']:.3f}x of the register loop)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="")
+    ap.add_argument("--models", default="qwen38-27b,muse-glimmer-30b")
+    ap.add_argument("--m", default="8,16")
+    ap.add_argument("--time-limit", type=float, default=240.0)
+    ap.add_argument("--skip-check", action="store_true")
+    args = ap.parse_args()
+    if not WS.supported(8, 1024, torch.device("cuda")):
+        print("ws: needs an sm_90 GPU and Triton with Gluon's Hopper ops")
+        return 1
+    t0 = time.time()
+    res = {"check": [], "timing": [], "totals": []}
+    ok = True if args.skip_check else checks(res)
+    timing(args, res, t0)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+    print(f"checks {'all passed' if ok else 'FAILED'}; {time.time() - t0:.0f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

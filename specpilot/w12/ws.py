@@ -1,0 +1,371 @@
+"""Warp-specialized W12 GEMM for few activation rows (M <= 16) on sm_90: TMA ring + MMA consumers.
+
+Why: the few-row kernel of ``mma.py`` holds its look-ahead (the next round's plane and x words)
+in registers, which run out at 9-16 rows (254 registers at k2s8, NT 2), and three attempts to
+stage its data in shared memory from the same warps lost (docs/w12.md). Here the two jobs are in
+different warps (``gl.warp_specialize``): one producer warp moves each round's planes and x into a
+ring of shared-memory stages with TMA (completion on mbarriers), and the ``WK`` = 4 consumer
+warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync.m16n8k16`` as
+``mma.py`` does (the same relabelled K, layouts P / Q / X, S = 8 H words per lane and round).
+
+* Persistent: ``grid`` programs (the SM count, or twice it with ``WsConfig.grid`` 2) walk the
+  16-row blocks ``pid, pid + grid, ...``; the producer streams the next block's first rounds
+  while the consumers finish a block (the cross-warp sum, the escapes, the stores).
+* Per stage and consumer warp ``w`` (K split over the warps inside a round as in mma.py): the H,
+  L-first-half and L-second-half tiles ``[16, 32]`` int32 (rows: the block's 16 weight rows;
+  H words ``j + 32 w ..``), and per half and 8-token tile two x boxes ``[8, 32]`` (x words
+  ``2 j + 64 w + 32 b ..``), stacked into ``[16 WK, 32]`` buffers, all with the 128-byte swizzle:
+  each consumer read (16 bytes per lane) is free of bank conflicts. MMA row slot ``g`` is weight
+  row ``g`` and slot ``g + 8`` row ``g + 8`` (mma.py pairs adjacent rows for its global loads;
+  in shared memory that would conflict).
+* Each plane half and x half has its own TMA descriptor over a strided view, so the last partial
+  round and the rows past N read zeros (TMA fills outside the view with 0; a zero H word decodes
+  to a finite value, times x = 0). K % 32 == 0 keeps the second halves' bases 16-byte aligned.
+* Escapes decode to +0; their exact products (``mma._esc_products``, bf16 x bf16 exact in fp32)
+  are added per block after its main loop, from entries loaded before it (their latency hidden by
+  the loop), then any further chunks. Not bit-equal to a bf16 GEMM (fast mode only).
+* PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
+  the consumers before their first read of x or write of y; the next kernel may launch after the
+  consumers' last block.
+
+Measured (H100, session 44, ``scripts/gpu_w12_ws_probe.py``; docs/benchmarks/w12.md): at 16 rows
+1.07-1.22x faster than the tuned register loop on every large layer of Qwen3.8-27B and
+Muse-Glimmer-30B, 1.24-1.35x of cuBLAS on Qwen3.8-27B's. GPU only (sm_90: TMA, setmaxnreg,
+mbarriers); on CPU the tests compile it for sm_90.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..kernels import pdl as _pdl
+from . import kernel as _k
+from . import mma as _mm
+from .kernel import DECODE_PTX, GROUP, IDX_ROWS, W12Planes, _cdiv
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # no Triton, or one without Gluon's Hopper ops: supported() says False
+    gluon = None
+    gl = None
+
+HAS_WS = gluon is not None and _mm.HAS_GLUON
+WK = 4          # consumer warps (a warp-specialized kernel's default partition: a multiple of 4)
+S = 8           # H words per lane and round: one 128-byte tile row per warp
+TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
+MAX_M = 16
+BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
+SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
+SMEM_EXTRA = 2048    # the kernel's own bytes besides the ring (mbarriers, the cross-warp sums)
+
+
+@dataclass(frozen=True)
+class WsConfig:
+    """ws_stages: shared-memory ring stages (rounds in flight); ws_maxnreg: a register cap per
+    thread for the launch (0: none, then one block per SM); ws_grid: programs per SM (2 needs
+    the cap and two blocks' ring in shared memory). Prefixed names: tune files hold these next
+    to ``mma.MmaConfig`` entries under the same keys."""
+    ws_stages: int = 3
+    ws_maxnreg: int = 0
+    ws_grid: int = 1
+
+    def __post_init__(self):
+        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)):
+            raise ValueError(f"WsConfig: bad values {self}")
+
+    @property
+    def short(self) -> str:
+        reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
+        return f"ws{self.ws_stages}{reg}x{self.ws_grid}"
+
+
+def smem_bytes(stages: int, nt: int) -> int:
+    """The ring's bytes: per stage three plane tiles and 2 nt x tiles of [16 WK, 32] int32."""
+    return stages * (3 + 2 * nt) * 16 * WK * TILE_W * 4
+
+
+# the tuning space (session 44, H100: ws3 won most large layers at 16 rows, ws4 the downs, ws2
+# g128 x2 the lm_heads and Muse's down at 8 rows)
+CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2), WsConfig(2, 128, 2))
+
+
+def supported(M: int, K: int, device: torch.device) -> bool:
+    """Whether ``w12_ws`` runs x [M, K] here: Gluon with Hopper's TMA ops, an sm_90 GPU,
+    1 <= M <= 16, K % 32 == 0."""
+    return (HAS_WS and device.type == "cuda" and 1 <= M <= MAX_M and K % 32 == 0
+            and torch.cuda.get_device_capability(device)[0] == 9)
+
+
+def fits(cfg: WsConfig, nt: int) -> bool:
+    """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's."""
+    need = smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA
+    return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
+
+
+def candidates(M: int, K: int, device: torch.device) -> tuple:
+    """The configs of CANDIDATES that fit at M rows, where supported."""
+    if not supported(M, K, device):
+        return ()
+    return tuple(c for c in CANDIDATES if fits(c, 1 if M <= 8 else 2))
+
+
+if HAS_WS:
+    _TW = gl.constexpr(TILE_W)
+    _S = gl.constexpr(S)
+    _DECODE = gl.constexpr(DECODE_PTX)
+    # a TMA load: async_copy_global_to_shared in triton 3.6 (the GPU machine's), async_load from
+    # 3.7 on (the old name raises there)
+    _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+
+    @gluon.jit
+    def _copy_x(xa_desc, xb_desc, xsa, xsb, j, bar, WK: gl.constexpr, NT: gl.constexpr):
+        """Round j's x words of both halves into the stage's x buffers xsa / xsb, rows
+        16 WK tt + 16 w + 8 b + t: x words 2 j + 64 w + 32 b .. + 32 of token 8 tt + t."""
+        for tt in gl.static_range(NT):
+            for w in gl.static_range(WK):
+                for b in gl.static_range(2):
+                    col = 2 * j + 64 * w + 32 * b
+                    _tma_load(xa_desc, [8 * tt, col], bar,
+                              xsa.slice(16 * WK * tt + 16 * w + 8 * b, 8))
+                    _tma_load(xb_desc, [8 * tt, col], bar,
+                              xsb.slice(16 * WK * tt + 16 * w + 8 * b, 8))
+
+    @gluon.jit
+    def _producer(h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready, empty,
+                  n_tiles, n_rounds, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr,
+                  PDL: gl.constexpr):
+        """The producer warp: every (block, round) of the program into ring stage i % NS once
+        the consumers have released it."""
+        pid = gl.program_id(0)
+        npg = gl.num_programs(0)
+        nbytes: gl.constexpr = (3 + 2 * NT) * 16 * WK * _TW * 4
+        _mm._gdc_wait(PDL > 0)
+        i = 0
+        for tile in range(pid, n_tiles, npg):
+            n0 = tile * 16
+            for r in range(n_rounds):
+                st = i % NS
+                mbarrier.wait(empty.index(st), ((i // NS) & 1) ^ 1)
+                bar = ready.index(st)
+                mbarrier.expect(bar, nbytes)
+                j = r * (_TW * WK)
+                for w in gl.static_range(WK):
+                    c = j + _TW * w
+                    _tma_load(h_desc, [n0, c], bar, hs.index(st).slice(16 * w, 16))
+                    _tma_load(la_desc, [n0, c], bar, las.index(st).slice(16 * w, 16))
+                    _tma_load(lb_desc, [n0, c], bar, lbs.index(st).slice(16 * w, 16))
+                _copy_x(xa_desc, xb_desc, xs.index(2 * st), xs.index(2 * st + 1), j, bar, WK, NT)
+                i += 1
+
+    @gluon.jit
+    def _planes(buf, LP: gl.constexpr, P: gl.constexpr):
+        """A [16 WK, 32] plane buffer -> [WK, 8, 2, 4, S] in P (slot g: row g, g + 8: row
+        g + 8)."""
+        WK: gl.constexpr = buf.shape[0] // 16
+        v = buf.load(LP)
+        v = gl.permute(gl.reshape(v, [WK, 2, 8, 4, 8]), [0, 2, 1, 3, 4])
+        return gl.convert_layout(v, P, assert_trivial=True)
+
+    @gluon.jit
+    def _xtile(buf, LX: gl.constexpr, X: gl.constexpr):
+        """A [16 WK, 32] x buffer (rows 16 w + 8 b + t) -> [WK, 8, 4, 16] in X (lane 4 t + 2 b
+        + c0 holds words 32 b + 16 c0 .. + 16 of its warp's 64)."""
+        WK: gl.constexpr = buf.shape[0] // 16
+        v = buf.load(LX)
+        v = gl.permute(gl.reshape(v, [WK, 2, 8, 2, 16]), [0, 2, 1, 3, 4])
+        return gl.convert_layout(gl.reshape(v, [WK, 8, 4, 16]), X, assert_trivial=True)
+
+    @gluon.jit
+    def _store(y_ptr, sym, r01, r23, otok, orow, M, N):
+        gl.store(y_ptr + otok * sym + orow, r01.to(gl.bfloat16), mask=(otok < M) & (orow < N))
+        gl.store(y_ptr + otok * sym + orow + 8, r23.to(gl.bfloat16),
+                 mask=(otok < M) & (orow + 8 < N))
+
+    @gluon.jit
+    def _consumer(hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr, kent_ptr,
+                  kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK: gl.constexpr,
+                  NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
+                  X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, E4: gl.constexpr,
+                  EC: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
+                  PDL: gl.constexpr):
+        """The WK consumer warps: per block, its rounds from the ring (decode + MMAs), the
+        cross-warp sum, the escapes' exact products, the bf16 stores."""
+        pid = gl.program_id(0)
+        npg = gl.num_programs(0)
+        SHAPE: gl.constexpr = [WK, 8, 2, 4, _S]
+        ACC: gl.constexpr = gl.SliceLayout(4, Q)
+        R: gl.constexpr = gl.SliceLayout(0, ACC)
+        zero = gl.zeros(SHAPE, gl.float32, Q)
+        og = _mm._i3(8, 0, R)
+        otok = 2 * _mm._i3(4, 2, R) + _mm._i3(2, 1, R)
+        prow = _mm._i5(8, 1, P) + 8 * _mm._i5(2, 2, P)               # [1, 8, 2, 1, 1]
+        if not HB_PER_ROW:
+            hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
+        _mm._gdc_wait(PDL > 0)
+        i = 0
+        for tile in range(pid, n_tiles, npg):
+            n0 = tile * 16
+            if HB_PER_ROW:
+                hbw = gl.load(hb_ptr + (n0 + prow) * 4, mask=n0 + prow < N, other=0) + gl.zeros(
+                    SHAPE, gl.int32, P)
+            if ESC:   # the block's escape range and first chunk, in flight during the loop
+                elo, ehi = _mm._esc_range(koff_ptr, n0, N, G, 1)
+                ent, ev, eok = _mm._esc_entries(kent_ptr, kval_ptr, elo, ehi, E4, EC)
+            acc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
+            acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
+            bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
+            bcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
+            for r in range(n_rounds):
+                st = i % NS
+                mbarrier.wait(ready.index(st), (i // NS) & 1)
+                h = _planes(hs.index(st), LP, P)
+                la = _planes(las.index(st), LP, P)
+                lb = _planes(lbs.index(st), LP, P)
+                xsa = xs.index(2 * st)
+                xsb = xs.index(2 * st + 1)
+                xa = _xtile(xsa.slice(0, 16 * WK), LX, X)
+                xb = _xtile(xsb.slice(0, 16 * WK), LX, X)
+                if NT == 2:
+                    xa1 = _xtile(xsa.slice(16 * WK, 16 * WK), LX, X)
+                    xb1 = _xtile(xsb.slice(16 * WK, 16 * WK), LX, X)
+                # the reads are done before the stage goes back to the producer's TMA
+                fence_async_shared()
+                mbarrier.arrive(empty.index(st), count=1)
+                alo, ahi, blo, bhi = gl.inline_asm_elementwise(
+                    _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
+                    dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
+                alo = gl.convert_layout(alo, Q)
+                ahi = gl.convert_layout(ahi, Q)
+                blo = gl.convert_layout(blo, Q)
+                bhi = gl.convert_layout(bhi, Q)
+                d01, d23 = _mm._mma(alo, ahi, _mm._x_operand(xa, _S, Q), zero, zero)
+                d01, d23 = _mm._mma(blo, bhi, _mm._x_operand(xb, _S, Q), d01, d23)
+                acc01 += gl.sum(d01, axis=4)
+                acc23 += gl.sum(d23, axis=4)
+                if NT == 2:
+                    d01, d23 = _mm._mma(alo, ahi, _mm._x_operand(xa1, _S, Q), zero, zero)
+                    d01, d23 = _mm._mma(blo, bhi, _mm._x_operand(xb1, _S, Q), d01, d23)
+                    bcc01 += gl.sum(d01, axis=4)
+                    bcc23 += gl.sum(d23, axis=4)
+                i += 1
+            orow = n0 + og
+            r01 = gl.sum(acc01, axis=0)
+            r23 = gl.sum(acc23, axis=0)
+            if NT == 2:
+                s01 = gl.sum(bcc01, axis=0)
+                s23 = gl.sum(bcc23, axis=0)
+            if ESC:
+                r01, r23 = _mm._esc_products(r01, r23, 0, x16_ptr, sxm, ent, ev, eok, n0, M, 1,
+                                             E4, True)
+                if NT == 2:
+                    s01, s23 = _mm._esc_products(s01, s23, 8, x16_ptr, sxm, ent, ev, eok, n0, M,
+                                                 1, E4, True)
+                for e0 in range(elo + EC, ehi, EC):
+                    ent2, ev2, eok2 = _mm._esc_entries(kent_ptr, kval_ptr, e0, ehi, E4, EC)
+                    r01, r23 = _mm._esc_products(r01, r23, 0, x16_ptr, sxm, ent2, ev2, eok2, n0,
+                                                 M, 1, E4, True)
+                    if NT == 2:
+                        s01, s23 = _mm._esc_products(s01, s23, 8, x16_ptr, sxm, ent2, ev2, eok2,
+                                                     n0, M, 1, E4, True)
+            _store(y_ptr, sym, r01, r23, otok, orow, M, N)
+            if NT == 2:
+                _store(y_ptr, sym, s01, s23, otok + 8, orow, M, N)
+        _mm._gdc_launch_dependents(PDL > 0)
+
+    @gluon.jit
+    def _ws_kernel(h_desc, la_desc, lb_desc, xa_desc, xb_desc, y_ptr, x16_ptr, hb_ptr, koff_ptr,
+                   kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds,
+                   WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
+                   Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
+                   E4: gl.constexpr, EC: gl.constexpr, ESC: gl.constexpr,
+                   HB_PER_ROW: gl.constexpr, PDL: gl.constexpr = 0):
+        # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
+        # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
+        # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes)
+        SW: gl.constexpr = h_desc.layout
+        hs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
+        las = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
+        lbs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
+        xs = gl.allocate_shared_memory(gl.int32, [2 * NS, 16 * WK * NT, _TW], SW)
+        ready = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(NS):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=1)
+        gl.warp_specialize([
+            (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr,
+                         kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK, NT, NS,
+                         P, Q, X, LP, LX, E4, EC, ESC, HB_PER_ROW, PDL)),
+            (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
+                         empty, n_tiles, n_rounds, WK, NT, NS, PDL)),
+        ], [1], [40])
+
+
+def swizzle():
+    """The shared layout of every ring buffer and TMA box: 128-byte swizzle, int32."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+
+
+def layouts() -> tuple:
+    """(P, Q, X, LP, LX, E4): mma.py's register layouts for WK warps, WR 1, S 8, the two
+    shared-memory read layouts of _planes and _xtile, and the escape products' layout."""
+    cfg = _mm.MmaConfig(warps_k=WK, warps_r=1, ahead=0, words=S)
+    P, Q, X, E4 = _mm.layouts(cfg)
+    wb = [[16 << i, 0] for i in range(WK.bit_length() - 1)]
+    # plane buffer [16 WK, 32]: regs s (cols 1, 2, 4) and the slot pair (row 8); lanes c (cols
+    # 8, 16), g (rows 1, 2, 4); warps rows 16, 32
+    LP = gl.DistributedLinearLayout(reg_bases=[[0, 1], [0, 2], [0, 4], [8, 0]],
+                                    lane_bases=[[0, 8], [0, 16], [1, 0], [2, 0], [4, 0]],
+                                    warp_bases=wb, block_bases=[], shape=[16 * WK, TILE_W])
+    # x buffer [16 WK, 32]: regs the 16 words (cols 1-8); lanes c0 (col 16), b (row 8), t (rows
+    # 1, 2, 4); warps rows 16, 32
+    LX = gl.DistributedLinearLayout(reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8]],
+                                    lane_bases=[[0, 16], [8, 0], [1, 0], [2, 0], [4, 0]],
+                                    warp_bases=wb, block_bases=[], shape=[16 * WK, TILE_W])
+    return P, Q, X, LP, LX, E4
+
+
+def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> torch.Tensor:
+    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16, on an
+    sm_90 GPU. ``cfg``: default ``CANDIDATES[0]``."""
+    M, K = x.shape
+    if K != planes.K or not supported(M, K, x.device):
+        raise ValueError(f"w12_ws: needs an sm_90 GPU with Gluon, 1 <= M <= {MAX_M}, K % 32 == 0 "
+                         f"and K == the weight's ({planes.K}); got x {tuple(x.shape)} on "
+                         f"{x.device}")
+    if planes.idx_rows != IDX_ROWS:
+        raise ValueError(f"w12_ws reads the {IDX_ROWS}-row escape index")
+    cfg = cfg or CANDIDATES[0]
+    x = x.contiguous()
+    N, Kp = planes.N, planes.Kp
+    HW = Kp // 8
+    NT = 1 if M <= 8 else 2
+    if not fits(cfg, NT):
+        raise ValueError(f"w12_ws: {cfg.short} at {M} rows needs more shared memory than an SM "
+                         f"has")
+    y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
+    sw = swizzle()
+    # each half its own descriptor over a strided view: a last partial round reads zeros past
+    # the half's end (and x's second half past K, where K < Kp), not the next half
+    L32, H32, x32 = planes.L.view(torch.int32), planes.H.view(torch.int32), x.view(torch.int32)
+    descs = (TensorDescriptor.from_tensor(H32, [16, TILE_W], sw),
+             TensorDescriptor.from_tensor(L32[:, :HW], [16, TILE_W], sw),
+             TensorDescriptor.from_tensor(L32[:, HW:], [16, TILE_W], sw),
+             TensorDescriptor.from_tensor(x32[:, :2 * HW], [8, TILE_W], sw),
+             TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw))
+    n_tiles = _cdiv(N, 16)
+    n_sm = _k._num_sms(x.device)
+    P, Q, X, LP, LX, E4 = layouts()
+    hb = planes.hb.view(torch.int32) if planes.per_row else planes.hb
+    _ws_kernel[(min(n_tiles, cfg.ws_grid * n_sm),)](
+        *descs, y, x, hb, planes.koff, planes.kent, planes.kval, M, N, x.stride(0) // 2,
+        y.stride(0), _cdiv(Kp // 2, GROUP), n_tiles, _cdiv(HW, TILE_W * WK),
+        WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, E4=E4,
+        EC=_mm.esc_chunk(_mm.MmaConfig(warps_k=WK)), ESC=planes.kent.numel() > 0,
+        HB_PER_ROW=planes.per_row, **_pdl.launch_args(x, 2), num_warps=WK,
+        **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
+    return y

@@ -1,0 +1,180 @@
+"""The warp-specialized W12 GEMM (specpilot/w12/ws.py). Gluon has no interpreter: on CPU the kernel
+is compiled for sm_90 and its code checked; the numerics run on the GPU (marked tests, and
+scripts/gpu_w12_ws_probe.py)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+from specpilot.w12 import mma, ws
+from specpilot.w12.format import encode
+from tests.unit.w12_data import acts, check_close, make_weight
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL)
+CASES = [(3, 0, 1, True, False, 2), (3, 0, 2, True, True, 0), (2, 128, 2, False, False, 2),
+         (4, 0, 2, True, False, 0)]
+SIG = dict(y_ptr="*bf16", x16_ptr="*bf16", hb_ptr="*u8", koff_ptr="*i32", kent_ptr="*i32",
+           kval_ptr="*i16", M="i32", N="i32", sxm="i32", sym="i32", G="i32", n_tiles="i32",
+           n_rounds="i32")
+
+
+def _compile_all() -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from tests.unit.sm90 import ptxas_report
+
+    sw = ws.swizzle()
+    P, Q, X, LP, LX, E4 = ws.layouts()
+    out = {}
+    for stages, maxnreg, nt, esc, per_row, pdl in CASES:
+        desc = f"tensordesc<i32[16, {ws.TILE_W}],{sw!r}>"
+        xdesc = f"tensordesc<i32[8, {ws.TILE_W}],{sw!r}>"
+        sig = dict(h_desc=desc, la_desc=desc, lb_desc=desc, xa_desc=xdesc, xb_desc=xdesc, **SIG)
+        if per_row:
+            sig["hb_ptr"] = "*i32"
+        consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, E4=E4, EC=32,
+                      ESC=esc, HB_PER_ROW=per_row, PDL=pdl)
+        sig.update({k: "constexpr" for k in consts})
+        opts = {"num_warps": ws.WK, **({"maxnreg": maxnreg} if maxnreg else {})}
+        k = triton.compile(GluonASTSource(ws._ws_kernel, sig, consts, {}),
+                           target=GPUTarget("cuda", 90, 32), options=opts)
+        ptx = k.asm["ptx"]
+        # a round's reads: from the consumers' wait on the stage to their release of it
+        first = ptx.find("ld.shared.v4")
+        loop = ptx[ptx.rfind("mbarrier.try_wait", 0, first):ptx.find("mbarrier.arrive", first)]
+        rep = ptxas_report(ptx) or ""
+        out[f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl}"] = {
+            "nt": nt, "pdl": pdl, "esc": esc,
+            "mma": ptx.count("mma.sync.aligned.m16n8k16"),
+            "tma": ptx.count("cp.async.bulk.tensor"),
+            "lds_v4": loop.count("ld.shared.v4"), "lds": loop.count("ld.shared"),
+            "gdc": ptx.count("griddepcontrol."),
+            "setmaxnreg": ptx.count("setmaxnreg"),
+            "spills": [int(t.split("bytes spill stores")[0].split(",")[-1])
+                       for t in rep.splitlines() if "spill stores" in t],
+            "smem": k.metadata.shared, "ring": ws.smem_bytes(stages, nt),
+        }
+    return out
+
+
+def test_compiles_for_sm90():
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    from tests.unit.sm90 import run_in_subprocess
+
+    res = run_in_subprocess(__file__)
+    assert len(res) == len(CASES)
+    for name, r in res.items():
+        nt = r["nt"]
+        # per round and 8-row activation tile: one MMA per H word and half (S = 8, pack 2)
+        assert r["mma"] == 2 * ws.S * nt, (name, r)
+        # per round: three plane tiles x two slot rows x two 16-byte reads, and per half and
+        # 8-token tile four (16 words), and no other shared-memory read
+        assert r["lds_v4"] == r["lds"] == 12 + 8 * nt, (name, r)
+        # the producer: per round and consumer warp three plane boxes and 2 x 2 nt x boxes
+        assert r["tma"] == ws.WK * (3 + 4 * nt), (name, r)
+        assert r["setmaxnreg"] > 0 and r["spills"] in ([0], []), (name, r)
+        assert r["ring"] <= r["smem"] <= r["ring"] + ws.SMEM_EXTRA, (name, r)
+        # PDL: a wait in each partition and one launch_dependents
+        assert r["gdc"] == (3 if r["pdl"] else 0), (name, r)
+
+
+def test_config_and_candidates():
+    assert ws.WsConfig().short == "ws3x1" and ws.WsConfig(2, 128, 2).short == "ws2g128x2"
+    for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1)):
+        with pytest.raises(ValueError):
+            ws.WsConfig(**bad)
+    assert ws.smem_bytes(3, 2) == 3 * 7 * 16 * 4 * 32 * 4
+    # a ring of 2 stages fits twice per SM at 8 rows, not at 16 (two x tiles per half)
+    assert ws.fits(ws.WsConfig(2, 128, 2), 1) and not ws.fits(ws.WsConfig(2, 128, 2), 2)
+    assert ws.fits(ws.WsConfig(4), 2) and not ws.fits(ws.WsConfig(5), 2)
+
+
+def test_refuses_without_an_sm90_gpu():
+    cpu = torch.device("cpu")
+    assert not ws.supported(8, 5120, cpu) and ws.candidates(8, 5120, cpu) == ()
+    if ws.HAS_WS and not torch.cuda.is_available():
+        from specpilot.w12 import kernel as K
+        from specpilot.w12.format import encode
+
+        p = K.prepare(encode(torch.randn(32, 64).bfloat16()))
+        with pytest.raises(ValueError, match="sm_90"):
+            ws.w12_ws(torch.randn(4, 64).bfloat16(), p)
+
+
+def test_w12_mma_runs_a_ws_config_and_the_tune_file_holds_one(tmp_path, monkeypatch):
+    from specpilot.w12 import kernel as Kn
+
+    calls = []
+    monkeypatch.setattr(ws, "w12_ws", lambda x, p, cfg: calls.append(cfg) or "ws")
+    p = Kn.prepare(encode(make_weight(32, 64, 3)))
+    assert mma.w12_mma(torch.randn(4, 64).bfloat16(), p, ws.WsConfig(2, 128, 2)) == "ws"
+    assert calls == [ws.WsConfig(2, 128, 2)]
+    # a tune file with both kinds under "mma-" keys reads back as the same configs
+    monkeypatch.setattr(Kn, "_TUNED", {})
+    key = Kn.MMA_KEY_PREFIX + "w12|H100|m16|n64|k64"
+    Kn._TUNED[key] = ws.WsConfig(4)
+    Kn._TUNED[key.replace("m16", "m2")] = mma.MmaConfig(2, 1, 2, 8, esc_mma=1)
+    path = str(tmp_path / "tune.json")
+    Kn.save_tuning(path)
+    Kn._TUNED.clear()
+    assert Kn.load_tuning(path) == 2
+    assert Kn._TUNED[key] == ws.WsConfig(4)
+    assert Kn._TUNED[key.replace("m16", "m2")] == mma.MmaConfig(2, 1, 2, 8, esc_mma=1)
+
+
+def _sm90() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,K,per_row,narrow", [
+    (256, 512, False, False), (300, 1024, False, False), (512, 2048, True, False),
+    (1040, 5120, False, False),
+    # last rounds partial (K not a multiple of a round's 1024 columns) and N not of 16, weights
+    # in [1, 2) (a zero-filled plane word that decoded to a large value would show)
+    (64, 64, False, True), (96, 160, False, True), (272, 6656, False, True)])
+def test_matches_torch_on_gpu(N, K, per_row, narrow):
+    if not _sm90():
+        pytest.skip("the warp-specialized kernel runs on sm_90")
+    from specpilot.w12 import kernel as Kn
+
+    # 2e-3 of the weights escape (edge values: +-Inf, NaN, subnormals, ...): several chunks per
+    # row block at K = 5120
+    x = (torch.rand(N, K) + 1).bfloat16() if narrow else make_weight(N, K, N + K, per_row,
+                                                                        n_edges=N * K // 500)
+    p = Kn.prepare(encode(x, per_row=per_row), "cuda")
+    for cfg in ws.CANDIDATES:
+        for M in (1, 2, 3, 7, 8, 9, 16):
+            if cfg in ws.candidates(M, K, torch.device("cuda")):
+                a = acts(M, K, M)
+                check_close(ws.w12_ws(a.cuda(), p, cfg), a, x)
+
+
+@pytest.mark.gpu
+def test_tuner_offers_ws_on_sm90(monkeypatch):
+    if not _sm90():
+        pytest.skip("the warp-specialized kernel runs on sm_90")
+    from specpilot.w12 import kernel as Kn
+
+    monkeypatch.setattr(Kn, "_TUNED", {})
+    x = make_weight(512, 1024, 5)
+    p = Kn.prepare(encode(x), "cuda")
+    a = acts(16, 1024, 3)
+    seen = []
+    real = Kn.fastest
+    monkeypatch.setattr(Kn, "fastest", lambda c, *r: seen.extend(c) or real(c, *r))
+    cfg = mma.mma_autotune(a.cuda(), p)
+    assert set(ws.CANDIDATES) <= set(seen)
+    check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, ROOT)
+    print(json.dumps(_compile_all()))
