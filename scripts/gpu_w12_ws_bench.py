@@ -12,6 +12,7 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    replays): cuBLAS bf16, the register loop at MMA_CONFIGS (the best counts) and ws at each
    candidate (the best counts), random N(0, 0.02^2) weights (their natural escapes, ~3e-4).
    Per model: the sums over one token's linear layers (uses per token from the layer table).
+   With --ab, the best ws config also on the planes with an empty escape list.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gpu_w12_bench as WB  # noqa: E402
+import gpu_w12_gemv_bench as GB  # noqa: E402
 from specpilot.w12 import kernel as K  # noqa: E402
 from specpilot.w12 import mma as MM  # noqa: E402
 from specpilot.w12 import ws as WS  # noqa: E402
@@ -96,6 +98,12 @@ def timing(args, res: dict, t0: float) -> None:
                         row[f"{kind} {cfg.short}"] = us
                         if us < row.get(kind, 1e30):
                             row[kind], row[f"{kind}_cfg"] = us, cfg.short
+                if args.ab and "ws_cfg" in row:   # the best ws config without escapes
+                    c = next(c for c in WS.CANDIDATES if c.short == row["ws_cfg"])
+                    bare = GB.bare_ring(ring)
+                    row["ws noesc"] = K.time_calls_us(lambda i: WS.w12_ws(
+                        acts[i % 4], bare[i % len(bare)], c), len(bare))
+                    print(f"   {row['ws_cfg']} without escapes: {row['ws noesc']:.1f} us")
                 res["timing"].append(row)
                 wsu = row.get("ws", float("nan"))
                 print(f"{model:16s} {name[:28]:28s} {N:6d} {Kd:6d} {M:2d} {row['cublas']:8.1f} "
@@ -121,6 +129,8 @@ def main() -> int:
     ap.add_argument("--m", default="8,16")
     ap.add_argument("--time-limit", type=float, default=240.0)
     ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--ab", action="store_true", help="also the best ws config on the planes "
+                    "without escapes (timing only: the outputs are wrong)")
     args = ap.parse_args()
     if not WS.supported(8, 1024, torch.device("cuda")):
         print("ws: needs an sm_90 GPU and Triton with Gluon's Hopper ops")

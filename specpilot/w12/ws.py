@@ -206,15 +206,19 @@ if HAS_WS:
         if not HB_PER_ROW:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
         _mm._gdc_wait(PDL > 0)
+        if ESC:   # the first block's escape range (each block loads the next one's)
+            elo, ehi = _mm._esc_range(koff_ptr, gl.minimum(pid, n_tiles - 1) * 16, N, G, 1)
         i = 0
         for tile in range(pid, n_tiles, npg):
             n0 = tile * 16
             if HB_PER_ROW:
                 hbw = gl.load(hb_ptr + (n0 + prow) * 4, mask=n0 + prow < N, other=0) + gl.zeros(
                     SHAPE, gl.int32, P)
-            if ESC:   # the block's escape range and first chunk, in flight during the loop
-                elo, ehi = _mm._esc_range(koff_ptr, n0, N, G, 1)
+            if ESC:   # the block's first chunk and the next block's range, in flight during the
+                #       main loop (a block waiting for its own range at its start cost ~1 us)
                 ent, ev, eok = _mm._esc_entries(kent_ptr, kval_ptr, elo, ehi, E4, EC)
+                nlo, nhi = _mm._esc_range(koff_ptr, gl.minimum(tile + npg, n_tiles - 1) * 16, N,
+                                          G, 1)
             acc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
@@ -271,6 +275,8 @@ if HAS_WS:
                     if NT == 2:
                         s01, s23 = _mm._esc_products(s01, s23, 8, x16_ptr, sxm, ent2, ev2, eok2,
                                                      n0, M, 1, E4, True)
+                elo = nlo
+                ehi = nhi
             _store(y_ptr, sym, r01, r23, otok, orow, M, N)
             if NT == 2:
                 _store(y_ptr, sym, s01, s23, otok + 8, orow, M, N)

@@ -171,7 +171,8 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
     real = Kn.fastest
     monkeypatch.setattr(Kn, "fastest", lambda c, *r: seen.extend(c) or real(c, *r))
     cfg = mma.mma_autotune(a.cuda(), p)
-    assert set(ws.CANDIDATES) <= set(seen)
+    assert set(ws.candidates(16, 1024, torch.device("cuda"))) <= set(seen)
+    assert ws.candidates(16, 1024, torch.device("cuda"))
     check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
 
 
