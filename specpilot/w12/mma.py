@@ -589,12 +589,18 @@ if HAS_GLUON:
         return gl.convert_layout(gl.expand_dims(a | (b << 16), 4), QE)
 
     @gluon.jit
-    def _esc_a(r, v, ok, WR: gl.constexpr, EL: gl.constexpr, QE: gl.constexpr):
+    def _esc_a(r, v, ok, WR: gl.constexpr, EL: gl.constexpr, QE: gl.constexpr,
+               ROW8: gl.constexpr = False):
         """The A words of the escape MMA for one slot pair: at row slot g + 8 p (weight row
-        2g + p of the warp's block) the entry's value where its row is that row, else 0."""
+        2g + p of the warp's block; with ROW8, ws.py's slots, row g + 8 p) the entry's value
+        where its row is that row, else 0."""
         gg = _i5(8 * WR, 1, EL) % 8
         p = _i5(2, 2, EL)
-        return _pack_j(gl.where(ok & (r == 2 * gg + p), v, 0), QE)
+        if ROW8:
+            row = gg + 8 * p
+        else:
+            row = 2 * gg + p
+        return _pack_j(gl.where(ok & (r == row), v, 0), QE)
 
     @gluon.jit
     def _esc_x(x16_ptr, sxm, col, okb, tok0, M, WR: gl.constexpr, EL: gl.constexpr,

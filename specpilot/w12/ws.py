@@ -21,9 +21,11 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
 * Each plane half and x half has its own TMA descriptor over a strided view, so the last partial
   round and the rows past N read zeros (TMA fills outside the view with 0; a zero H word decodes
   to a finite value, times x = 0). K % 32 == 0 keeps the second halves' bases 16-byte aligned.
-* Escapes decode to +0; their exact products (``mma._esc_products``, bf16 x bf16 exact in fp32)
-  are added per block after its main loop, from entries loaded before it (their latency hidden by
-  the loop), then any further chunks. Not bit-equal to a bf16 GEMM (fast mode only).
+* Escapes decode to +0; their exact products are added per block after its main loop as
+  tensor-core MMAs (mma.py's ``esc_mma``: 16 entries per warp and chunk, bf16 x bf16 exact in
+  fp32). A block's first chunk is loaded during the previous block and its x gathered during its
+  own main loop, so no block waits for them; further chunks (> 64 escapes in a block) load after
+  the loop. Not bit-equal to a bf16 GEMM (fast mode only).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block.
@@ -180,6 +182,38 @@ if HAS_WS:
         return gl.convert_layout(gl.reshape(v, [WK, 8, 4, 16]), X, assert_trivial=True)
 
     @gluon.jit
+    def _esc_xload(x16_ptr, sxm, col, okb, tok0, M, EL: gl.constexpr):
+        """mma._esc_x's gather alone (x[tok0 + g, the entries' columns], bf16 in EL), so that
+        nothing uses the loaded values before the main loop's end."""
+        tok = tok0 + _mm._i5(8, 1, EL) % 8
+        return gl.load(x16_ptr + tok * (2 * sxm) + col, mask=okb & (tok < M), other=0.0)
+
+    @gluon.jit
+    def _esc_operands(ek, x16_ptr, sxm, M, NT: gl.constexpr, QE: gl.constexpr, EL: gl.constexpr):
+        """A chunk's escape-MMA operands (mma._esc_mma_step's, with ws.py's row slots): the A
+        words of both slot pairs and the gathered x of each 8-token tile (packed in _esc_apply)."""
+        r_lo, v_lo, ok_lo, r_hi, v_hi, ok_hi, col, okb = ek
+        alo = _mm._esc_a(r_lo, v_lo, ok_lo, 1, EL, QE, True)
+        ahi = _mm._esc_a(r_hi, v_hi, ok_hi, 1, EL, QE, True)
+        xv0 = _esc_xload(x16_ptr, sxm, col, okb, 0, M, EL)
+        if NT == 2:
+            xv1 = _esc_xload(x16_ptr, sxm, col, okb, 8, M, EL)
+        else:
+            xv1 = xv0
+        return alo, ahi, xv0, xv1
+
+    @gluon.jit
+    def _esc_apply(e01, e23, f01, f23, ea, NT: gl.constexpr, QE: gl.constexpr):
+        """The chunk's MMAs (operands from _esc_operands) added to the [WK, 8, 2, 4, 1] sums."""
+        alo, ahi, xv0, xv1 = ea
+        xw0 = _mm._pack_j(xv0.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
+        e01, e23 = _mm._mma(alo, ahi, xw0, e01, e23)
+        if NT == 2:
+            xw1 = _mm._pack_j(xv1.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
+            f01, f23 = _mm._mma(alo, ahi, xw1, f01, f23)
+        return e01, e23, f01, f23
+
+    @gluon.jit
     def _store(y_ptr, sym, r01, r23, otok, orow, M, N):
         gl.store(y_ptr + otok * sym + orow, r01.to(gl.bfloat16), mask=(otok < M) & (orow < N))
         gl.store(y_ptr + otok * sym + orow + 8, r23.to(gl.bfloat16),
@@ -189,8 +223,8 @@ if HAS_WS:
     def _consumer(hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr, kent_ptr,
                   kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK: gl.constexpr,
                   NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
-                  X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, E4: gl.constexpr,
-                  EC: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
+                  X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
+                  EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr):
         """The WK consumer warps: per block, its rounds from the ring (decode + MMAs), the
         cross-warp sum, the escapes' exact products, the bf16 stores."""
@@ -206,19 +240,31 @@ if HAS_WS:
         if not HB_PER_ROW:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
         _mm._gdc_wait(PDL > 0)
-        if ESC:   # the first block's escape range (each block loads the next one's)
-            elo, ehi = _mm._esc_range(koff_ptr, gl.minimum(pid, n_tiles - 1) * 16, N, G, 1)
+        if ESC:   # the first block's range and first chunk, and the second block's range
+            t0 = gl.minimum(pid, n_tiles - 1)
+            elo, ehi = _mm._esc_range(koff_ptr, t0 * 16, N, G, 1)
+            ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, t0 * 16, WK, 1, EL)
+            nlo, nhi = _mm._esc_range(koff_ptr, gl.minimum(pid + npg, n_tiles - 1) * 16, N, G, 1)
         i = 0
         for tile in range(pid, n_tiles, npg):
             n0 = tile * 16
             if HB_PER_ROW:
                 hbw = gl.load(hb_ptr + (n0 + prow) * 4, mask=n0 + prow < N, other=0) + gl.zeros(
                     SHAPE, gl.int32, P)
-            if ESC:   # the block's first chunk and the next block's range, in flight during the
-                #       main loop (a block waiting for its own range at its start cost ~1 us)
-                ent, ev, eok = _mm._esc_entries(kent_ptr, kval_ptr, elo, ehi, E4, EC)
-                nlo, nhi = _mm._esc_range(koff_ptr, gl.minimum(tile + npg, n_tiles - 1) * 16, N,
-                                          G, 1)
+            if ESC:
+                # this block's first chunk as MMA operands (its entries came during the last
+                # block; the x gathers are in flight during the main loop), the next block's
+                # entries and the one after's range (a block that waited for its own escapes at
+                # its start or end took ~2.4 us more, session 44)
+                ea = _esc_operands(ek, x16_ptr, sxm, M, NT, QE, EL)
+                tn = gl.minimum(tile + npg, n_tiles - 1)
+                ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, nlo, nhi, 0, tn * 16, WK, 1, EL)
+                clo = elo
+                chi = ehi
+                elo = nlo
+                ehi = nhi
+                nlo, nhi = _mm._esc_range(koff_ptr, gl.minimum(tile + 2 * npg, n_tiles - 1) * 16,
+                                          N, G, 1)
             acc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
@@ -262,21 +308,22 @@ if HAS_WS:
             if NT == 2:
                 s01 = gl.sum(bcc01, axis=0)
                 s23 = gl.sum(bcc23, axis=0)
-            if ESC:
-                r01, r23 = _mm._esc_products(r01, r23, 0, x16_ptr, sxm, ent, ev, eok, n0, M, 1,
-                                             E4, True)
+            if ESC:   # the escapes' exact products: the first chunk, then any further ones
+                e01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
+                e23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
+                f01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
+                f23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
+                e01, e23, f01, f23 = _esc_apply(e01, e23, f01, f23, ea, NT, QE)
+                for t in range(1, gl.cdiv(chi - clo, 16 * WK)):
+                    ek2 = _mm._esc_mma_entries(kent_ptr, kval_ptr, clo, chi, t, n0, WK, 1, EL)
+                    e01, e23, f01, f23 = _esc_apply(
+                        e01, e23, f01, f23, _esc_operands(ek2, x16_ptr, sxm, M, NT, QE, EL), NT,
+                        QE)
+                r01 += gl.convert_layout(gl.sum(gl.sum(e01, axis=4), axis=0), R)
+                r23 += gl.convert_layout(gl.sum(gl.sum(e23, axis=4), axis=0), R)
                 if NT == 2:
-                    s01, s23 = _mm._esc_products(s01, s23, 8, x16_ptr, sxm, ent, ev, eok, n0, M,
-                                                 1, E4, True)
-                for e0 in range(elo + EC, ehi, EC):
-                    ent2, ev2, eok2 = _mm._esc_entries(kent_ptr, kval_ptr, e0, ehi, E4, EC)
-                    r01, r23 = _mm._esc_products(r01, r23, 0, x16_ptr, sxm, ent2, ev2, eok2, n0,
-                                                 M, 1, E4, True)
-                    if NT == 2:
-                        s01, s23 = _mm._esc_products(s01, s23, 8, x16_ptr, sxm, ent2, ev2, eok2,
-                                                     n0, M, 1, E4, True)
-                elo = nlo
-                ehi = nhi
+                    s01 += gl.convert_layout(gl.sum(gl.sum(f01, axis=4), axis=0), R)
+                    s23 += gl.convert_layout(gl.sum(gl.sum(f23, axis=4), axis=0), R)
             _store(y_ptr, sym, r01, r23, otok, orow, M, N)
             if NT == 2:
                 _store(y_ptr, sym, s01, s23, otok + 8, orow, M, N)
@@ -287,7 +334,7 @@ if HAS_WS:
                    kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds,
                    WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
-                   E4: gl.constexpr, EC: gl.constexpr, ESC: gl.constexpr,
+                   QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, PDL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
@@ -305,7 +352,7 @@ if HAS_WS:
         gl.warp_specialize([
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr,
                          kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK, NT, NS,
-                         P, Q, X, LP, LX, E4, EC, ESC, HB_PER_ROW, PDL)),
+                         P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW, PDL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
                          empty, n_tiles, n_rounds, WK, NT, NS, PDL)),
         ], [1], [40])
@@ -317,10 +364,11 @@ def swizzle():
 
 
 def layouts() -> tuple:
-    """(P, Q, X, LP, LX, E4): mma.py's register layouts for WK warps, WR 1, S 8, the two
-    shared-memory read layouts of _planes and _xtile, and the escape products' layout."""
+    """(P, Q, X, LP, LX, QE, EL): mma.py's register layouts for WK warps, WR 1, S 8, the two
+    shared-memory read layouts of _planes and _xtile, and the escape MMAs' layouts."""
     cfg = _mm.MmaConfig(warps_k=WK, warps_r=1, ahead=0, words=S)
-    P, Q, X, E4 = _mm.layouts(cfg)
+    P, Q, X, _ = _mm.layouts(cfg)
+    QE, EL = _mm.esc_mma_layouts(cfg)
     wb = [[16 << i, 0] for i in range(WK.bit_length() - 1)]
     # plane buffer [16 WK, 32]: regs s (cols 1, 2, 4) and the slot pair (row 8); lanes c (cols
     # 8, 16), g (rows 1, 2, 4); warps rows 16, 32
@@ -332,7 +380,7 @@ def layouts() -> tuple:
     LX = gl.DistributedLinearLayout(reg_bases=[[0, 1], [0, 2], [0, 4], [0, 8]],
                                     lane_bases=[[0, 16], [8, 0], [1, 0], [2, 0], [4, 0]],
                                     warp_bases=wb, block_bases=[], shape=[16 * WK, TILE_W])
-    return P, Q, X, LP, LX, E4
+    return P, Q, X, LP, LX, QE, EL
 
 
 def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> torch.Tensor:
@@ -365,13 +413,13 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
              TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw))
     n_tiles = _cdiv(N, 16)
     n_sm = _k._num_sms(x.device)
-    P, Q, X, LP, LX, E4 = layouts()
+    P, Q, X, LP, LX, QE, EL = layouts()
     hb = planes.hb.view(torch.int32) if planes.per_row else planes.hb
     _ws_kernel[(min(n_tiles, cfg.ws_grid * n_sm),)](
         *descs, y, x, hb, planes.koff, planes.kent, planes.kval, M, N, x.stride(0) // 2,
         y.stride(0), _cdiv(Kp // 2, GROUP), n_tiles, _cdiv(HW, TILE_W * WK),
-        WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, E4=E4,
-        EC=_mm.esc_chunk(_mm.MmaConfig(warps_k=WK)), ESC=planes.kent.numel() > 0,
+        WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
+        ESC=planes.kent.numel() > 0,
         HB_PER_ROW=planes.per_row, **_pdl.launch_args(x, 2), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

@@ -32,7 +32,7 @@ wsk)
     tests/unit/test_w12_mma.py
   el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
     | head -20
-  timeout 330 python3 scripts/gpu_w12_ws_bench.py --m 8,16 --time-limit 290 --out $L/ws.json \
+  timeout 330 python3 scripts/gpu_w12_ws_bench.py --m 8,16 --ab --time-limit 290 --out $L/ws.json \
     > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
   grep -c "^PASS" $L/ws.log ;;
