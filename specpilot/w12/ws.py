@@ -302,13 +302,8 @@ if HAS_WS:
                     bcc01 += gl.sum(d01, axis=4)
                     bcc23 += gl.sum(d23, axis=4)
                 i += 1
-            orow = n0 + og
-            r01 = gl.sum(acc01, axis=0)
-            r23 = gl.sum(acc23, axis=0)
-            if NT == 2:
-                s01 = gl.sum(bcc01, axis=0)
-                s23 = gl.sum(bcc23, axis=0)
-            if ESC:   # the escapes' exact products: the first chunk, then any further ones
+            if ESC:   # the escapes' exact products: the first chunk, then any further ones,
+                #       added before the cross-warp sum (no reduction of their own)
                 e01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 e23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 f01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
@@ -319,11 +314,17 @@ if HAS_WS:
                     e01, e23, f01, f23 = _esc_apply(
                         e01, e23, f01, f23, _esc_operands(ek2, x16_ptr, sxm, M, NT, QE, EL), NT,
                         QE)
-                r01 += gl.convert_layout(gl.sum(gl.sum(e01, axis=4), axis=0), R)
-                r23 += gl.convert_layout(gl.sum(gl.sum(e23, axis=4), axis=0), R)
+                acc01 += gl.convert_layout(gl.sum(e01, axis=4), ACC)
+                acc23 += gl.convert_layout(gl.sum(e23, axis=4), ACC)
                 if NT == 2:
-                    s01 += gl.convert_layout(gl.sum(gl.sum(f01, axis=4), axis=0), R)
-                    s23 += gl.convert_layout(gl.sum(gl.sum(f23, axis=4), axis=0), R)
+                    bcc01 += gl.convert_layout(gl.sum(f01, axis=4), ACC)
+                    bcc23 += gl.convert_layout(gl.sum(f23, axis=4), ACC)
+            orow = n0 + og
+            r01 = gl.sum(acc01, axis=0)
+            r23 = gl.sum(acc23, axis=0)
+            if NT == 2:
+                s01 = gl.sum(bcc01, axis=0)
+                s23 = gl.sum(bcc23, axis=0)
             _store(y_ptr, sym, r01, r23, otok, orow, M, N)
             if NT == 2:
                 _store(y_ptr, sym, s01, s23, otok + 8, orow, M, N)

@@ -8,6 +8,7 @@
 #       layers at M = 8, 16 against the register loop (mma.py, 4 configs) and cuBLAS
 #   bash docs/benchmarks/raw/w12/session44/next.sh wsk    # ~6 min: specpilot/w12/ws.py: the GPU
 #       tests of ws.py and mma.py, then scripts/gpu_w12_ws_bench.py at M = 8, 16 (every layer)
+#   bash docs/benchmarks/raw/w12/session44/next.sh wsf    # ~5 min: ws.py's GPU tests, the bench
 #   bash docs/benchmarks/raw/w12/session44/next.sh wsab   # ~4 min: the bench's checks and every
 #       layer, the best ws config also on planes without escapes
 #   bash docs/benchmarks/raw/w12/session44/next.sh auto   # H200: `qwen`; any other card: the cost
@@ -22,6 +23,14 @@ CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$CARD
 MODE=${1:-}
 if [ "$MODE" = auto ]; then case "$CARD" in *H200*) MODE=qwen ;; *) MODE=h100cm ;; esac; fi
 case "$MODE" in
+wsf)   # the GPU tests of ws.py alone, then the bench (checks, every layer at M = 8, 16)
+  OUT=$L WORKERS=8 PER_TEST=120 LIMIT=150 bash scripts/gpu_tests.sh tests/unit/test_w12_ws.py
+  el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
+    | head -20
+  timeout 260 python3 scripts/gpu_w12_ws_bench.py --m 8,16 --time-limit 220 --out $L/ws.json \
+    > $L/ws.log 2>&1
+  el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
+  grep -c "^PASS" $L/ws.log ;;
 wsab)   # the bench's checks, then every layer with the best ws config also without escapes
   timeout 400 python3 scripts/gpu_w12_ws_bench.py --m 8,16 --ab --time-limit 360 \
     --out $L/ws_ab.json > $L/ws_ab.log 2>&1
@@ -52,5 +61,5 @@ h100cm)
   timeout 540 python3 -m specpilot.costmodel --setting h100_c1_qwen38-27b_dflash2 --engine final \
     --accept 4.8 --measure --json $L/costmodel_final.json > $L/costmodel_final.log 2>&1
   el "costmodel final rc=$?"; head -70 $L/costmodel_final.log | cut -c1-200 ;;
-*) echo "usage: $0 ws | wsk | wsab | qwen | muse | auto" >&2; exit 2 ;;
+*) echo "usage: $0 ws | wsk | wsf | wsab | qwen | muse | auto" >&2; exit 2 ;;
 esac
