@@ -30,10 +30,11 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block.
 
-Measured (H100, session 44, ``scripts/gpu_w12_ws_probe.py``; docs/benchmarks/w12.md): at 16 rows
-1.07-1.22x faster than the tuned register loop on every large layer of Qwen3.8-27B and
-Muse-Glimmer-30B, 1.24-1.35x of cuBLAS on Qwen3.8-27B's. GPU only (sm_90: TMA, setmaxnreg,
-mbarriers); on CPU the tests compile it for sm_90.
+Measured (H100, session 44, docs/benchmarks/w12.md): at 16 rows Qwen3.8-27B's gate_up 1.11x and
+lm_head 1.02x faster than the tuned register loop, the other layers 0.89-1.00x; on planes without
+escapes 1.08-1.21x on every Qwen3.8 layer, so the escapes are what is left. The tuner picks the
+faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on CPU the tests compile
+it for sm_90.
 """
 from __future__ import annotations
 
