@@ -31,7 +31,7 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   consumers' last block.
 
 Measured (H100, session 44, docs/benchmarks/w12.md): at 16 rows Qwen3.8-27B's gate_up 1.11x and
-lm_head 1.02x faster than the tuned register loop, the other layers 0.89-1.00x; on planes without
+lm_head 1.02x faster than the tuned register loop, the other layers of both models 0.89-1.00x; on planes without
 escapes 1.08-1.21x on every Qwen3.8 layer, so the escapes are what is left. The tuner picks the
 faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on CPU the tests compile
 it for sm_90.
