@@ -28,7 +28,10 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   the loop. Not bit-equal to a bf16 GEMM (fast mode only).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
-  consumers' last block.
+  consumers' last block. Compiled and checked on CPU, not yet run on a GPU: launches use it only
+  with ``WS_PDL`` (off until ``test_gpu_graph_with_pdl_equals_without`` has passed on one);
+  without it the kernel is an ordinary stream-ordered launch (correct next to PDL kernels: they
+  cannot start before it ends).
 
 Measured (H100, session 44, docs/benchmarks/w12.md): at 16 rows Qwen3.8-27B's gate_up 1.11x and
 lm_head 1.02x faster than the tuned register loop, the other layers of both models 0.89-1.00x; on planes without
@@ -61,6 +64,7 @@ WK = 4          # consumer warps (a warp-specialized kernel's default partition:
 S = 8           # H words per lane and round: one 128-byte tile row per warp
 TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
 MAX_M = 16
+WS_PDL = False   # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
 SMEM_EXTRA = 2048    # the kernel's own bytes besides the ring (mbarriers, the cross-warp sums)
@@ -422,6 +426,6 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         y.stride(0), _cdiv(Kp // 2, GROUP), n_tiles, _cdiv(HW, TILE_W * WK),
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
-        HB_PER_ROW=planes.per_row, **_pdl.launch_args(x, 2), num_warps=WK,
+        HB_PER_ROW=planes.per_row, **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

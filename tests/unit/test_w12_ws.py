@@ -12,7 +12,7 @@ import torch
 
 from specpilot.w12 import mma, ws
 from specpilot.w12.format import encode
-from tests.unit.w12_data import acts, check_close, make_weight
+from tests.unit.w12_data import FINITE_EDGE, acts, check_close, check_pdl_modes, make_weight
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 # (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL)
@@ -176,6 +176,38 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
     assert set(ws.candidates(16, 1024, torch.device("cuda"))) <= set(seen)
     assert ws.candidates(16, 1024, torch.device("cuda"))
     check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
+
+
+@pytest.mark.gpu
+def test_gpu_graph_with_pdl_equals_without(monkeypatch):
+    """A chain of norm -> W12 layers on ws (every candidate at 8 and 16 rows) and on the
+    register loop gives the same bits eagerly and in a CUDA graph (the TMA descriptors captured
+    with the launches), with PDL off and on (WS_PDL)."""
+    from specpilot.kernels import norm
+    from specpilot.w12 import kernel as Kn
+
+    if not _sm90():
+        pytest.skip("the warp-specialized kernel runs on sm_90")
+    monkeypatch.setattr(ws, "WS_PDL", True)
+    D = 2048
+    layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
+              for i in range(6)]
+    cfgs = ws.CANDIDATES + (mma.MmaConfig(2, 1, 2, 8, esc_mma=1),)
+    nw = torch.randn(D, device="cuda").bfloat16()
+    for M in (8, 16):
+        x0 = acts(M, D, M).cuda()
+
+        def chain():
+            h, outs = x0, []
+            for i, p in enumerate(layers):
+                cfg = cfgs[i % len(cfgs)]
+                if isinstance(cfg, ws.WsConfig) and not ws.fits(cfg, 1 if M <= 8 else 2):
+                    cfg = ws.CANDIDATES[0]
+                h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfg)
+                outs.append(h)
+            return outs
+
+        check_pdl_modes(monkeypatch, chain, ((0, 0), (1, 2), (2, 2)))
 
 
 if __name__ == "__main__":
