@@ -249,6 +249,35 @@ if HAS_GLUON:
         return gl.convert_layout(v, Q, assert_trivial=True)
 
     @gluon.jit
+    def _decode(la, lb, h, hbw):
+        """DECODE_PTX on a round's plane words: the A words of the first half's slot pairs
+        (alo, ahi) and of the second half's (blo, bhi), in the planes' layout."""
+        return gl.inline_asm_elementwise(_DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
+                                         dtype=(gl.int32, gl.int32, gl.int32, gl.int32),
+                                         is_pure=True, pack=1)
+
+    @gluon.jit
+    def _round_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1, acc01, acc23, bcc01, bcc23, zero,
+                    S: gl.constexpr, Q: gl.constexpr, NT: gl.constexpr):
+        """A round's MMAs: both halves' A words (moved to Q: register renames) against x of
+        the first 8-token tile and, with NT 2, the second; each step starts from zero and the
+        steps are summed into the [.., 4] accumulators (acc: first tile, bcc: second)."""
+        alo = gl.convert_layout(alo, Q)
+        ahi = gl.convert_layout(ahi, Q)
+        blo = gl.convert_layout(blo, Q)
+        bhi = gl.convert_layout(bhi, Q)
+        d01, d23 = _mma(alo, ahi, _x_operand(xa, S, Q), zero, zero)
+        d01, d23 = _mma(blo, bhi, _x_operand(xb, S, Q), d01, d23)
+        acc01 += gl.sum(d01, axis=4)
+        acc23 += gl.sum(d23, axis=4)
+        if NT == 2:
+            d01, d23 = _mma(alo, ahi, _x_operand(xa1, S, Q), zero, zero)
+            d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
+            bcc01 += gl.sum(d01, axis=4)
+            bcc23 += gl.sum(d23, axis=4)
+        return acc01, acc23, bcc01, bcc23
+
+    @gluon.jit
     def _mma(alo, ahi, xb, c01, c23):
         return gl.inline_asm_elementwise(_MMA, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f",
                                          [alo, ahi, xb, c01, c23],
@@ -391,22 +420,9 @@ if HAS_GLUON:
                 alo, ahi = gl.split(gl.reshape(la, [WK, 8 * WR, 2, 4, S, 2]))
                 blo, bhi = gl.split(gl.reshape(lb, [WK, 8 * WR, 2, 4, S, 2]))
             else:
-                alo, ahi, blo, bhi = gl.inline_asm_elementwise(
-                    _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
-                    dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
-            alo = gl.convert_layout(alo, Q)
-            ahi = gl.convert_layout(ahi, Q)
-            blo = gl.convert_layout(blo, Q)
-            bhi = gl.convert_layout(bhi, Q)
-            d01, d23 = _mma(alo, ahi, _x_operand(xa, S, Q), zero, zero)
-            d01, d23 = _mma(blo, bhi, _x_operand(xb, S, Q), d01, d23)
-            acc01 += gl.sum(d01, axis=4)
-            acc23 += gl.sum(d23, axis=4)
-            if NT == 2:
-                d01, d23 = _mma(alo, ahi, _x_operand(xa1, S, Q), zero, zero)
-                d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
-                bcc01 += gl.sum(d01, axis=4)
-                bcc23 += gl.sum(d23, axis=4)
+                alo, ahi, blo, bhi = _decode(la, lb, h, hbw)
+            acc01, acc23, bcc01, bcc23 = _round_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1,
+                                                     acc01, acc23, bcc01, bcc23, zero, S, Q, NT)
             if AHEAD >= 1:
                 h, la, lb = h2, la2, lb2
             if AHEAD >= 2:

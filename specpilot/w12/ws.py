@@ -48,7 +48,7 @@ import torch
 from ..kernels import pdl as _pdl
 from . import kernel as _k
 from . import mma as _mm
-from .kernel import DECODE_PTX, GROUP, IDX_ROWS, W12Planes, _cdiv
+from .kernel import GROUP, IDX_ROWS, W12Planes, _cdiv
 
 try:
     from triton.experimental import gluon
@@ -123,7 +123,6 @@ def candidates(M: int, K: int, device: torch.device) -> tuple:
 if HAS_WS:
     _TW = gl.constexpr(TILE_W)
     _S = gl.constexpr(S)
-    _DECODE = gl.constexpr(DECODE_PTX)
     # a TMA load: async_copy_global_to_shared in triton 3.6 (the GPU machine's), async_load from
     # 3.7 on (the old name raises there)
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
@@ -290,22 +289,13 @@ if HAS_WS:
                 # the reads are done before the stage goes back to the producer's TMA
                 fence_async_shared()
                 mbarrier.arrive(empty.index(st), count=1)
-                alo, ahi, blo, bhi = gl.inline_asm_elementwise(
-                    _DECODE, "=r,=r,=r,=r,r,r,r,r", [la, lb, h, hbw],
-                    dtype=(gl.int32, gl.int32, gl.int32, gl.int32), is_pure=True, pack=1)
-                alo = gl.convert_layout(alo, Q)
-                ahi = gl.convert_layout(ahi, Q)
-                blo = gl.convert_layout(blo, Q)
-                bhi = gl.convert_layout(bhi, Q)
-                d01, d23 = _mm._mma(alo, ahi, _mm._x_operand(xa, _S, Q), zero, zero)
-                d01, d23 = _mm._mma(blo, bhi, _mm._x_operand(xb, _S, Q), d01, d23)
-                acc01 += gl.sum(d01, axis=4)
-                acc23 += gl.sum(d23, axis=4)
-                if NT == 2:
-                    d01, d23 = _mm._mma(alo, ahi, _mm._x_operand(xa1, _S, Q), zero, zero)
-                    d01, d23 = _mm._mma(blo, bhi, _mm._x_operand(xb1, _S, Q), d01, d23)
-                    bcc01 += gl.sum(d01, axis=4)
-                    bcc23 += gl.sum(d23, axis=4)
+                if NT == 1:   # (not read)
+                    xa1 = xa
+                    xb1 = xb
+                alo, ahi, blo, bhi = _mm._decode(la, lb, h, hbw)
+                acc01, acc23, bcc01, bcc23 = _mm._round_mmas(alo, ahi, blo, bhi, xa, xb, xa1,
+                                                             xb1, acc01, acc23, bcc01, bcc23,
+                                                             zero, _S, Q, NT)
                 i += 1
             if ESC:   # the escapes' exact products: the first chunk, then any further ones,
                 #       added before the cross-warp sum (no reduction of their own)
