@@ -8,7 +8,7 @@ ring of shared-memory stages with TMA (completion on mbarriers), and the ``WK`` 
 warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync.m16n8k16`` as
 ``mma.py`` does (the same relabelled K, layouts P / Q / X, S = 8 H words per lane and round).
 
-* Persistent: ``grid`` programs (the SM count, or twice it with ``WsConfig.grid`` 2) walk the
+* Persistent: ``grid`` programs (the SM count, or twice it with ``WsConfig.ws_grid`` 2) walk the
   16-row blocks ``pid, pid + grid, ...``; the producer streams the next block's first rounds
   while the consumers finish a block (the cross-warp sum, the escapes, the stores).
 * Per stage and consumer warp ``w`` (K split over the warps inside a round as in mma.py): the H,
@@ -34,13 +34,14 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   cannot start before it ends).
 
 Measured (H100, session 44, docs/benchmarks/w12.md): at 16 rows Qwen3.8-27B's gate_up 1.11x and
-lm_head 1.02x faster than the tuned register loop, the other layers of both models 0.89-1.00x; on planes without
-escapes 1.08-1.21x on every Qwen3.8 layer, so the escapes are what is left. The tuner picks the
-faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on CPU the tests compile
-it for sm_90.
+lm_head 1.02x faster than the tuned register loop, the other layers of both models 0.89-1.00x;
+on planes without escapes 1.08-1.21x on every Qwen3.8 layer, so the escapes are what is left.
+The tuner picks the faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on
+CPU the tests compile it for sm_90.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -95,9 +96,10 @@ def smem_bytes(stages: int, nt: int) -> int:
     return stages * (3 + 2 * nt) * 16 * WK * TILE_W * 4
 
 
-# the tuning space (session 44, H100: ws3 won most large layers at 16 rows, ws4 the downs, ws2
-# g128 x2 the lm_heads and Muse's down at 8 rows)
-CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2), WsConfig(2, 128, 2))
+# the tuning space (session 44, H100, call 7: ws4 won every layer at 16 rows, ws3 most at 8
+# rows, ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was
+# dropped)
+CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2))
 
 
 def supported(M: int, K: int, device: torch.device) -> bool:
@@ -359,6 +361,7 @@ def swizzle():
     return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
 
 
+@functools.lru_cache(maxsize=None)
 def layouts() -> tuple:
     """(P, Q, X, LP, LX, QE, EL): mma.py's register layouts for WK warps, WR 1, S 8, the two
     shared-memory read layouts of _planes and _xtile, and the escape MMAs' layouts."""
@@ -391,6 +394,8 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         raise ValueError(f"w12_ws reads the {IDX_ROWS}-row escape index")
     cfg = cfg or CANDIDATES[0]
     x = x.contiguous()
+    if x.data_ptr() % 16:   # a TMA base must be 16-byte aligned (a view into a larger buffer)
+        x = x.clone()
     N, Kp = planes.N, planes.Kp
     HW = Kp // 8
     NT = 1 if M <= 8 else 2

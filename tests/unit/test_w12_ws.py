@@ -157,6 +157,12 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
             if cfg in ws.candidates(M, K, torch.device("cuda")):
                 a = acts(M, K, M)
                 check_close(ws.w12_ws(a.cuda(), p, cfg), a, x)
+    # x contiguous but not 16-byte aligned (a view 2 bytes into a buffer): copied for TMA
+    a = acts(5, K, 5)
+    buf = torch.empty(5 * K + 1, dtype=torch.bfloat16, device="cuda")
+    xv = buf[1:].view(5, K)
+    xv.copy_(a)
+    check_close(ws.w12_ws(xv, p), a, x)
 
 
 @pytest.mark.gpu
