@@ -3,8 +3,8 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
 
     PYTHONPATH=. python scripts/gpu_w12_ws_bench.py --m 8,16 --out /tmp/ws.json
 
-1. Checks (one PASS / FAIL line each): ``ws.w12_ws`` at each of ``ws.CANDIDATES`` against fp32
-   torch on the true weight (escapes included: every kind of edge value, a per-row base, a last
+1. Checks (one PASS / FAIL line per shape, gpu_w12_gemv_bench's ``check_kernel``): ``ws.w12_ws``
+   at each of ``ws.CANDIDATES`` against fp32 torch on the true weight (escapes included: every kind of edge value, a per-row base, a last
    partial round, N not a multiple of 16) at M = 1, 5, 8, 9, 16: the same non-finite pattern and
    a relative error (2-norm over the finite outputs) < 5e-3.
 2. Timing, every linear layer shape of --models at each --m, us per call as
@@ -44,27 +44,17 @@ CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
 
 
 def checks(res: dict) -> bool:
+    """gpu_w12_gemv_bench's check_kernel (fp32 torch on the true weight: the same non-finite
+    pattern, relative error < 5e-3) per CHECKS shape over every candidate that fits at M."""
     ok_all = True
     dev = torch.device("cuda")
     for N, Kd, per_row, edges in CHECKS:
-        w = WB.make_weight(N, Kd, N + Kd, edges, N * Kd // 500, per_row=per_row)
-        p = K.prepare(encode(w, per_row=per_row), "cuda")
-        wd = w.cuda().float()
-        for cfg in WS.CANDIDATES:
-            for M in (1, 5, 8, 9, 16):
-                if cfg not in WS.candidates(M, Kd, dev):
-                    continue
-                a = torch.randn(M, Kd, device="cuda").bfloat16()
-                y = WS.w12_ws(a, p, cfg).float()
-                ref = a.float() @ wd.t()
-                fin = torch.isfinite(ref)
-                same = torch.equal(fin, torch.isfinite(y)) and torch.equal(ref.isnan(), y.isnan())
-                err = ((y - ref)[fin].norm() / ref[fin].norm().clamp_min(1e-30)).item()
-                ok = same and err < 5e-3
-                ok_all &= ok
-                print(f"{'PASS' if ok else 'FAIL'} {cfg.short} N{N} K{Kd} per_row={per_row} M{M}"
-                      f" rel err {err:.2e} non-finite pattern {'same' if same else 'DIFFERS'}")
-                res["check"].append(dict(cfg=cfg.short, N=N, K=Kd, M=M, err=err, ok=ok))
+        w = WB.make_weight(N, Kd, N + Kd, edges, N * Kd // 500, per_row=per_row).cuda()
+        p = K.prepare(encode(w.cpu(), per_row=per_row), "cuda")
+        ok_all &= GB.check_kernel(f"N{N} K{Kd} per_row={per_row}", WS.w12_ws, p, w,
+                                  WS.CANDIDATES, (1, 5, 8, 9, 16),
+                                  skip=lambda cfg, M, Kd=Kd: cfg not in WS.candidates(M, Kd, dev))
+    res["check"] = WB.RESULTS["correctness"]
     return ok_all
 
 

@@ -491,11 +491,11 @@ if HAS_GLUON:
                                       dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
-    def _store_pair(p, stride, v01, v23, tok, row, M, N):
-        """v01 at [tok, row] and v23 at [tok, row + 1] of p (row stride ``stride``), masked to
-        M x N."""
+    def _store_pair(p, stride, v01, v23, tok, row, M, N, D: gl.constexpr = 1):
+        """v01 at [tok, row] and v23 at [tok, row + D] of p (row stride ``stride``), masked to
+        M x N (D 8: ws.py's row slots)."""
         gl.store(p + tok * stride + row, v01, mask=(tok < M) & (row < N))
-        gl.store(p + tok * stride + row + 1, v23, mask=(tok < M) & (row + 1 < N))
+        gl.store(p + tok * stride + row + D, v23, mask=(tok < M) & (row + D < N))
 
     @gluon.jit
     def _load_pair(p, stride, tok, row, M, N):
@@ -534,21 +534,15 @@ if HAS_GLUON:
 
     @gluon.jit
     def _esc_products(r01, r23, tok0, x16_ptr, sxm, ent, v, ok, n0, M, WR: gl.constexpr,
-                      E4: gl.constexpr, ROW8: gl.constexpr = False):
-        """r01 / r23 ([8WR, 2, 4]: rows n0 + 16 (g // 8) + 2 (g % 8) and that + 1, or with ROW8
-        (ws.py's slots, WR 1) rows n0 + g and that + 8; activation row tok0 + 2c + p) plus the
-        exact products of the entries (ent, v, ok) of _esc_entries, as [EC, 8WR, 2, 4] products
-        reduced over the entries."""
+                      E4: gl.constexpr):
+        """r01 / r23 ([8WR, 2, 4]: rows n0 + 16 (g // 8) + 2 (g % 8) and that + 1, activation row
+        tok0 + 2c + p) plus the exact products of the entries (ent, v, ok) of _esc_entries, as
+        [EC, 8WR, 2, 4] products reduced over the entries."""
         R: gl.constexpr = r01.type.layout
         g = _i4(8 * WR, 1, E4)
         p = _i4(2, 2, E4)
         c = _i4(4, 3, E4)
-        if ROW8:
-            lrow = g                                                # [1, 8, 1, 1]
-            d: gl.constexpr = 8
-        else:
-            lrow = 16 * (g // 8) + 2 * (g % 8)                      # [1, 8WR, 1, 1]
-            d: gl.constexpr = 1
+        lrow = 16 * (g // 8) + 2 * (g % 8)                          # [1, 8WR, 1, 1]
         tok = tok0 + 2 * c + p                                      # [1, 1, 2, 4]
         ent = ent[:, None, None, None]
         r = (((ent >> 24) & 0xFF) - n0 % 256) & 255                 # row in the program
@@ -558,7 +552,7 @@ if HAS_GLUON:
         w = v.to(gl.bfloat16, bitcast=True).to(gl.float32)[:, None, None, None]
         add = xv.to(gl.float32) * w                                 # exact (bf16 x bf16)
         a01 = gl.sum(gl.where(lrow == r, add, 0.0), axis=0)
-        a23 = gl.sum(gl.where(lrow + d == r, add, 0.0), axis=0)
+        a23 = gl.sum(gl.where(lrow + 1 == r, add, 0.0), axis=0)
         return r01 + gl.convert_layout(a01, R), r23 + gl.convert_layout(a23, R)
 
     @gluon.jit
@@ -619,28 +613,43 @@ if HAS_GLUON:
         return _pack_j(gl.where(ok & (r == row), v, 0), QE)
 
     @gluon.jit
-    def _esc_x(x16_ptr, sxm, col, okb, tok0, M, WR: gl.constexpr, EL: gl.constexpr,
-               QE: gl.constexpr):
-        """The B words of the escape MMA: x[tok0 + g, column of entry 8h + 2c + j] as bf16x2
-        (g = lane // 4, the B operand's token; taken from the layout, not from col's shape,
-        whose row dimension may be a broadcast 1)."""
-        tok = tok0 + _i5(8 * WR, 1, EL) % 8
-        xv = gl.load(x16_ptr + tok * (2 * sxm) + col, mask=okb & (tok < M), other=0.0)
-        return _pack_j(xv.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
+    def _esc_operands(ek, x16_ptr, sxm, M, WR: gl.constexpr, NT: gl.constexpr,
+                      QE: gl.constexpr, EL: gl.constexpr, ROW8: gl.constexpr = False):
+        """A chunk's escape-MMA operands from its entries ek (_esc_mma_entries): the A words of
+        both slot pairs (_esc_a) and x[tok0 + g, column of entry 8h + 2c + j] for the 8-token
+        tiles (g = lane // 4, the B operand's token; taken from the layout, not from col's shape,
+        whose row dimension may be a broadcast 1), as loaded: nothing reads them before
+        _esc_apply, so ws.py can gather a chunk's x during its main loop."""
+        r_lo, v_lo, ok_lo, r_hi, v_hi, ok_hi, col, okb = ek
+        alo = _esc_a(r_lo, v_lo, ok_lo, WR, EL, QE, ROW8)
+        ahi = _esc_a(r_hi, v_hi, ok_hi, WR, EL, QE, ROW8)
+        tok = _i5(8 * WR, 1, EL) % 8
+        xv0 = gl.load(x16_ptr + tok * (2 * sxm) + col, mask=okb & (tok < M), other=0.0)
+        if NT == 2:
+            xv1 = gl.load(x16_ptr + (tok + 8) * (2 * sxm) + col, mask=okb & (tok + 8 < M),
+                          other=0.0)
+        else:
+            xv1 = xv0
+        return alo, ahi, xv0, xv1
+
+    @gluon.jit
+    def _esc_apply(acc01, acc23, bcc01, bcc23, ea, NT: gl.constexpr, QE: gl.constexpr):
+        """A chunk's MMAs (operands ea from _esc_operands; x packed as bf16x2 B words) added to
+        the [WK, 8WR, 2, 4, 1] sums (acc: first 8-token tile, bcc: second)."""
+        alo, ahi, xv0, xv1 = ea
+        xw0 = _pack_j(xv0.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
+        acc01, acc23 = _mma(alo, ahi, xw0, acc01, acc23)
+        if NT == 2:
+            xw1 = _pack_j(xv1.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
+            bcc01, bcc23 = _mma(alo, ahi, xw1, bcc01, bcc23)
+        return acc01, acc23, bcc01, bcc23
 
     @gluon.jit
     def _esc_mma_step(acc01, acc23, bcc01, bcc23, ek, x16_ptr, sxm, M, WR: gl.constexpr,
                       NT: gl.constexpr, QE: gl.constexpr, EL: gl.constexpr):
         """One chunk's MMAs (16 entries per warp) added to the [WK, 8WR, 2, 4, 1] sums."""
-        r_lo, v_lo, ok_lo, r_hi, v_hi, ok_hi, col, okb = ek
-        alo = _esc_a(r_lo, v_lo, ok_lo, WR, EL, QE)
-        ahi = _esc_a(r_hi, v_hi, ok_hi, WR, EL, QE)
-        acc01, acc23 = _mma(alo, ahi, _esc_x(x16_ptr, sxm, col, okb, 0, M, WR, EL, QE), acc01,
-                            acc23)
-        if NT == 2:
-            bcc01, bcc23 = _mma(alo, ahi, _esc_x(x16_ptr, sxm, col, okb, 8, M, WR, EL, QE),
-                                bcc01, bcc23)
-        return acc01, acc23, bcc01, bcc23
+        return _esc_apply(acc01, acc23, bcc01, bcc23,
+                          _esc_operands(ek, x16_ptr, sxm, M, WR, NT, QE, EL), NT, QE)
 
     @gluon.jit
     def _esc_mma(acc01, acc23, bcc01, bcc23, ek, kent_ptr, kval_ptr, x16_ptr, sxm, elo, ehi, n0,

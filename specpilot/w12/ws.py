@@ -188,44 +188,6 @@ if HAS_WS:
         return gl.convert_layout(gl.reshape(v, [WK, 8, 4, 16]), X, assert_trivial=True)
 
     @gluon.jit
-    def _esc_xload(x16_ptr, sxm, col, okb, tok0, M, EL: gl.constexpr):
-        """mma._esc_x's gather alone (x[tok0 + g, the entries' columns], bf16 in EL), so that
-        nothing uses the loaded values before the main loop's end."""
-        tok = tok0 + _mm._i5(8, 1, EL) % 8
-        return gl.load(x16_ptr + tok * (2 * sxm) + col, mask=okb & (tok < M), other=0.0)
-
-    @gluon.jit
-    def _esc_operands(ek, x16_ptr, sxm, M, NT: gl.constexpr, QE: gl.constexpr, EL: gl.constexpr):
-        """A chunk's escape-MMA operands (mma._esc_mma_step's, with ws.py's row slots): the A
-        words of both slot pairs and the gathered x of each 8-token tile (packed in _esc_apply)."""
-        r_lo, v_lo, ok_lo, r_hi, v_hi, ok_hi, col, okb = ek
-        alo = _mm._esc_a(r_lo, v_lo, ok_lo, 1, EL, QE, True)
-        ahi = _mm._esc_a(r_hi, v_hi, ok_hi, 1, EL, QE, True)
-        xv0 = _esc_xload(x16_ptr, sxm, col, okb, 0, M, EL)
-        if NT == 2:
-            xv1 = _esc_xload(x16_ptr, sxm, col, okb, 8, M, EL)
-        else:
-            xv1 = xv0
-        return alo, ahi, xv0, xv1
-
-    @gluon.jit
-    def _esc_apply(e01, e23, f01, f23, ea, NT: gl.constexpr, QE: gl.constexpr):
-        """The chunk's MMAs (operands from _esc_operands) added to the [WK, 8, 2, 4, 1] sums."""
-        alo, ahi, xv0, xv1 = ea
-        xw0 = _mm._pack_j(xv0.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
-        e01, e23 = _mm._mma(alo, ahi, xw0, e01, e23)
-        if NT == 2:
-            xw1 = _mm._pack_j(xv1.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
-            f01, f23 = _mm._mma(alo, ahi, xw1, f01, f23)
-        return e01, e23, f01, f23
-
-    @gluon.jit
-    def _store(y_ptr, sym, r01, r23, otok, orow, M, N):
-        gl.store(y_ptr + otok * sym + orow, r01.to(gl.bfloat16), mask=(otok < M) & (orow < N))
-        gl.store(y_ptr + otok * sym + orow + 8, r23.to(gl.bfloat16),
-                 mask=(otok < M) & (orow + 8 < N))
-
-    @gluon.jit
     def _consumer(hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr, kent_ptr,
                   kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK: gl.constexpr,
                   NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
@@ -262,7 +224,7 @@ if HAS_WS:
                 # block; the x gathers are in flight during the main loop), the next block's
                 # entries and the one after's range (a block that waited for its own escapes at
                 # its start or end took ~2.4 us more, session 44)
-                ea = _esc_operands(ek, x16_ptr, sxm, M, NT, QE, EL)
+                ea = _mm._esc_operands(ek, x16_ptr, sxm, M, 1, NT, QE, EL, True)
                 tn = gl.minimum(tile + npg, n_tiles - 1)
                 ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, nlo, nhi, 0, tn * 16, WK, 1, EL)
                 clo = elo
@@ -305,12 +267,12 @@ if HAS_WS:
                 e23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 f01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 f23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
-                e01, e23, f01, f23 = _esc_apply(e01, e23, f01, f23, ea, NT, QE)
+                e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea, NT, QE)
                 for t in range(1, gl.cdiv(chi - clo, 16 * WK)):
                     ek2 = _mm._esc_mma_entries(kent_ptr, kval_ptr, clo, chi, t, n0, WK, 1, EL)
-                    e01, e23, f01, f23 = _esc_apply(
-                        e01, e23, f01, f23, _esc_operands(ek2, x16_ptr, sxm, M, NT, QE, EL), NT,
-                        QE)
+                    e01, e23, f01, f23 = _mm._esc_apply(
+                        e01, e23, f01, f23,
+                        _mm._esc_operands(ek2, x16_ptr, sxm, M, 1, NT, QE, EL, True), NT, QE)
                 acc01 += gl.convert_layout(gl.sum(e01, axis=4), ACC)
                 acc23 += gl.convert_layout(gl.sum(e23, axis=4), ACC)
                 if NT == 2:
@@ -322,9 +284,11 @@ if HAS_WS:
             if NT == 2:
                 s01 = gl.sum(bcc01, axis=0)
                 s23 = gl.sum(bcc23, axis=0)
-            _store(y_ptr, sym, r01, r23, otok, orow, M, N)
+            _mm._store_pair(y_ptr, sym, r01.to(gl.bfloat16), r23.to(gl.bfloat16), otok, orow, M,
+                            N, 8)
             if NT == 2:
-                _store(y_ptr, sym, s01, s23, otok + 8, orow, M, N)
+                _mm._store_pair(y_ptr, sym, s01.to(gl.bfloat16), s23.to(gl.bfloat16), otok + 8,
+                                orow, M, N, 8)
         _mm._gdc_launch_dependents(PDL > 0)
 
     @gluon.jit
