@@ -68,27 +68,37 @@ MAX_M = 16
 WS_PDL = False   # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
-SMEM_EXTRA = 2048    # the kernel's own bytes besides the ring (mbarriers, the cross-warp sums)
+SMEM_EXTRA = 256     # the kernel's own bytes besides the ring and the cross-warp sums (mbarriers)
 
 
 @dataclass(frozen=True)
 class WsConfig:
     """ws_stages: shared-memory ring stages (rounds in flight); ws_maxnreg: a register cap per
     thread for the launch (0: none, then one block per SM); ws_grid: programs per SM (2 needs
-    the cap and two blocks' ring in shared memory). Prefixed names: tune files hold these next
+    the cap and two blocks' ring in shared memory); ws_sum 1: the consumer warps' partial sums
+    added through a buffer of their own (two barriers per 8 tokens) instead of ``gl.sum``'s
+    reduction (three per 8 x 8 tile). Prefixed names: tune files hold these next
     to ``mma.MmaConfig`` entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
+    ws_sum: int = 0
 
     def __post_init__(self):
-        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)):
+        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
+                and self.ws_sum in (0, 1)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
-        return f"ws{self.ws_stages}{reg}x{self.ws_grid}"
+        return f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("s" if self.ws_sum else "")
+
+
+def sum_bytes(cfg: WsConfig) -> int:
+    """The cross-warp sums' shared memory: ws_sum's buffer [WK, 16, 8] fp32, else the scratch of
+    gl.sum's reduction (at most 1 KB: sm_90 compiles of every candidate)."""
+    return WK * 16 * 8 * 4 if cfg.ws_sum else 1024
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -99,7 +109,8 @@ def smem_bytes(stages: int, nt: int) -> int:
 # the tuning space (session 44, H100, call 7: ws4 won every layer at 16 rows, ws3 most at 8
 # rows, ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was
 # dropped)
-CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2))
+CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2), WsConfig(3, ws_sum=1),
+              WsConfig(4, ws_sum=1), WsConfig(2, 128, 2, ws_sum=1))
 
 
 def supported(M: int, K: int, device: torch.device) -> bool:
@@ -111,7 +122,7 @@ def supported(M: int, K: int, device: torch.device) -> bool:
 
 def fits(cfg: WsConfig, nt: int) -> bool:
     """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's."""
-    need = smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA
+    need = smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA + sum_bytes(cfg)
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 
@@ -188,12 +199,29 @@ if HAS_WS:
         return gl.convert_layout(gl.reshape(v, [WK, 8, 4, 16]), X, assert_trivial=True)
 
     @gluon.jit
+    def _sum_store(red, a01, a23, y_ptr, sym, n0, tok0, M, N, RL: gl.constexpr):
+        """y rows n0 .. n0 + 16, tokens tok0 .. tok0 + 8: the sums over the WK warps of a01 (rows
+        g) and a23 (rows g + 8), each [WK, 8 (g), 2 (p), 4 (c)] in ACC (token 2 c + p): stored
+        into red [WK, 16 (row), 2, 4], read back with the warps' partials in each thread's
+        registers (RL), summed, stored."""
+        a = gl.permute(gl.join(a01, a23), [0, 4, 1, 2, 3])         # [WK, 2, 8, 2, 4]
+        red.store(gl.reshape(a, [a01.shape[0], 16, 2, 4]))
+        v = gl.sum(red.load(RL), axis=0)                           # [16, 2, 4]
+        SL: gl.constexpr = gl.SliceLayout(0, RL)
+        r = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, SL)))
+        p = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, SL)))
+        c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, SL)))
+        row = n0 + r[:, None, None]
+        tok = tok0 + 2 * c[None, None, :] + p[None, :, None]
+        gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=(tok < M) & (row < N))
+
+    @gluon.jit
     def _consumer(hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr, kent_ptr,
                   kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK: gl.constexpr,
                   NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
-                  PDL: gl.constexpr):
+                  PDL: gl.constexpr, red, SUM: gl.constexpr, RL: gl.constexpr):
         """The WK consumer warps: per block, its rounds from the ring (decode + MMAs), the
         cross-warp sum, the escapes' exact products, the bf16 stores."""
         pid = gl.program_id(0)
@@ -278,17 +306,22 @@ if HAS_WS:
                 if NT == 2:
                     bcc01 += gl.convert_layout(gl.sum(f01, axis=4), ACC)
                     bcc23 += gl.convert_layout(gl.sum(f23, axis=4), ACC)
-            orow = n0 + og
-            r01 = gl.sum(acc01, axis=0)
-            r23 = gl.sum(acc23, axis=0)
-            if NT == 2:
-                s01 = gl.sum(bcc01, axis=0)
-                s23 = gl.sum(bcc23, axis=0)
-            _mm._store_pair(y_ptr, sym, r01.to(gl.bfloat16), r23.to(gl.bfloat16), otok, orow, M,
-                            N, 8)
-            if NT == 2:
-                _mm._store_pair(y_ptr, sym, s01.to(gl.bfloat16), s23.to(gl.bfloat16), otok + 8,
-                                orow, M, N, 8)
+            if SUM:
+                _sum_store(red, acc01, acc23, y_ptr, sym, n0, 0, M, N, RL)
+                if NT == 2:
+                    _sum_store(red, bcc01, bcc23, y_ptr, sym, n0, 8, M, N, RL)
+            else:
+                orow = n0 + og
+                r01 = gl.sum(acc01, axis=0)
+                r23 = gl.sum(acc23, axis=0)
+                if NT == 2:
+                    s01 = gl.sum(bcc01, axis=0)
+                    s23 = gl.sum(bcc23, axis=0)
+                _mm._store_pair(y_ptr, sym, r01.to(gl.bfloat16), r23.to(gl.bfloat16), otok, orow,
+                                M, N, 8)
+                if NT == 2:
+                    _mm._store_pair(y_ptr, sym, s01.to(gl.bfloat16), s23.to(gl.bfloat16),
+                                    otok + 8, orow, M, N, 8)
         _mm._gdc_launch_dependents(PDL > 0)
 
     @gluon.jit
@@ -297,7 +330,8 @@ if HAS_WS:
                    WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
-                   HB_PER_ROW: gl.constexpr, PDL: gl.constexpr = 0):
+                   HB_PER_ROW: gl.constexpr, PDL: gl.constexpr = 0, SUM: gl.constexpr = 0,
+                   RL: gl.constexpr = None):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes)
@@ -306,6 +340,8 @@ if HAS_WS:
         las = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         lbs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         xs = gl.allocate_shared_memory(gl.int32, [2 * NS, 16 * WK * NT, _TW], SW)
+        red = gl.allocate_shared_memory(gl.float32, [WK if SUM else 1, 16, 2, 4],
+                                        gl.SwizzledSharedLayout(1, 1, 1, [3, 2, 1, 0]))
         ready = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(NS):
@@ -314,7 +350,7 @@ if HAS_WS:
         gl.warp_specialize([
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr,
                          kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK, NT, NS,
-                         P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW, PDL)),
+                         P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW, PDL, red, SUM, RL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
                          empty, n_tiles, n_rounds, WK, NT, NS, PDL)),
         ], [1], [40])
@@ -344,6 +380,14 @@ def layouts() -> tuple:
                                     lane_bases=[[0, 16], [8, 0], [1, 0], [2, 0], [4, 0]],
                                     warp_bases=wb, block_bases=[], shape=[16 * WK, TILE_W])
     return P, Q, X, LP, LX, QE, EL
+
+
+@functools.lru_cache(maxsize=None)
+def sum_layout():
+    """WsConfig.ws_sum's read of [WK, 16 (row), 2, 4] partial sums: a thread holds the WK partials
+    of one output (lanes: 8 rows, then 4 token pairs; warps: the two 8-row halves and p)."""
+    return gl.BlockedLayout(size_per_thread=[WK, 1, 1, 1], threads_per_warp=[1, 8, 1, 4],
+                            warps_per_cta=[1, 2, 2, 1], order=[1, 3, 2, 0])
 
 
 def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> torch.Tensor:
@@ -385,6 +429,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         y.stride(0), _cdiv(Kp // 2, GROUP), n_tiles, _cdiv(HW, TILE_W * WK),
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
-        HB_PER_ROW=planes.per_row, **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
+        HB_PER_ROW=planes.per_row, SUM=cfg.ws_sum, RL=sum_layout() if cfg.ws_sum else None,
+        **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y
