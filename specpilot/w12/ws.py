@@ -26,17 +26,20 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   fp32). A block's first chunk is loaded during the previous block and its x gathered during its
   own main loop, so no block waits for them; further chunks (> 64 escapes in a block) load after
   the loop. Not bit-equal to a bf16 GEMM (fast mode only).
+* The cross-warp sum (K is split over the warps): each warp stores its partial 16 x 8 tiles
+  into a buffer of its own ([WK, 16, 8] fp32, ``SUM_BYTES``), and after one barrier each thread
+  adds the WK partials of one output and stores it: two named barriers per 8 tokens, where
+  ``gl.sum`` over the warps took six (1-5% faster per layer, session 45).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
-  consumers' last block. Compiled and checked on CPU, not yet run on a GPU: launches use it only
-  with ``WS_PDL`` (off until ``test_gpu_graph_with_pdl_equals_without`` has passed on one);
-  without it the kernel is an ordinary stream-ordered launch (correct next to PDL kernels: they
-  cannot start before it ends).
+  consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
+  graph of PDL launches against one without, session 45).
 
-Measured (H100, session 44, docs/benchmarks/w12.md): at 16 rows Qwen3.8-27B's gate_up 1.11x and
-lm_head 1.02x faster than the tuned register loop, the other layers of both models 0.89-1.00x;
-on planes without escapes 1.08-1.21x on every Qwen3.8 layer, so the escapes are what is left.
-The tuner picks the faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on
+Measured (H100, session 45, docs/benchmarks/w12.md): at 16 rows faster than the tuned register
+loop on 7 of the 11 layer shapes of both models (Qwen3.8-27B's gate_up 1.14x), 0.90-0.99x on the
+others (Muse-Glimmer-30B's down, with more than 64 escapes in a block, 0.90x); session 44 timed
+it on planes without escapes at 1.08-1.21x of the register loop on every Qwen3.8 layer, so the
+escapes are what is left. The tuner picks the faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on
 CPU the tests compile it for sm_90.
 """
 from __future__ import annotations
@@ -65,40 +68,31 @@ WK = 4          # consumer warps (a warp-specialized kernel's default partition:
 S = 8           # H words per lane and round: one 128-byte tile row per warp
 TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
 MAX_M = 16
-WS_PDL = False   # launch with programmatic dependent launch (see the module notes)
+WS_PDL = True    # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
-SMEM_EXTRA = 256     # the kernel's own bytes besides the ring and the cross-warp sums (mbarriers)
+SMEM_EXTRA = 256     # the kernel's own bytes besides the ring and SUM_BYTES (mbarriers)
+SUM_BYTES = WK * 16 * 8 * 4   # the cross-warp sums' buffer: [WK, 16 rows, 8 tokens] fp32
 
 
 @dataclass(frozen=True)
 class WsConfig:
     """ws_stages: shared-memory ring stages (rounds in flight); ws_maxnreg: a register cap per
     thread for the launch (0: none, then one block per SM); ws_grid: programs per SM (2 needs
-    the cap and two blocks' ring in shared memory); ws_sum 1: the consumer warps' partial sums
-    added through a buffer of their own (two barriers per 8 tokens) instead of ``gl.sum``'s
-    reduction (three per 8 x 8 tile). Prefixed names: tune files hold these next
+    the cap and two blocks' ring in shared memory). Prefixed names: tune files hold these next
     to ``mma.MmaConfig`` entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
-    ws_sum: int = 0
 
     def __post_init__(self):
-        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and self.ws_sum in (0, 1)):
+        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
-        return f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("s" if self.ws_sum else "")
-
-
-def sum_bytes(cfg: WsConfig) -> int:
-    """The cross-warp sums' shared memory: ws_sum's buffer [WK, 16, 8] fp32, else the scratch of
-    gl.sum's reduction (at most 1 KB: sm_90 compiles of every candidate)."""
-    return WK * 16 * 8 * 4 if cfg.ws_sum else 1024
+        return f"ws{self.ws_stages}{reg}x{self.ws_grid}"
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -106,11 +100,9 @@ def smem_bytes(stages: int, nt: int) -> int:
     return stages * (3 + 2 * nt) * 16 * WK * TILE_W * 4
 
 
-# the tuning space (session 44, H100, call 7: ws4 won every layer at 16 rows, ws3 most at 8
-# rows, ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was
-# dropped)
-CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2), WsConfig(3, ws_sum=1),
-              WsConfig(4, ws_sum=1), WsConfig(2, 128, 2, ws_sum=1))
+# the tuning space (sessions 44-45, H100: ws4 won most layers at 16 rows, ws3 most at 8 rows,
+# ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was dropped)
+CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2))
 
 
 def supported(M: int, K: int, device: torch.device) -> bool:
@@ -122,7 +114,7 @@ def supported(M: int, K: int, device: torch.device) -> bool:
 
 def fits(cfg: WsConfig, nt: int) -> bool:
     """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's."""
-    need = smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA + sum_bytes(cfg)
+    need = smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA + SUM_BYTES
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 
@@ -221,17 +213,14 @@ if HAS_WS:
                   NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
-                  PDL: gl.constexpr, red, SUM: gl.constexpr, RL: gl.constexpr):
+                  PDL: gl.constexpr, red, RL: gl.constexpr):
         """The WK consumer warps: per block, its rounds from the ring (decode + MMAs), the
-        cross-warp sum, the escapes' exact products, the bf16 stores."""
+        escapes' exact products, the cross-warp sum (through red) and the bf16 stores."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         SHAPE: gl.constexpr = [WK, 8, 2, 4, _S]
         ACC: gl.constexpr = gl.SliceLayout(4, Q)
-        R: gl.constexpr = gl.SliceLayout(0, ACC)
         zero = gl.zeros(SHAPE, gl.float32, Q)
-        og = _mm._i3(8, 0, R)
-        otok = 2 * _mm._i3(4, 2, R) + _mm._i3(2, 1, R)
         prow = _mm._i5(8, 1, P) + 8 * _mm._i5(2, 2, P)               # [1, 8, 2, 1, 1]
         if not HB_PER_ROW:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
@@ -306,22 +295,9 @@ if HAS_WS:
                 if NT == 2:
                     bcc01 += gl.convert_layout(gl.sum(f01, axis=4), ACC)
                     bcc23 += gl.convert_layout(gl.sum(f23, axis=4), ACC)
-            if SUM:
-                _sum_store(red, acc01, acc23, y_ptr, sym, n0, 0, M, N, RL)
-                if NT == 2:
-                    _sum_store(red, bcc01, bcc23, y_ptr, sym, n0, 8, M, N, RL)
-            else:
-                orow = n0 + og
-                r01 = gl.sum(acc01, axis=0)
-                r23 = gl.sum(acc23, axis=0)
-                if NT == 2:
-                    s01 = gl.sum(bcc01, axis=0)
-                    s23 = gl.sum(bcc23, axis=0)
-                _mm._store_pair(y_ptr, sym, r01.to(gl.bfloat16), r23.to(gl.bfloat16), otok, orow,
-                                M, N, 8)
-                if NT == 2:
-                    _mm._store_pair(y_ptr, sym, s01.to(gl.bfloat16), s23.to(gl.bfloat16),
-                                    otok + 8, orow, M, N, 8)
+            _sum_store(red, acc01, acc23, y_ptr, sym, n0, 0, M, N, RL)
+            if NT == 2:
+                _sum_store(red, bcc01, bcc23, y_ptr, sym, n0, 8, M, N, RL)
         _mm._gdc_launch_dependents(PDL > 0)
 
     @gluon.jit
@@ -330,8 +306,7 @@ if HAS_WS:
                    WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
-                   HB_PER_ROW: gl.constexpr, PDL: gl.constexpr = 0, SUM: gl.constexpr = 0,
-                   RL: gl.constexpr = None):
+                   HB_PER_ROW: gl.constexpr, RL: gl.constexpr, PDL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes)
@@ -340,7 +315,7 @@ if HAS_WS:
         las = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         lbs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         xs = gl.allocate_shared_memory(gl.int32, [2 * NS, 16 * WK * NT, _TW], SW)
-        red = gl.allocate_shared_memory(gl.float32, [WK if SUM else 1, 16, 2, 4],
+        red = gl.allocate_shared_memory(gl.float32, [WK, 16, 2, 4],
                                         gl.SwizzledSharedLayout(1, 1, 1, [3, 2, 1, 0]))
         ready = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
@@ -350,7 +325,7 @@ if HAS_WS:
         gl.warp_specialize([
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr,
                          kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK, NT, NS,
-                         P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW, PDL, red, SUM, RL)),
+                         P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW, PDL, red, RL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
                          empty, n_tiles, n_rounds, WK, NT, NS, PDL)),
         ], [1], [40])
@@ -384,7 +359,7 @@ def layouts() -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def sum_layout():
-    """WsConfig.ws_sum's read of [WK, 16 (row), 2, 4] partial sums: a thread holds the WK partials
+    """_sum_store's read of [WK, 16 (row), 2, 4] partial sums: a thread holds the WK partials
     of one output (lanes: 8 rows, then 4 token pairs; warps: the two 8-row halves and p)."""
     return gl.BlockedLayout(size_per_thread=[WK, 1, 1, 1], threads_per_warp=[1, 8, 1, 4],
                             warps_per_cta=[1, 2, 2, 1], order=[1, 3, 2, 0])
@@ -429,7 +404,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         y.stride(0), _cdiv(Kp // 2, GROUP), n_tiles, _cdiv(HW, TILE_W * WK),
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
-        HB_PER_ROW=planes.per_row, SUM=cfg.ws_sum, RL=sum_layout() if cfg.ws_sum else None,
+        HB_PER_ROW=planes.per_row, RL=sum_layout(),
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

@@ -15,9 +15,9 @@ from specpilot.w12.format import encode
 from tests.unit.w12_data import FINITE_EDGE, acts, check_close, check_pdl_modes, make_weight
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, SUM)
-CASES = [(3, 0, 1, True, False, 2, 0), (3, 0, 2, True, True, 0, 1), (2, 128, 2, False, False, 2, 0),
-         (4, 0, 2, True, False, 0, 0), (4, 0, 2, True, False, 2, 1), (2, 128, 1, True, True, 0, 1)]
+# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL)
+CASES = [(3, 0, 1, True, False, 2), (3, 0, 2, True, True, 0), (2, 128, 2, False, False, 2),
+         (4, 0, 2, True, False, 0), (2, 128, 1, True, True, 0)]
 SIG = dict(y_ptr="*bf16", x16_ptr="*bf16", hb_ptr="*u8", koff_ptr="*i32", kent_ptr="*i32",
            kval_ptr="*i16", M="i32", N="i32", sxm="i32", sym="i32", G="i32", n_tiles="i32",
            n_rounds="i32")
@@ -33,15 +33,14 @@ def _compile_all() -> dict:
     sw = ws.swizzle()
     P, Q, X, LP, LX, QE, EL = ws.layouts()
     out = {}
-    for stages, maxnreg, nt, esc, per_row, pdl, sum_ in CASES:
+    for stages, maxnreg, nt, esc, per_row, pdl in CASES:
         desc = f"tensordesc<i32[16, {ws.TILE_W}],{sw!r}>"
         xdesc = f"tensordesc<i32[8, {ws.TILE_W}],{sw!r}>"
         sig = dict(h_desc=desc, la_desc=desc, lb_desc=desc, xa_desc=xdesc, xb_desc=xdesc, **SIG)
         if per_row:
             sig["hb_ptr"] = "*i32"
         consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
-                      ESC=esc, HB_PER_ROW=per_row, PDL=pdl, SUM=sum_,
-                      RL=ws.sum_layout() if sum_ else None)
+                      ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout())
         sig.update({k: "constexpr" for k in consts})
         opts = {"num_warps": ws.WK, **({"maxnreg": maxnreg} if maxnreg else {})}
         k = triton.compile(GluonASTSource(ws._ws_kernel, sig, consts, {}),
@@ -51,8 +50,7 @@ def _compile_all() -> dict:
         first = ptx.find("ld.shared.v4")
         loop = ptx[ptx.rfind("mbarrier.try_wait", 0, first):ptx.find("mbarrier.arrive", first)]
         rep = ptxas_report(ptx) or ""
-        cfg = ws.WsConfig(stages, maxnreg, 1, sum_)
-        out[f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} sum{sum_}"] = {
+        out[f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl}"] = {
             "nt": nt, "pdl": pdl, "esc": esc,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
             "tma": ptx.count("cp.async.bulk.tensor"),
@@ -62,8 +60,7 @@ def _compile_all() -> dict:
             "spills": [int(t.split("bytes spill stores")[0].split(",")[-1])
                        for t in rep.splitlines() if "spill stores" in t],
             "smem": k.metadata.shared, "ring": ws.smem_bytes(stages, nt),
-            "sum_bytes": ws.sum_bytes(cfg), "bar": ptx.count("bar.sync"), "stages": stages,
-            "sum": sum_,
+            "bar": ptx.count("bar.sync"), "stages": stages,
         }
     return out
 
@@ -86,12 +83,11 @@ def test_compiles_for_sm90():
         # the producer: per round and consumer warp three plane boxes and 2 x 2 nt x boxes
         assert r["tma"] == ws.WK * (3 + 4 * nt), (name, r)
         assert r["setmaxnreg"] > 0 and r["spills"] in ([0], []), (name, r)
-        assert r["ring"] <= r["smem"] <= r["ring"] + ws.SMEM_EXTRA + r["sum_bytes"], (name, r)
+        assert r["ring"] <= r["smem"] <= r["ring"] + ws.SMEM_EXTRA + ws.SUM_BYTES, (name, r)
         # named barriers (bar.sync in the PTX): at most one per stage at the start, two per
-        # round (the wait on a stage, its release), and with ws_sum two per 8-token tile (and one
-        # before the block's first store; gl.sum's reduction takes 6 or more per tile)
-        if r["sum"]:
-            assert r["bar"] <= r["stages"] + 1 + 2 * nt, (name, r)
+        # round (the wait on a stage, its release), and the cross-warp sum's two per 8-token
+        # tile and one before a block's first store (gl.sum's reduction took 6 or more per tile)
+        assert r["bar"] <= r["stages"] + 1 + 2 * nt, (name, r)
         # PDL: a wait in each partition and one launch_dependents
         assert r["gdc"] == (3 if r["pdl"] else 0), (name, r)
 
@@ -197,7 +193,7 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     """A chain of norm -> W12 layers on ws (every candidate at 8 and 16 rows) and on the
     register loop gives the same bits eagerly and in a CUDA graph (the TMA descriptors captured
-    with the launches), with PDL off and on (WS_PDL)."""
+    with the launches), with PDL off (pdl.ENABLED) and on (ws.WS_PDL, the default)."""
     from specpilot.kernels import norm
     from specpilot.w12 import kernel as Kn
 

@@ -4,6 +4,8 @@
 #       PDL chain decides ws.WS_PDL), then on an H200 W12 `stock` against bf16 on Qwen3.8-27B at
 #       one request (decides W12 in final of settings/h200_c1_qwen38-27b_dflash2); on any other
 #       card the same for Muse-Glimmer-30B (16 verify rows, where ws runs in the engine)
+#   bash docs/benchmarks/raw/w12/session45/next.sh e2e    # ~10 min: ws.py's GPU tests, then W12
+#       `stock` against bf16 at one request on Muse-Glimmer-30B and Qwen3.8-27B (260 s each)
 #   bash docs/benchmarks/raw/w12/session45/next.sh qwen|muse   # ~6 min: that comparison alone
 #   bash docs/benchmarks/raw/w12/session45/next.sh wsf    # ~5 min: ws.py's GPU tests, the bench
 set -u
@@ -25,6 +27,10 @@ case "${1:-}" in
 auto)
   tests
   case "$CARD" in *H200*) stock qwen38-27b 4.8 1 380 ;; *) stock muse-glimmer-30b 6.5 1 380 ;; esac ;;
+e2e)
+  tests
+  stock muse-glimmer-30b 6.5 1 260
+  stock qwen38-27b 4.8 1 260 ;;
 qwen) stock qwen38-27b 4.8 1,2 560 ;;
 muse) stock muse-glimmer-30b 6.5 1 560 ;;
 wsf)
@@ -33,5 +39,5 @@ wsf)
     > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
   grep -c "^PASS" $L/ws.log ;;
-*) echo "usage: $0 auto | qwen | muse | wsf" >&2; exit 2 ;;
+*) echo "usage: $0 auto | e2e | qwen | muse | wsf" >&2; exit 2 ;;
 esac
