@@ -45,7 +45,7 @@ CPU the tests compile it for sm_90.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -79,25 +79,20 @@ SUM_BYTES = WK * 16 * 8 * 4   # the cross-warp sums' buffer: [WK, 16 rows, 8 tok
 class WsConfig:
     """ws_stages: shared-memory ring stages (rounds in flight); ws_maxnreg: a register cap per
     thread for the launch (0: none, then one block per SM); ws_grid: programs per SM (2 needs
-    the cap and two blocks' ring in shared memory); ws_split: runs of whole rounds splitting K
-    per 16-row block (split-K, as ``MmaConfig.split``: fp32 partials in a workspace, the last
-    to finish adds them in split order), for weights of few blocks. Prefixed names: tune files hold these next
+    the cap and two blocks' ring in shared memory). Prefixed names: tune files hold these next
     to ``mma.MmaConfig`` entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
-    ws_split: int = 1
 
     def __post_init__(self):
-        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and 1 <= self.ws_split <= 8):
+        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
-        split = f"k{self.ws_split}" if self.ws_split > 1 else ""
-        return f"ws{self.ws_stages}{reg}x{self.ws_grid}{split}"
+        return f"ws{self.ws_stages}{reg}x{self.ws_grid}"
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -108,11 +103,6 @@ def smem_bytes(stages: int, nt: int) -> int:
 # the tuning space (sessions 44-45, H100: ws4 won most layers at 16 rows, ws3 most at 8 rows,
 # ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was dropped)
 CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2))
-# split-K for weights of few blocks (the down and o_proj layers: 320-416 blocks of 16 rows, 2.4-3.2
-# per SM, so the last wave ran 40-80% full)
-SPLITS = (2, 3, 4)
-SPLIT_BASES = 2
-SPLIT_MAX_BLOCKS_PER_SM = 5
 
 
 def supported(M: int, K: int, device: torch.device) -> bool:
@@ -128,31 +118,11 @@ def fits(cfg: WsConfig, nt: int) -> bool:
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 
-def split_plan(cfg: WsConfig, K: int) -> tuple:
-    """(rounds per item, items per 16-row block) of cfg on K columns: ws_split runs of whole
-    rounds, fewer where K has fewer rounds (no empty item)."""
-    rounds = _cdiv(_cdiv(K, 32) * 4, TILE_W * WK)
-    rps = _cdiv(rounds, cfg.ws_split)
-    return rps, _cdiv(rounds, rps)
-
-
-def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
-    """The configs of CANDIDATES that fit at M rows, where supported; on a weight of few
-    16-row blocks (<= SPLIT_MAX_BLOCKS_PER_SM per SM) also the first SPLIT_BASES of them with
-    each split of SPLITS that gives every item >= 2 rounds and a plan of its own."""
+def candidates(M: int, K: int, device: torch.device) -> tuple:
+    """The configs of CANDIDATES that fit at M rows, where supported."""
     if not supported(M, K, device):
         return ()
-    out = [c for c in CANDIDATES if fits(c, 1 if M <= 8 else 2)]
-    if _cdiv(N, 16) <= SPLIT_MAX_BLOCKS_PER_SM * _k._num_sms(device):
-        for base in out[:SPLIT_BASES]:
-            seen = {split_plan(base, K)}
-            for split in SPLITS:
-                cfg = replace(base, ws_split=split)
-                plan = split_plan(cfg, K)
-                if plan not in seen and plan[0] >= 2:
-                    seen.add(plan)
-                    out.append(cfg)
-    return tuple(out)
+    return tuple(c for c in CANDIDATES if fits(c, 1 if M <= 8 else 2))
 
 
 if HAS_WS:
@@ -177,20 +147,18 @@ if HAS_WS:
 
     @gluon.jit
     def _producer(h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready, empty,
-                  n_items, n_rounds, rps, WK: gl.constexpr, NT: gl.constexpr,
-                  NS: gl.constexpr, SPLIT: gl.constexpr, PDL: gl.constexpr):
-        """The producer warp: every (item, round) of the program into ring stage i % NS once
-        the consumers have released it (item: block it // SPLIT, rounds of its K run it %
-        SPLIT)."""
+                  n_tiles, n_rounds, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr,
+                  PDL: gl.constexpr):
+        """The producer warp: every (block, round) of the program into ring stage i % NS once
+        the consumers have released it."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         nbytes: gl.constexpr = (3 + 2 * NT) * 16 * WK * _TW * 4
         _mm._gdc_wait(PDL > 0)
         i = 0
-        for it in range(pid, n_items, npg):
-            n0 = (it // SPLIT) * 16
-            r0 = (it % SPLIT) * rps
-            for r in range(r0, gl.minimum(r0 + rps, n_rounds)):
+        for tile in range(pid, n_tiles, npg):
+            n0 = tile * 16
+            for r in range(n_rounds):
                 st = i % NS
                 mbarrier.wait(empty.index(st), ((i // NS) & 1) ^ 1)
                 bar = ready.index(st)
@@ -223,38 +191,25 @@ if HAS_WS:
         return gl.convert_layout(gl.reshape(v, [WK, 8, 4, 16]), X, assert_trivial=True)
 
     @gluon.jit
-    def _cross_sum(red, a01, a23, RL: gl.constexpr):
-        """The sums over the WK warps of a01 (rows g) and a23 (rows g + 8), each [WK, 8 (g), 2
-        (p), 4 (c)] in ACC (token 2 c + p): stored into red [WK, 16 (row), 2, 4], read back with
-        the warps' partials in each thread's registers (RL), summed: [16, 2, 4] (row, p, c) in
-        RL's slice, with _out_index's rows and tokens."""
+    def _sum_store(red, a01, a23, y_ptr, sym, n0, tok0, M, N, RL: gl.constexpr):
+        """y rows n0 .. n0 + 16, tokens tok0 .. tok0 + 8: the sums over the WK warps of a01 (rows
+        g) and a23 (rows g + 8), each [WK, 8 (g), 2 (p), 4 (c)] in ACC (token 2 c + p): stored
+        into red [WK, 16 (row), 2, 4], read back with the warps' partials in each thread's
+        registers (RL), summed, stored."""
         a = gl.permute(gl.join(a01, a23), [0, 4, 1, 2, 3])         # [WK, 2, 8, 2, 4]
         red.store(gl.reshape(a, [a01.shape[0], 16, 2, 4]))
-        return gl.sum(red.load(RL), axis=0)
-
-    @gluon.jit
-    def _out_index(RL: gl.constexpr):
-        """(row [16, 1, 1], token [1, 2, 4]) of _cross_sum's outputs in a 16 x 8 tile."""
+        v = gl.sum(red.load(RL), axis=0)                           # [16, 2, 4]
         SL: gl.constexpr = gl.SliceLayout(0, RL)
         r = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, SL)))
         p = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, SL)))
         c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, SL)))
-        return r[:, None, None], 2 * c[None, None, :] + p[None, :, None]
+        row = n0 + r[:, None, None]
+        tok = tok0 + 2 * c[None, None, :] + p[None, :, None]
+        gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=(tok < M) & (row < N))
 
     @gluon.jit
-    def _item_range(koff_ptr, it, n_items, N, G, SPLIT: gl.constexpr):
-        """[lo, hi) of item it's escapes (it clamped to the last item): its block's entries, all
-        K, in the block's first K run; none in the others."""
-        it = gl.minimum(it, n_items - 1)
-        lo, hi = _mm._esc_range(koff_ptr, (it // SPLIT) * 16, N, G, 1)
-        if SPLIT > 1:
-            hi = lo + (hi - lo) * (it % SPLIT == 0).to(gl.int32)
-        return lo, hi
-
-    @gluon.jit
-    def _consumer(hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
-                  koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds, rps,
-                  SPLIT: gl.constexpr, WK: gl.constexpr,
+    def _consumer(hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr, kent_ptr,
+                  kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK: gl.constexpr,
                   NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
@@ -270,37 +225,36 @@ if HAS_WS:
         if not HB_PER_ROW:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
         _mm._gdc_wait(PDL > 0)
-        if ESC:   # the first item's range and first chunk, and the second item's range
-            elo, ehi = _item_range(koff_ptr, pid, n_items, N, G, SPLIT)
-            ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0,
-                                      (gl.minimum(pid, n_items - 1) // SPLIT) * 16, WK, 1, EL)
-            nlo, nhi = _item_range(koff_ptr, pid + npg, n_items, N, G, SPLIT)
+        if ESC:   # the first block's range and first chunk, and the second block's range
+            t0 = gl.minimum(pid, n_tiles - 1)
+            elo, ehi = _mm._esc_range(koff_ptr, t0 * 16, N, G, 1)
+            ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, t0 * 16, WK, 1, EL)
+            nlo, nhi = _mm._esc_range(koff_ptr, gl.minimum(pid + npg, n_tiles - 1) * 16, N, G, 1)
         i = 0
-        for it in range(pid, n_items, npg):
-            tile = it // SPLIT
+        for tile in range(pid, n_tiles, npg):
             n0 = tile * 16
-            r0 = (it % SPLIT) * rps
             if HB_PER_ROW:
                 hbw = gl.load(hb_ptr + (n0 + prow) * 4, mask=n0 + prow < N, other=0) + gl.zeros(
                     SHAPE, gl.int32, P)
             if ESC:
-                # this item's first chunk as MMA operands (its entries came during the last
-                # item; the x gathers are in flight during the main loop), the next item's
+                # this block's first chunk as MMA operands (its entries came during the last
+                # block; the x gathers are in flight during the main loop), the next block's
                 # entries and the one after's range (a block that waited for its own escapes at
                 # its start or end took ~2.4 us more, session 44)
                 ea = _mm._esc_operands(ek, x16_ptr, sxm, M, 1, NT, QE, EL, True)
-                tn = gl.minimum(it + npg, n_items - 1) // SPLIT
+                tn = gl.minimum(tile + npg, n_tiles - 1)
                 ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, nlo, nhi, 0, tn * 16, WK, 1, EL)
                 clo = elo
                 chi = ehi
                 elo = nlo
                 ehi = nhi
-                nlo, nhi = _item_range(koff_ptr, it + 2 * npg, n_items, N, G, SPLIT)
+                nlo, nhi = _mm._esc_range(koff_ptr, gl.minimum(tile + 2 * npg, n_tiles - 1) * 16,
+                                          N, G, 1)
             acc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
-            for r in range(r0, gl.minimum(r0 + rps, n_rounds)):
+            for r in range(n_rounds):
                 st = i % NS
                 mbarrier.wait(ready.index(st), (i // NS) & 1)
                 h = _planes(hs.index(st), LP, P)
@@ -341,53 +295,21 @@ if HAS_WS:
                 if NT == 2:
                     bcc01 += gl.convert_layout(gl.sum(f01, axis=4), ACC)
                     bcc23 += gl.convert_layout(gl.sum(f23, axis=4), ACC)
-            row, tok = _out_index(RL)
-            row += n0
-            ok = (row < N) & (tok < M)
-            v = _cross_sum(red, acc01, acc23, RL)
+            _sum_store(red, acc01, acc23, y_ptr, sym, n0, 0, M, N, RL)
             if NT == 2:
-                v1 = _cross_sum(red, bcc01, bcc23, RL)
-                ok1 = (row < N) & (tok + 8 < M)
-            if SPLIT == 1:
-                gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
-                if NT == 2:
-                    gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
-            else:   # split-K: the fp32 partials into ws_ptr [SPLIT, M, N]; the block's last
-                #     item to finish adds them in split order and stores y
-                wp = ws_ptr + (it % SPLIT).to(gl.int64) * M * N
-                gl.store(wp + tok * N + row, v, mask=ok)
-                if NT == 2:
-                    gl.store(wp + (tok + 8) * N + row, v1, mask=ok1)
-                _mm._barrier()   # every thread's partial is written before the ticket is taken
-                ticket = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
-                if ticket == SPLIT - 1:
-                    v = gl.zeros_like(v)
-                    v1 = gl.zeros_like(v)
-                    for sp in gl.static_range(SPLIT):
-                        wp = ws_ptr + sp * M * N
-                        v += gl.load(wp + tok * N + row, mask=ok, other=0.0, cache_modifier=".cg")
-                        if NT == 2:
-                            v1 += gl.load(wp + (tok + 8) * N + row, mask=ok1, other=0.0,
-                                          cache_modifier=".cg")
-                    gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
-                    if NT == 2:
-                        gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
-                    gl.atomic_xchg(lock_ptr + tile, 0)
+                _sum_store(red, bcc01, bcc23, y_ptr, sym, n0, 8, M, N, RL)
         _mm._gdc_launch_dependents(PDL > 0)
 
     @gluon.jit
-    def _ws_kernel(h_desc, la_desc, lb_desc, xa_desc, xb_desc, y_ptr, ws_ptr, lock_ptr, x16_ptr,
-                   hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
-                   rps, SPLIT: gl.constexpr,
+    def _ws_kernel(h_desc, la_desc, lb_desc, xa_desc, xb_desc, y_ptr, x16_ptr, hb_ptr, koff_ptr,
+                   kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds,
                    WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, PDL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
-        # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
-        # Items: block it // SPLIT, rounds [rps (it % SPLIT), + rps) of its K; with SPLIT > 1,
-        # ws_ptr fp32 [SPLIT, M, N] partials and lock_ptr a zeroed ticket per block (left zero)
+        # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes)
         SW: gl.constexpr = h_desc.layout
         hs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         las = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
@@ -401,12 +323,11 @@ if HAS_WS:
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
         gl.warp_specialize([
-            (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
-                         koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds, rps,
-                         SPLIT, WK, NT, NS,
+            (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr,
+                         kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK, NT, NS,
                          P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW, PDL, red, RL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
-                         empty, n_items, n_rounds, rps, WK, NT, NS, SPLIT, PDL)),
+                         empty, n_tiles, n_rounds, WK, NT, NS, PDL)),
         ], [1], [40])
 
 
@@ -475,15 +396,12 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
              TensorDescriptor.from_tensor(x32[:, :2 * HW], [8, TILE_W], sw),
              TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw))
     n_tiles = _cdiv(N, 16)
-    rps, split = split_plan(cfg, Kp)
-    wsb, locks = _k.split_buffers(y, split, n_tiles)
     n_sm = _k._num_sms(x.device)
     P, Q, X, LP, LX, QE, EL = layouts()
     hb = planes.hb.view(torch.int32) if planes.per_row else planes.hb
-    _ws_kernel[(min(n_tiles * split, cfg.ws_grid * n_sm),)](
-        *descs, y, wsb, locks, x, hb, planes.koff, planes.kent, planes.kval, M, N,
-        x.stride(0) // 2, y.stride(0), _cdiv(Kp // 2, GROUP), n_tiles * split,
-        _cdiv(HW, TILE_W * WK), rps, SPLIT=split,
+    _ws_kernel[(min(n_tiles, cfg.ws_grid * n_sm),)](
+        *descs, y, x, hb, planes.koff, planes.kent, planes.kval, M, N, x.stride(0) // 2,
+        y.stride(0), _cdiv(Kp // 2, GROUP), n_tiles, _cdiv(HW, TILE_W * WK),
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
         HB_PER_ROW=planes.per_row, RL=sum_layout(),

@@ -15,16 +15,12 @@ from specpilot.w12.format import encode
 from tests.unit.w12_data import FINITE_EDGE, acts, check_close, check_pdl_modes, make_weight
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, SPLIT)
-CASES = [(3, 0, 1, True, False, 2, 1), (3, 0, 2, True, True, 0, 1), (2, 128, 2, False, False, 2, 1),
-         (4, 0, 2, True, False, 0, 1), (2, 128, 1, True, True, 0, 3), (4, 0, 2, True, False, 2, 2)]
-# split-K configs the GPU tests run next to the candidates (any weight: splits are offered only
-# on weights of few blocks)
-SPLIT_CONFIGS = (ws.WsConfig(3, ws_split=2), ws.WsConfig(4, ws_split=3),
-                 ws.WsConfig(2, 128, 2, ws_split=4))
-SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
-           koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
-           sym="i32", G="i32", n_items="i32", n_rounds="i32", rps="i32")
+# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL)
+CASES = [(3, 0, 1, True, False, 2), (3, 0, 2, True, True, 0), (2, 128, 2, False, False, 2),
+         (4, 0, 2, True, False, 0), (2, 128, 1, True, True, 0)]
+SIG = dict(y_ptr="*bf16", x16_ptr="*bf16", hb_ptr="*u8", koff_ptr="*i32", kent_ptr="*i32",
+           kval_ptr="*i16", M="i32", N="i32", sxm="i32", sym="i32", G="i32", n_tiles="i32",
+           n_rounds="i32")
 
 
 def _compile_all() -> dict:
@@ -37,14 +33,14 @@ def _compile_all() -> dict:
     sw = ws.swizzle()
     P, Q, X, LP, LX, QE, EL = ws.layouts()
     out = {}
-    for stages, maxnreg, nt, esc, per_row, pdl, split in CASES:
+    for stages, maxnreg, nt, esc, per_row, pdl in CASES:
         desc = f"tensordesc<i32[16, {ws.TILE_W}],{sw!r}>"
         xdesc = f"tensordesc<i32[8, {ws.TILE_W}],{sw!r}>"
         sig = dict(h_desc=desc, la_desc=desc, lb_desc=desc, xa_desc=xdesc, xb_desc=xdesc, **SIG)
         if per_row:
             sig["hb_ptr"] = "*i32"
         consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
-                      ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout(), SPLIT=split)
+                      ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout())
         sig.update({k: "constexpr" for k in consts})
         opts = {"num_warps": ws.WK, **({"maxnreg": maxnreg} if maxnreg else {})}
         k = triton.compile(GluonASTSource(ws._ws_kernel, sig, consts, {}),
@@ -54,7 +50,7 @@ def _compile_all() -> dict:
         first = ptx.find("ld.shared.v4")
         loop = ptx[ptx.rfind("mbarrier.try_wait", 0, first):ptx.find("mbarrier.arrive", first)]
         rep = ptxas_report(ptx) or ""
-        out[f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} k{split}"] = {
+        out[f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl}"] = {
             "nt": nt, "pdl": pdl, "esc": esc,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
             "tma": ptx.count("cp.async.bulk.tensor"),
@@ -64,8 +60,7 @@ def _compile_all() -> dict:
             "spills": [int(t.split("bytes spill stores")[0].split(",")[-1])
                        for t in rep.splitlines() if "spill stores" in t],
             "smem": k.metadata.shared, "ring": ws.smem_bytes(stages, nt),
-            "bar": ptx.count("bar.sync"), "stages": stages, "split": split,
-            "atom": ptx.count("atom.global"),
+            "bar": ptx.count("bar.sync"), "stages": stages,
         }
     return out
 
@@ -91,51 +86,26 @@ def test_compiles_for_sm90():
         assert r["ring"] <= r["smem"] <= r["ring"] + ws.SMEM_EXTRA + ws.SUM_BYTES, (name, r)
         # named barriers (bar.sync in the PTX): at most one per stage at the start, two per
         # round (the wait on a stage, its release), and the cross-warp sum's two per 8-token
-        # tile and one before a block's first store (gl.sum's reduction took 6 or more per tile);
-        # split-K two more: before the ticket (an atomic add; an exchange resets it) and its
-        # broadcast to the warps
-        split = r["split"] > 1
-        assert r["bar"] <= r["stages"] + 1 + 2 * nt + 2 * split, (name, r)
-        assert r["atom"] == (2 if split else 0), (name, r)
+        # tile and one before a block's first store (gl.sum's reduction took 6 or more per tile)
+        assert r["bar"] <= r["stages"] + 1 + 2 * nt, (name, r)
         # PDL: a wait in each partition and one launch_dependents
         assert r["gdc"] == (3 if r["pdl"] else 0), (name, r)
 
 
 def test_config_and_candidates():
     assert ws.WsConfig().short == "ws3x1" and ws.WsConfig(2, 128, 2).short == "ws2g128x2"
-    assert ws.WsConfig(4, ws_split=3).short == "ws4x1k3"
-    for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
-                dict(ws_split=0), dict(ws_split=9)):
+    for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1)):
         with pytest.raises(ValueError):
             ws.WsConfig(**bad)
     assert ws.smem_bytes(3, 2) == 3 * 7 * 16 * 4 * 32 * 4
     # a ring of 2 stages fits twice per SM at 8 rows, not at 16 (two x tiles per half)
     assert ws.fits(ws.WsConfig(2, 128, 2), 1) and not ws.fits(ws.WsConfig(2, 128, 2), 2)
     assert ws.fits(ws.WsConfig(4), 2) and not ws.fits(ws.WsConfig(5), 2)
-    # split plans: runs of whole rounds (1024 columns), none empty
-    assert ws.split_plan(ws.WsConfig(ws_split=3), 17408) == (6, 3)     # 17 rounds
-    assert ws.split_plan(ws.WsConfig(ws_split=4), 6144) == (2, 3)      # 6 rounds: 2 + 2 + 2
-    assert ws.split_plan(ws.WsConfig(), 5120) == (5, 1)
-
-
-def test_candidates_add_split_k_on_weights_of_few_blocks(monkeypatch):
-    monkeypatch.setattr(ws, "supported", lambda M, K, device: True)
-    monkeypatch.setattr(ws._k, "_num_sms", lambda device: 132)
-    dev = torch.device("cuda")
-    wide = ws.candidates(16, 34816, 5120, dev)          # 2176 blocks: no split
-    assert wide == tuple(c for c in ws.CANDIDATES if ws.fits(c, 2))
-    narrow = ws.candidates(16, 5120, 17408, dev)        # 320 blocks of 17 rounds
-    splits = [c for c in narrow if c.ws_split > 1]
-    assert {c.ws_stages for c in splits} == {3, 4} and {c.ws_split for c in splits} == {2, 3, 4}
-    # at 8 rows also the 2-block-per-SM base, but splits only on the first two
-    assert all(c.ws_grid == 1 for c in ws.candidates(8, 5120, 6144, dev) if c.ws_split > 1)
-    # 6 rounds: split 4 has the plan of split 3 (2 rounds each), offered once
-    assert [c.ws_split for c in ws.candidates(16, 5120, 6144, dev) if c.ws_stages == 4] == [1, 2, 3]
 
 
 def test_refuses_without_an_sm90_gpu():
     cpu = torch.device("cpu")
-    assert not ws.supported(8, 5120, cpu) and ws.candidates(8, 5120, 5120, cpu) == ()
+    assert not ws.supported(8, 5120, cpu) and ws.candidates(8, 5120, cpu) == ()
     if ws.HAS_WS and not torch.cuda.is_available():
         from specpilot.w12 import kernel as K
         from specpilot.w12.format import encode
@@ -187,9 +157,9 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
     x = (torch.rand(N, K) + 1).bfloat16() if narrow else make_weight(N, K, N + K, per_row,
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
-    for cfg in ws.CANDIDATES + SPLIT_CONFIGS:
+    for cfg in ws.CANDIDATES:
         for M in (1, 2, 3, 7, 8, 9, 16):
-            if ws.fits(cfg, 1 if M <= 8 else 2):
+            if cfg in ws.candidates(M, K, torch.device("cuda")):
                 a = acts(M, K, M)
                 check_close(ws.w12_ws(a.cuda(), p, cfg), a, x)
     # x contiguous but not 16-byte aligned (a view 2 bytes into a buffer): copied for TMA
@@ -214,8 +184,8 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
     real = Kn.fastest
     monkeypatch.setattr(Kn, "fastest", lambda c, *r: seen.extend(c) or real(c, *r))
     cfg = mma.mma_autotune(a.cuda(), p)
-    offered = ws.candidates(16, 512, 1024, torch.device("cuda"))
-    assert set(offered) <= set(seen) and any(c.ws_split > 1 for c in offered)
+    assert set(ws.candidates(16, 1024, torch.device("cuda"))) <= set(seen)
+    assert ws.candidates(16, 1024, torch.device("cuda"))
     check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
 
 
