@@ -4,7 +4,7 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
     PYTHONPATH=. python scripts/gpu_w12_ws_bench.py --m 8,16 --out /tmp/ws.json
 
 1. Checks (one PASS / FAIL line per shape, gpu_w12_gemv_bench's ``check_kernel``): ``ws.w12_ws``
-   at each of ``ws.CANDIDATES`` against fp32 torch on the true weight (escapes included: every kind of edge value, a per-row base, a last
+   at each of ``CHECK_CONFIGS`` against fp32 torch on the true weight (escapes included: every kind of edge value, a per-row base, a last
    partial round, N not a multiple of 16) at M = 1, 5, 8, 9, 16: the same non-finite pattern and
    a relative error (2-norm over the finite outputs) < 5e-3.
 2. Timing, every linear layer shape of --models at each --m, us per call as
@@ -38,6 +38,8 @@ from specpilot.w12.format import encode  # noqa: E402
 MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc_mma=1),
                MM.MmaConfig(2, 1, 2, 8, 136, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, split=2,
                                                                        esc_mma=1))
+# every candidate, and the tail split (which splits every block of the shapes below 132 of them)
+CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))
@@ -45,15 +47,15 @@ CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
 
 def checks(res: dict) -> bool:
     """gpu_w12_gemv_bench's check_kernel (fp32 torch on the true weight: the same non-finite
-    pattern, relative error < 5e-3) per CHECKS shape over every candidate that fits at M."""
+    pattern, relative error < 5e-3) per CHECKS shape over every CHECK_CONFIGS entry that fits
+    at M."""
     ok_all = True
-    dev = torch.device("cuda")
     for N, Kd, per_row, edges in CHECKS:
         w = WB.make_weight(N, Kd, N + Kd, edges, N * Kd // 500, per_row=per_row).cuda()
         p = K.prepare(encode(w.cpu(), per_row=per_row), "cuda")
         ok_all &= GB.check_kernel(f"N{N} K{Kd} per_row={per_row}", WS.w12_ws, p, w,
-                                  WS.CANDIDATES, (1, 5, 8, 9, 16),
-                                  skip=lambda cfg, M, Kd=Kd: cfg not in WS.candidates(M, Kd, dev))
+                                  CHECK_CONFIGS, (1, 5, 8, 9, 16),
+                                  skip=lambda cfg, M: not WS.fits(cfg, 1 if M <= 8 else 2))
     res["check"] = WB.RESULTS["correctness"]
     return ok_all
 
@@ -80,7 +82,7 @@ def timing(args, res: dict, t0: float) -> None:
                 row = dict(model=model, layer=name, N=N, K=Kd, M=M, count=count)
                 row["cublas"] = K.time_calls_us(lambda i: acts[i % 4] @ ringb[i % len(ringb)].t(),
                                                 len(ringb))
-                for kind, cands in (("mma", MMA_CONFIGS), ("ws", WS.candidates(M, Kd, dev))):
+                for kind, cands in (("mma", MMA_CONFIGS), ("ws", WS.candidates(M, N, Kd, dev))):
                     for cfg in cands:
                         MM.w12_mma(acts[0], p, cfg)
                         us = K.time_calls_us(lambda i, c=cfg: MM.w12_mma(

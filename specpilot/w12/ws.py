@@ -45,7 +45,7 @@ CPU the tests compile it for sm_90.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -79,20 +79,25 @@ SUM_BYTES = WK * 16 * 8 * 4   # the cross-warp sums' buffer: [WK, 16 rows, 8 tok
 class WsConfig:
     """ws_stages: shared-memory ring stages (rounds in flight); ws_maxnreg: a register cap per
     thread for the launch (0: none, then one block per SM); ws_grid: programs per SM (2 needs
-    the cap and two blocks' ring in shared memory). Prefixed names: tune files hold these next
+    the cap and two blocks' ring in shared memory); ws_tail 1: the blocks of the last, partial
+    wave are split over K so that every program has work in it (``tail_plan``; split-K as
+    ``MmaConfig.split``: fp32 partials in a workspace, the last to finish adds them in split
+    order). Prefixed names: tune files hold these next
     to ``mma.MmaConfig`` entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
+    ws_tail: int = 0
 
     def __post_init__(self):
-        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)):
+        if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
+                and self.ws_tail in (0, 1)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
-        return f"ws{self.ws_stages}{reg}x{self.ws_grid}"
+        return f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -103,6 +108,11 @@ def smem_bytes(stages: int, nt: int) -> int:
 # the tuning space (sessions 44-45, H100: ws4 won most layers at 16 rows, ws3 most at 8 rows,
 # ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was dropped)
 CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2))
+# ws_tail offered on the first TAIL_BASES bases (the down and o_proj layers have 320-416 blocks
+# of 16 rows, 2.4-3.2 per SM: their last wave ran 40-80% full; session 45 call 4 split every
+# block's K instead, 2-4 ways: slower on every layer, a persistent program waiting for each
+# item's ticket and partials)
+TAIL_BASES = 2
 
 
 def supported(M: int, K: int, device: torch.device) -> bool:
@@ -118,11 +128,30 @@ def fits(cfg: WsConfig, nt: int) -> bool:
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 
-def candidates(M: int, K: int, device: torch.device) -> tuple:
-    """The configs of CANDIDATES that fit at M rows, where supported."""
+def tail_plan(cfg: WsConfig, N: int, K: int, n_sm: int) -> tuple:
+    """(full, splits, rounds per split) of cfg on an N x K weight: blocks [0, full) run whole;
+    with ws_tail each of the last wave's blocks (n_blocks - full < programs) is split into
+    ``splits`` runs of whole rounds so that the wave has about one item per program."""
+    blocks, progs = _cdiv(N, 16), cfg.ws_grid * n_sm
+    rounds = _cdiv(_cdiv(K, 32) * 4, TILE_W * WK)
+    full = blocks - blocks % progs
+    if not cfg.ws_tail or full == blocks:
+        return blocks, 1, rounds
+    rps = _cdiv(rounds, min(progs // (blocks - full), rounds))
+    splits = _cdiv(rounds, rps)
+    return (full, splits, rps) if splits > 1 else (blocks, 1, rounds)
+
+
+def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
+    """The configs of CANDIDATES that fit at M rows, where supported, and the first TAIL_BASES
+    of them with ws_tail where it splits the N x K weight's last wave."""
     if not supported(M, K, device):
         return ()
-    return tuple(c for c in CANDIDATES if fits(c, 1 if M <= 8 else 2))
+    out = [c for c in CANDIDATES if fits(c, 1 if M <= 8 else 2)]
+    n_sm = _k._num_sms(device)
+    out += [replace(c, ws_tail=1) for c in out[:TAIL_BASES]
+            if tail_plan(replace(c, ws_tail=1), N, K, n_sm)[1] > 1]
+    return tuple(out)
 
 
 if HAS_WS:
@@ -147,18 +176,19 @@ if HAS_WS:
 
     @gluon.jit
     def _producer(h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready, empty,
-                  n_tiles, n_rounds, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr,
-                  PDL: gl.constexpr):
-        """The producer warp: every (block, round) of the program into ring stage i % NS once
-        the consumers have released it."""
+                  n_items, n_rounds, full, splits, rps, WK: gl.constexpr, NT: gl.constexpr,
+                  NS: gl.constexpr, PDL: gl.constexpr):
+        """The producer warp: every (item, round) of the program into ring stage i % NS once
+        the consumers have released it (_item)."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         nbytes: gl.constexpr = (3 + 2 * NT) * 16 * WK * _TW * 4
         _mm._gdc_wait(PDL > 0)
         i = 0
-        for tile in range(pid, n_tiles, npg):
+        for it in range(pid, n_items, npg):
+            tile, sp, r0, r1 = _item(it, full, splits, rps, n_rounds)
             n0 = tile * 16
-            for r in range(n_rounds):
+            for r in range(r0, r1):
                 st = i % NS
                 mbarrier.wait(empty.index(st), ((i // NS) & 1) ^ 1)
                 bar = ready.index(st)
@@ -191,26 +221,48 @@ if HAS_WS:
         return gl.convert_layout(gl.reshape(v, [WK, 8, 4, 16]), X, assert_trivial=True)
 
     @gluon.jit
-    def _sum_store(red, a01, a23, y_ptr, sym, n0, tok0, M, N, RL: gl.constexpr):
-        """y rows n0 .. n0 + 16, tokens tok0 .. tok0 + 8: the sums over the WK warps of a01 (rows
-        g) and a23 (rows g + 8), each [WK, 8 (g), 2 (p), 4 (c)] in ACC (token 2 c + p): stored
-        into red [WK, 16 (row), 2, 4], read back with the warps' partials in each thread's
-        registers (RL), summed, stored."""
+    def _cross_sum(red, a01, a23, RL: gl.constexpr):
+        """The sums over the WK warps of a01 (rows g) and a23 (rows g + 8), each [WK, 8 (g), 2
+        (p), 4 (c)] in ACC (token 2 c + p): stored into red [WK, 16 (row), 2, 4], read back with
+        the warps' partials in each thread's registers (RL), summed: [16, 2, 4] (row, p, c) in
+        RL's slice, with _out_index's rows and tokens."""
         a = gl.permute(gl.join(a01, a23), [0, 4, 1, 2, 3])         # [WK, 2, 8, 2, 4]
         red.store(gl.reshape(a, [a01.shape[0], 16, 2, 4]))
-        v = gl.sum(red.load(RL), axis=0)                           # [16, 2, 4]
+        return gl.sum(red.load(RL), axis=0)
+
+    @gluon.jit
+    def _out_index(RL: gl.constexpr):
+        """(row [16, 1, 1], token [1, 2, 4]) of _cross_sum's outputs in a 16 x 8 tile."""
         SL: gl.constexpr = gl.SliceLayout(0, RL)
         r = gl.arange(0, 16, layout=gl.SliceLayout(1, gl.SliceLayout(2, SL)))
         p = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, SL)))
         c = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, SL)))
-        row = n0 + r[:, None, None]
-        tok = tok0 + 2 * c[None, None, :] + p[None, :, None]
-        gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=(tok < M) & (row < N))
+        return r[:, None, None], 2 * c[None, None, :] + p[None, :, None]
 
     @gluon.jit
-    def _consumer(hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr, kent_ptr,
-                  kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK: gl.constexpr,
-                  NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr,
+    def _item(it, full, splits, rps, n_rounds):
+        """(block, K run, first round, end round) of item it: items [0, full) are whole blocks,
+        the others the last blocks' K in ``splits`` runs of rps rounds (tail_plan)."""
+        tail = (it >= full).to(gl.int32)
+        t = gl.maximum(it - full, 0)
+        sp = (t % splits) * tail
+        r0 = sp * rps
+        return (it * (1 - tail) + (full + t // splits) * tail, sp, r0,
+                gl.minimum(r0 + rps + (1 - tail) * n_rounds, n_rounds))
+
+    @gluon.jit
+    def _item_range(koff_ptr, it, n_items, N, G, full, splits, rps, n_rounds):
+        """(block, [lo, hi)) of item it's escapes (it clamped to the last item): its block's
+        entries, all K, in the block's first K run; none in the others."""
+        tile, sp, r0, r1 = _item(gl.minimum(it, n_items - 1), full, splits, rps, n_rounds)
+        lo, hi = _mm._esc_range(koff_ptr, tile * 16, N, G, 1)
+        return tile, lo, lo + (hi - lo) * (sp == 0).to(gl.int32)
+
+    @gluon.jit
+    def _consumer(hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
+                  koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds, full,
+                  splits, rps, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr,
+                  P: gl.constexpr, Q: gl.constexpr,
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr, red, RL: gl.constexpr):
@@ -225,36 +277,36 @@ if HAS_WS:
         if not HB_PER_ROW:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
         _mm._gdc_wait(PDL > 0)
-        if ESC:   # the first block's range and first chunk, and the second block's range
-            t0 = gl.minimum(pid, n_tiles - 1)
-            elo, ehi = _mm._esc_range(koff_ptr, t0 * 16, N, G, 1)
+        if ESC:   # the first item's range and first chunk, and the second item's range
+            t0, elo, ehi = _item_range(koff_ptr, pid, n_items, N, G, full, splits, rps, n_rounds)
             ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, t0 * 16, WK, 1, EL)
-            nlo, nhi = _mm._esc_range(koff_ptr, gl.minimum(pid + npg, n_tiles - 1) * 16, N, G, 1)
+            tn, nlo, nhi = _item_range(koff_ptr, pid + npg, n_items, N, G, full, splits, rps,
+                                       n_rounds)
         i = 0
-        for tile in range(pid, n_tiles, npg):
+        for it in range(pid, n_items, npg):
+            tile, sp, r0, r1 = _item(it, full, splits, rps, n_rounds)
             n0 = tile * 16
             if HB_PER_ROW:
                 hbw = gl.load(hb_ptr + (n0 + prow) * 4, mask=n0 + prow < N, other=0) + gl.zeros(
                     SHAPE, gl.int32, P)
             if ESC:
-                # this block's first chunk as MMA operands (its entries came during the last
-                # block; the x gathers are in flight during the main loop), the next block's
+                # this item's first chunk as MMA operands (its entries came during the last
+                # item; the x gathers are in flight during the main loop), the next item's
                 # entries and the one after's range (a block that waited for its own escapes at
                 # its start or end took ~2.4 us more, session 44)
                 ea = _mm._esc_operands(ek, x16_ptr, sxm, M, 1, NT, QE, EL, True)
-                tn = gl.minimum(tile + npg, n_tiles - 1)
                 ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, nlo, nhi, 0, tn * 16, WK, 1, EL)
                 clo = elo
                 chi = ehi
                 elo = nlo
                 ehi = nhi
-                nlo, nhi = _mm._esc_range(koff_ptr, gl.minimum(tile + 2 * npg, n_tiles - 1) * 16,
-                                          N, G, 1)
+                tn, nlo, nhi = _item_range(koff_ptr, it + 2 * npg, n_items, N, G, full, splits,
+                                           rps, n_rounds)
             acc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
-            for r in range(n_rounds):
+            for r in range(r0, r1):
                 st = i % NS
                 mbarrier.wait(ready.index(st), (i // NS) & 1)
                 h = _planes(hs.index(st), LP, P)
@@ -295,21 +347,53 @@ if HAS_WS:
                 if NT == 2:
                     bcc01 += gl.convert_layout(gl.sum(f01, axis=4), ACC)
                     bcc23 += gl.convert_layout(gl.sum(f23, axis=4), ACC)
-            _sum_store(red, acc01, acc23, y_ptr, sym, n0, 0, M, N, RL)
+            row, tok = _out_index(RL)
+            row += n0
+            ok = (row < N) & (tok < M)
+            v = _cross_sum(red, acc01, acc23, RL)
             if NT == 2:
-                _sum_store(red, bcc01, bcc23, y_ptr, sym, n0, 8, M, N, RL)
+                v1 = _cross_sum(red, bcc01, bcc23, RL)
+                ok1 = (row < N) & (tok + 8 < M)
+            if it < full:
+                gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
+                if NT == 2:
+                    gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
+            else:   # split-K: the fp32 partials into ws_ptr [splits, M, N]; the block's last
+                #     item to finish adds them in split order and stores y
+                wp = ws_ptr + sp.to(gl.int64) * M * N
+                gl.store(wp + tok * N + row, v, mask=ok)
+                if NT == 2:
+                    gl.store(wp + (tok + 8) * N + row, v1, mask=ok1)
+                _mm._barrier()   # every thread's partial is written before the ticket is taken
+                ticket = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
+                if ticket == splits - 1:
+                    v = gl.zeros_like(v)
+                    v1 = gl.zeros_like(v)
+                    for k in range(splits):
+                        wp = ws_ptr + k * M * N
+                        v += gl.load(wp + tok * N + row, mask=ok, other=0.0, cache_modifier=".cg")
+                        if NT == 2:
+                            v1 += gl.load(wp + (tok + 8) * N + row, mask=ok1, other=0.0,
+                                          cache_modifier=".cg")
+                    gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
+                    if NT == 2:
+                        gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
+                    gl.atomic_xchg(lock_ptr + tile, 0)
         _mm._gdc_launch_dependents(PDL > 0)
 
     @gluon.jit
-    def _ws_kernel(h_desc, la_desc, lb_desc, xa_desc, xb_desc, y_ptr, x16_ptr, hb_ptr, koff_ptr,
-                   kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds,
+    def _ws_kernel(h_desc, la_desc, lb_desc, xa_desc, xb_desc, y_ptr, ws_ptr, lock_ptr, x16_ptr,
+                   hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
+                   full, splits, rps,
                    WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, PDL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
-        # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes)
+        # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
+        # Items (_item): blocks [0, full) whole, the others split over K (tail_plan); ws_ptr fp32
+        # [splits, M, N] partials and lock_ptr a zeroed ticket per block (left zero)
         SW: gl.constexpr = h_desc.layout
         hs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         las = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
@@ -323,11 +407,12 @@ if HAS_WS:
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
         gl.warp_specialize([
-            (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, x16_ptr, hb_ptr, koff_ptr,
-                         kent_ptr, kval_ptr, M, N, sxm, sym, G, n_tiles, n_rounds, WK, NT, NS,
-                         P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW, PDL, red, RL)),
+            (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
+                         koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
+                         full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW,
+                         PDL, red, RL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
-                         empty, n_tiles, n_rounds, WK, NT, NS, PDL)),
+                         empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL)),
         ], [1], [40])
 
 
@@ -397,11 +482,15 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
              TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw))
     n_tiles = _cdiv(N, 16)
     n_sm = _k._num_sms(x.device)
+    full, splits, rps = tail_plan(cfg, N, Kp, n_sm)
+    n_items = full + (n_tiles - full) * splits
+    wsb, locks = _k.split_buffers(y, splits, n_tiles)
     P, Q, X, LP, LX, QE, EL = layouts()
     hb = planes.hb.view(torch.int32) if planes.per_row else planes.hb
-    _ws_kernel[(min(n_tiles, cfg.ws_grid * n_sm),)](
-        *descs, y, x, hb, planes.koff, planes.kent, planes.kval, M, N, x.stride(0) // 2,
-        y.stride(0), _cdiv(Kp // 2, GROUP), n_tiles, _cdiv(HW, TILE_W * WK),
+    _ws_kernel[(min(n_items, cfg.ws_grid * n_sm),)](
+        *descs, y, wsb, locks, x, hb, planes.koff, planes.kent, planes.kval, M, N,
+        x.stride(0) // 2, y.stride(0), _cdiv(Kp // 2, GROUP), n_items,
+        _cdiv(HW, TILE_W * WK), full, splits, rps,
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
         HB_PER_ROW=planes.per_row, RL=sum_layout(),

@@ -18,9 +18,13 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 # (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL)
 CASES = [(3, 0, 1, True, False, 2), (3, 0, 2, True, True, 0), (2, 128, 2, False, False, 2),
          (4, 0, 2, True, False, 0), (2, 128, 1, True, True, 0)]
-SIG = dict(y_ptr="*bf16", x16_ptr="*bf16", hb_ptr="*u8", koff_ptr="*i32", kent_ptr="*i32",
-           kval_ptr="*i16", M="i32", N="i32", sxm="i32", sym="i32", G="i32", n_tiles="i32",
-           n_rounds="i32")
+# ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
+# programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
+TAIL_CONFIGS = (ws.WsConfig(3, ws_tail=1), ws.WsConfig(4, ws_tail=1),
+                ws.WsConfig(2, 128, 2, ws_tail=1))
+SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
+           koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
+           sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
 
 
 def _compile_all() -> dict:
@@ -61,6 +65,7 @@ def _compile_all() -> dict:
                        for t in rep.splitlines() if "spill stores" in t],
             "smem": k.metadata.shared, "ring": ws.smem_bytes(stages, nt),
             "bar": ptx.count("bar.sync"), "stages": stages,
+            "atom": ptx.count("atom.global"),
         }
     return out
 
@@ -84,28 +89,54 @@ def test_compiles_for_sm90():
         assert r["tma"] == ws.WK * (3 + 4 * nt), (name, r)
         assert r["setmaxnreg"] > 0 and r["spills"] in ([0], []), (name, r)
         assert r["ring"] <= r["smem"] <= r["ring"] + ws.SMEM_EXTRA + ws.SUM_BYTES, (name, r)
-        # named barriers (bar.sync in the PTX): at most one per stage at the start, two per
-        # round (the wait on a stage, its release), and the cross-warp sum's two per 8-token
-        # tile and one before a block's first store (gl.sum's reduction took 6 or more per tile)
-        assert r["bar"] <= r["stages"] + 1 + 2 * nt, (name, r)
+        # named barriers (bar.sync in the PTX, both branches of the epilogue): at most one per
+        # stage at the start, two per round (the wait on a stage, its release), the cross-warp
+        # sum's two per 8-token tile and one before a block's first store (gl.sum's reduction
+        # took 6 or more per tile), and at most 5 in the split-K branch of ws_tail's items (the
+        # partials written before the ticket, an atomic add; its broadcast; an exchange resets it)
+        assert r["bar"] <= r["stages"] + 1 + 2 * nt + 5, (name, r)
+        assert r["atom"] == 2, (name, r)
         # PDL: a wait in each partition and one launch_dependents
         assert r["gdc"] == (3 if r["pdl"] else 0), (name, r)
 
 
 def test_config_and_candidates():
     assert ws.WsConfig().short == "ws3x1" and ws.WsConfig(2, 128, 2).short == "ws2g128x2"
-    for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1)):
+    assert ws.WsConfig(4, ws_tail=1).short == "ws4x1t"
+    for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
+                dict(ws_tail=2)):
         with pytest.raises(ValueError):
             ws.WsConfig(**bad)
     assert ws.smem_bytes(3, 2) == 3 * 7 * 16 * 4 * 32 * 4
     # a ring of 2 stages fits twice per SM at 8 rows, not at 16 (two x tiles per half)
     assert ws.fits(ws.WsConfig(2, 128, 2), 1) and not ws.fits(ws.WsConfig(2, 128, 2), 2)
     assert ws.fits(ws.WsConfig(4), 2) and not ws.fits(ws.WsConfig(5), 2)
+    # tail plans on 132 SMs: (whole blocks, splits of each other block, rounds per split)
+    t = ws.WsConfig(4, ws_tail=1)
+    assert ws.tail_plan(t, 5120, 17408, 132) == (264, 2, 9)     # 320 blocks: 56 split in 2
+    assert ws.tail_plan(t, 6656, 4096, 132) == (396, 4, 1)      # 416: 20 in 4 (4 rounds)
+    assert ws.tail_plan(t, 16 * 264, 5120, 132) == (264, 1, 5)  # whole waves: no split
+    assert ws.tail_plan(t, 1040, 5120, 132) == (0, 2, 3)        # 65 blocks, 5 rounds
+    assert ws.tail_plan(t, 272, 6656, 132) == (0, 7, 1)         # 17 blocks, 7 rounds
+    assert ws.tail_plan(ws.WsConfig(4), 5120, 17408, 132) == (320, 1, 17)
+    assert ws.tail_plan(ws.WsConfig(2, 128, 2, 1), 5120, 17408, 132) == (264, 4, 5)
+
+
+def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
+    monkeypatch.setattr(ws, "supported", lambda M, K, device: True)
+    monkeypatch.setattr(ws._k, "_num_sms", lambda device: 132)
+    dev = torch.device("cuda")
+    base = tuple(c for c in ws.CANDIDATES if ws.fits(c, 2))
+    assert ws.candidates(16, 16 * 264, 5120, dev) == base          # whole waves
+    down = ws.candidates(16, 5120, 17408, dev)
+    assert down == base + tuple(ws.WsConfig(s, ws_tail=1) for s in (3, 4))
+    # 1 round (K = 1024): nothing to split
+    assert ws.candidates(8, 5120, 1024, dev) == tuple(c for c in ws.CANDIDATES if ws.fits(c, 1))
 
 
 def test_refuses_without_an_sm90_gpu():
     cpu = torch.device("cpu")
-    assert not ws.supported(8, 5120, cpu) and ws.candidates(8, 5120, cpu) == ()
+    assert not ws.supported(8, 5120, cpu) and ws.candidates(8, 5120, 5120, cpu) == ()
     if ws.HAS_WS and not torch.cuda.is_available():
         from specpilot.w12 import kernel as K
         from specpilot.w12.format import encode
@@ -157,9 +188,9 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
     x = (torch.rand(N, K) + 1).bfloat16() if narrow else make_weight(N, K, N + K, per_row,
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
-    for cfg in ws.CANDIDATES:
+    for cfg in ws.CANDIDATES + TAIL_CONFIGS:
         for M in (1, 2, 3, 7, 8, 9, 16):
-            if cfg in ws.candidates(M, K, torch.device("cuda")):
+            if ws.fits(cfg, 1 if M <= 8 else 2):
                 a = acts(M, K, M)
                 check_close(ws.w12_ws(a.cuda(), p, cfg), a, x)
     # x contiguous but not 16-byte aligned (a view 2 bytes into a buffer): copied for TMA
@@ -184,8 +215,8 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
     real = Kn.fastest
     monkeypatch.setattr(Kn, "fastest", lambda c, *r: seen.extend(c) or real(c, *r))
     cfg = mma.mma_autotune(a.cuda(), p)
-    assert set(ws.candidates(16, 1024, torch.device("cuda"))) <= set(seen)
-    assert ws.candidates(16, 1024, torch.device("cuda"))
+    assert set(ws.candidates(16, 512, 1024, torch.device("cuda"))) <= set(seen)
+    assert ws.candidates(16, 512, 1024, torch.device("cuda"))
     check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
 
 
