@@ -240,6 +240,13 @@ if HAS_WS:
         return r[:, None, None], 2 * c[None, None, :] + p[None, :, None]
 
     @gluon.jit
+    def _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT: gl.constexpr):
+        """y at (tokens tok, rows row) from v and, with NT 2, at tokens tok + 8 from v1."""
+        gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
+        if NT == 2:
+            gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
+
+    @gluon.jit
     def _item(it, full, splits, rps, n_rounds):
         """(block, K run, first round, end round) of item it: items [0, full) are whole blocks,
         the others the last blocks' K in ``splits`` runs of rps rounds (tail_plan)."""
@@ -265,7 +272,7 @@ if HAS_WS:
                   P: gl.constexpr, Q: gl.constexpr,
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
-                  PDL: gl.constexpr, red, RL: gl.constexpr):
+                  PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr):
         """The WK consumer warps: per block, its rounds from the ring (decode + MMAs), the
         escapes' exact products, the cross-warp sum (through red) and the bf16 stores."""
         pid = gl.program_id(0)
@@ -354,10 +361,13 @@ if HAS_WS:
             if NT == 2:
                 v1 = _cross_sum(red, bcc01, bcc23, RL)
                 ok1 = (row < N) & (tok + 8 < M)
-            if it < full:
-                gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
-                if NT == 2:
-                    gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
+            if NT == 1:   # (not stored)
+                v1 = v
+                ok1 = ok
+            if not TAIL:
+                _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT)
+            elif it < full:
+                _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT)
             else:   # split-K: the fp32 partials into ws_ptr [splits, M, N]; the block's last
                 #     item to finish adds them in split order and stores y
                 wp = ws_ptr + sp.to(gl.int64) * M * N
@@ -375,9 +385,7 @@ if HAS_WS:
                         if NT == 2:
                             v1 += gl.load(wp + (tok + 8) * N + row, mask=ok1, other=0.0,
                                           cache_modifier=".cg")
-                    gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
-                    if NT == 2:
-                        gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
+                    _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT)
                     gl.atomic_xchg(lock_ptr + tile, 0)
         _mm._gdc_launch_dependents(PDL > 0)
 
@@ -388,12 +396,14 @@ if HAS_WS:
                    WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
-                   HB_PER_ROW: gl.constexpr, RL: gl.constexpr, PDL: gl.constexpr = 0):
+                   HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
+                   PDL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
-        # Items (_item): blocks [0, full) whole, the others split over K (tail_plan); ws_ptr fp32
-        # [splits, M, N] partials and lock_ptr a zeroed ticket per block (left zero)
+        # Items (_item): blocks [0, full) whole, the others split over K (tail_plan); with TAIL
+        # (splits > 1) ws_ptr fp32 [splits, M, N] partials and lock_ptr a zeroed ticket per
+        # block (left zero), else neither read (y twice)
         SW: gl.constexpr = h_desc.layout
         hs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         las = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
@@ -410,7 +420,7 @@ if HAS_WS:
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
                          koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
                          full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW,
-                         PDL, red, RL)),
+                         PDL, red, RL, TAIL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
                          empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL)),
         ], [1], [40])
@@ -493,7 +503,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         _cdiv(HW, TILE_W * WK), full, splits, rps,
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
-        HB_PER_ROW=planes.per_row, RL=sum_layout(),
+        HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y
