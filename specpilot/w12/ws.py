@@ -9,8 +9,12 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
 ``mma.py`` does (the same relabelled K, layouts P / Q / X, S = 8 H words per lane and round).
 
 * Persistent: ``grid`` programs (the SM count, or twice it with ``WsConfig.ws_grid`` 2) walk the
-  16-row blocks ``pid, pid + grid, ...``; the producer streams the next block's first rounds
-  while the consumers finish a block (the cross-warp sum, the escapes, the stores).
+  items ``pid, pid + grid, ...``; the producer streams the next item's first rounds while the
+  consumers finish one (the cross-warp sum, the escapes, the stores). An item is a 16-row block,
+  or with ``ws_tail`` for the blocks of the last, partial wave a run of a block's rounds
+  (``tail_plan``): fp32 partials in a workspace, a ticket per block, the last item to finish adds
+  them in split order (the register loop's split-K). Splitting every block that way was slower
+  on every layer (session 45: each item waits for its partials and ticket).
 * Per stage and consumer warp ``w`` (K split over the warps inside a round as in mma.py): the H,
   L-first-half and L-second-half tiles ``[16, 32]`` int32 (rows: the block's 16 weight rows;
   H words ``j + 32 w ..``), and per half and 8-token tile two x boxes ``[8, 32]`` (x words
@@ -36,11 +40,11 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   graph of PDL launches against one without, session 45).
 
 Measured (H100, session 45, docs/benchmarks/w12.md): at 16 rows faster than the tuned register
-loop on 7 of the 11 layer shapes of both models (Qwen3.8-27B's gate_up 1.14x), 0.90-0.99x on the
-others (Muse-Glimmer-30B's down, with more than 64 escapes in a block, 0.90x); session 44 timed
-it on planes without escapes at 1.08-1.21x of the register loop on every Qwen3.8 layer, so the
-escapes are what is left. The tuner picks the faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on
-CPU the tests compile it for sm_90.
+loop on every Qwen3.8-27B layer shape (gate_up 1.17x, the others 1.02-1.05x) and on
+Muse-Glimmer-30B's gate_up and down (1.01x, 1.00x with ws_tail); session 44 timed it on planes
+without escapes at 1.08-1.21x of the register loop on every Qwen3.8 layer, so the escapes are
+what is left. The tuner picks the faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg,
+mbarriers); on CPU the tests compile it for sm_90.
 """
 from __future__ import annotations
 
@@ -108,10 +112,9 @@ def smem_bytes(stages: int, nt: int) -> int:
 # the tuning space (sessions 44-45, H100: ws4 won most layers at 16 rows, ws3 most at 8 rows,
 # ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was dropped)
 CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2))
-# ws_tail offered on the first TAIL_BASES bases (the down and o_proj layers have 320-416 blocks
-# of 16 rows, 2.4-3.2 per SM: their last wave ran 40-80% full; session 45 call 4 split every
-# block's K instead, 2-4 ways: slower on every layer, a persistent program waiting for each
-# item's ticket and partials)
+# ws_tail offered on the first TAIL_BASES bases where it splits (the down and o_proj layers have
+# 320-416 blocks of 16 rows, 2.4-3.2 per SM: their last wave ran 40-80% full; session 45 call 6:
+# it won the downs at 16 rows by 4-9% and lost 2-8% elsewhere)
 TAIL_BASES = 2
 
 
