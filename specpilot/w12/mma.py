@@ -491,11 +491,11 @@ if HAS_GLUON:
                                       dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
-    def _store_pair(p, stride, v01, v23, tok, row, M, N, D: gl.constexpr = 1):
-        """v01 at [tok, row] and v23 at [tok, row + D] of p (row stride ``stride``), masked to
-        M x N (D 8: ws.py's row slots)."""
+    def _store_pair(p, stride, v01, v23, tok, row, M, N):
+        """v01 at [tok, row] and v23 at [tok, row + 1] of p (row stride ``stride``), masked to
+        M x N."""
         gl.store(p + tok * stride + row, v01, mask=(tok < M) & (row < N))
-        gl.store(p + tok * stride + row + D, v23, mask=(tok < M) & (row + D < N))
+        gl.store(p + tok * stride + row + 1, v23, mask=(tok < M) & (row + 1 < N))
 
     @gluon.jit
     def _load_pair(p, stride, tok, row, M, N):
