@@ -4,9 +4,10 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
     PYTHONPATH=. python scripts/gpu_w12_ws_bench.py --m 8,16 --out /tmp/ws.json
 
 1. Checks (one PASS / FAIL line per shape, gpu_w12_gemv_bench's ``check_kernel``): ``ws.w12_ws``
-   at each of ``CHECK_CONFIGS`` against fp32 torch on the true weight (escapes included: every kind of edge value, a per-row base, a last
-   partial round, N not a multiple of 16) at M = 1, 5, 8, 9, 16: the same non-finite pattern and
-   a relative error (2-norm over the finite outputs) < 5e-3.
+   at each of ``CHECK_CONFIGS`` against fp32 torch on the true weight (escapes included: every
+   kind of edge value, a per-row base, a last partial round, N not a multiple of 16) at M = 1, 5,
+   8, 9, 16: the same non-finite pattern and a relative error (2-norm over the finite outputs)
+   < 5e-3.
 2. Timing, every linear layer shape of --models at each --m, us per call as
    ``kernel.time_calls_us`` (a CUDA graph rotating over >= 400 MB of weight copies, median of 5
    replays): cuBLAS bf16, the register loop at MMA_CONFIGS (the best counts) and ws at each

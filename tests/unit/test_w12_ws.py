@@ -57,7 +57,8 @@ def _compile_all() -> dict:
         first = ptx.find("ld.shared.v4")
         loop = ptx[ptx.rfind("mbarrier.try_wait", 0, first):ptx.find("mbarrier.arrive", first)]
         rep = ptxas_report(ptx) or ""
-        out[f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} tail{int(tail)}"] = {
+        name = f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl}"
+        out[f"{name} tail{int(tail)}"] = {
             "nt": nt, "pdl": pdl, "esc": esc,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
             "tma": ptx.count("cp.async.bulk.tensor"),
