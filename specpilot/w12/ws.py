@@ -131,12 +131,17 @@ def fits(cfg: WsConfig, nt: int) -> bool:
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 
+def n_rounds(K: int) -> int:
+    """Rounds of a block on K columns (padded to 32: format.PAD_K): TILE_W H words per consumer
+    warp, so 1024 columns a round."""
+    return _cdiv(_cdiv(K, 32) * 4, TILE_W * WK)
+
+
 def tail_plan(cfg: WsConfig, N: int, K: int, n_sm: int) -> tuple:
     """(full, splits, rounds per split) of cfg on an N x K weight: blocks [0, full) run whole;
     with ws_tail each of the last wave's blocks (n_blocks - full < programs) is split into
     ``splits`` runs of whole rounds so that the wave has about one item per program."""
-    blocks, progs = _cdiv(N, 16), cfg.ws_grid * n_sm
-    rounds = _cdiv(_cdiv(K, 32) * 4, TILE_W * WK)
+    blocks, progs, rounds = _cdiv(N, 16), cfg.ws_grid * n_sm, n_rounds(K)
     full = blocks - blocks % progs
     if not cfg.ws_tail or full == blocks:
         return blocks, 1, rounds
@@ -152,8 +157,8 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
         return ()
     out = [c for c in CANDIDATES if fits(c, 1 if M <= 8 else 2)]
     n_sm = _k._num_sms(device)
-    out += [replace(c, ws_tail=1) for c in out[:TAIL_BASES]
-            if tail_plan(replace(c, ws_tail=1), N, K, n_sm)[1] > 1]
+    tails = [replace(c, ws_tail=1) for c in out[:TAIL_BASES]]
+    out += [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
     return tuple(out)
 
 
@@ -276,7 +281,7 @@ if HAS_WS:
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr):
-        """The WK consumer warps: per block, its rounds from the ring (decode + MMAs), the
+        """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products, the cross-warp sum (through red) and the bf16 stores."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
@@ -503,7 +508,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
     _ws_kernel[(min(n_items, cfg.ws_grid * n_sm),)](
         *descs, y, wsb, locks, x, hb, planes.koff, planes.kent, planes.kval, M, N,
         x.stride(0) // 2, y.stride(0), _cdiv(Kp // 2, GROUP), n_items,
-        _cdiv(HW, TILE_W * WK), full, splits, rps,
+        n_rounds(Kp), full, splits, rps,
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1,

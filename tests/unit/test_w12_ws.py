@@ -115,6 +115,8 @@ def test_config_and_candidates():
     # a ring of 2 stages fits twice per SM at 8 rows, not at 16 (two x tiles per half)
     assert ws.fits(ws.WsConfig(2, 128, 2), 1) and not ws.fits(ws.WsConfig(2, 128, 2), 2)
     assert ws.fits(ws.WsConfig(4), 2) and not ws.fits(ws.WsConfig(5), 2)
+    # rounds of 1024 columns (the last one partial)
+    assert (ws.n_rounds(17408), ws.n_rounds(1184), ws.n_rounds(1024)) == (17, 2, 1)
     # tail plans on 132 SMs: (whole blocks, splits of each other block, rounds per split)
     t = ws.WsConfig(4, ws_tail=1)
     assert ws.tail_plan(t, 5120, 17408, 132) == (264, 2, 9)     # 320 blocks: 56 split in 2
