@@ -13,7 +13,8 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    replays): cuBLAS bf16, the register loop at MMA_CONFIGS (the best counts) and ws at each
    candidate (the best counts), random N(0, 0.02^2) weights (their natural escapes, ~3e-4).
    Per model: the sums over one token's linear layers (uses per token from the layer table).
-   With --ab, the best ws config also on the planes with an empty escape list.
+   With --ab, the best ws config also on the planes with an empty escape list; with --rel, every
+   ws candidate also at each listed ``WsConfig.ws_rel`` (how the consumers release a ring stage).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
@@ -41,6 +43,8 @@ MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc
                                                                        esc_mma=1))
 # every candidate, and the tail split (which splits every block of the shapes below 132 of them)
 CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1))
+# and the other ways to release a ring stage (ws_rel; tried in session 46)
+CHECK_CONFIGS += tuple(WS.WsConfig(4, ws_tail=t, ws_rel=r) for r in (1, 2, 3) for t in (0, 1))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))
@@ -63,6 +67,7 @@ def checks(res: dict) -> bool:
 
 def timing(args, res: dict, t0: float) -> None:
     ms = [int(v) for v in args.m.split(",")]
+    rels = [int(v) for v in args.rel.split(",") if v]
     dev = torch.device("cuda")
     print(f"{'model':16s} {'layer':28s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>8s} {'mma':>8s} "
           f"{'ws':>8s} {'ws cfg':>10s} {'ws/mma':>7s} {'cuB/ws':>7s}")
@@ -83,7 +88,9 @@ def timing(args, res: dict, t0: float) -> None:
                 row = dict(model=model, layer=name, N=N, K=Kd, M=M, count=count)
                 row["cublas"] = K.time_calls_us(lambda i: acts[i % 4] @ ringb[i % len(ringb)].t(),
                                                 len(ringb))
-                for kind, cands in (("mma", MMA_CONFIGS), ("ws", WS.candidates(M, N, Kd, dev))):
+                wsc = WS.candidates(M, N, Kd, dev)
+                wsc += tuple(replace(c, ws_rel=r) for r in rels for c in wsc)
+                for kind, cands in (("mma", MMA_CONFIGS), ("ws", wsc)):
                     for cfg in cands:
                         MM.w12_mma(acts[0], p, cfg)
                         us = K.time_calls_us(lambda i, c=cfg: MM.w12_mma(
@@ -122,6 +129,8 @@ def main() -> int:
     ap.add_argument("--m", default="8,16")
     ap.add_argument("--time-limit", type=float, default=240.0)
     ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--rel", default="", help="also every ws candidate at these ws_rel values "
+                    "(comma-separated, e.g. 1,2,3)")
     ap.add_argument("--ab", action="store_true", help="also the best ws config on the planes "
                     "without escapes (timing only: the outputs are wrong)")
     args = ap.parse_args()

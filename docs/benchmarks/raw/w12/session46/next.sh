@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Session 46's device calls. Modes:
+#   bash docs/benchmarks/raw/w12/session46/next.sh auto   # on an H200 `qwen` (below); on any
+#       other card `rel`
+#   bash docs/benchmarks/raw/w12/session46/next.sh rel    # ~8 min: ws.py's GPU tests, then the bench
+#       at 16 and 8 rows with every candidate also at ws_rel 1, 2, 3 (how the consumers release a
+#       ring stage: named barriers, no proxy fence, both) side by side
+#   bash docs/benchmarks/raw/w12/session46/next.sh qwen|muse   # ~9 min: W12 `stock` against bf16
+#       at one request (Qwen3.8-27B also at two), SIMULATED acceptance
+#   bash docs/benchmarks/raw/w12/session46/next.sh wsf    # ~5 min: ws.py's GPU tests, the bench
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
+L=$OUT/next; mkdir -p $L
+CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$CARD"
+tests() {
+  OUT=$L WORKERS=8 PER_TEST=120 LIMIT=150 bash scripts/gpu_tests.sh tests/unit/test_w12_ws.py
+  el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
+    | head -20
+}
+stock() {   # target accept batch timeout
+  timeout $4 python3 scripts/gpu_w12_e2e.py --target $1 --stock --accept $2 --batch $3 \
+    --rounds 2 --one-engine --out $L/stock_$1.json > $L/stock_$1.log 2>&1
+  el "stock $1 rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_$1.log | cut -c1-300
+}
+case "${1:-}" in
+auto)
+  case "$CARD" in *H200*) exec bash $0 qwen ;; *) exec bash $0 rel ;; esac ;;
+rel)
+  tests
+  timeout 420 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --rel 1,2,3 --time-limit 380 \
+    --out $L/ws.json > $L/ws.log 2>&1
+  el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
+  grep -c "^PASS" $L/ws.log ;;
+qwen) stock qwen38-27b 4.8 1,2 560 ;;
+muse) stock muse-glimmer-30b 6.5 1 560 ;;
+wsf)
+  tests
+  timeout 260 python3 scripts/gpu_w12_ws_bench.py --m 8,16 --time-limit 220 --out $L/ws.json \
+    > $L/ws.log 2>&1
+  el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
+  grep -c "^PASS" $L/ws.log ;;
+*) echo "usage: $0 auto | rel | qwen | muse | wsf" >&2; exit 2 ;;
+esac
