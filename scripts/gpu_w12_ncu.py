@@ -11,7 +11,8 @@ caches before each profiled kernel; ``--clock-control none`` leaves the clocks a
 
 Each case (``kind:M[:config]``, kind w12 | bf16 | wg12 | wgbf16 | cublas, config as
 ``MmaConfig``'s fields (w12, bf16: ``mma.py``) or ``WgConfig``'s (wg12, wgbf16: ``wgmma.py``,
-groups/words/split, e.g. ``wg12:32:1/8/2``) joined by "/") runs twice outside the profiled range
+groups/words/split, e.g. ``wg12:32:1/8/2``; ws, wsbare: ``WsConfig``'s, ``ws.py``, wsbare on the
+planes with an empty escape list: timing only, wrong outputs) joined by "/") runs twice outside the profiled range
 (compilation, warm-up), then once inside ``cudaProfilerStart`` / ``Stop``, so the report holds
 one kernel per case, in the order given (cuBLAS may add its own small kernels). Weights:
 gpu_w12_gemv_bench's build_weights (random N(0, 0.02^2) with planted escapes, one encoded block
@@ -31,9 +32,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_w12_gemv_bench as GB  # noqa: E402
 from specpilot.w12 import mma as MM  # noqa: E402
 from specpilot.w12 import wgmma as WG  # noqa: E402
+from specpilot.w12 import ws as WS  # noqa: E402
 
 KINDS = {"w12": (MM.MmaConfig, MM.w12_mma), "bf16": (MM.MmaConfig, MM.bf16_mma),
          "wg12": (WG.WgConfig, WG.w12_wgmma), "wgbf16": (WG.WgConfig, WG.bf16_wgmma),
+         "ws": (WS.WsConfig, WS.w12_ws), "wsbare": (WS.WsConfig, WS.w12_ws),
          "cublas": (None, None)}
 
 
@@ -60,6 +63,7 @@ def main() -> int:
     N, K = (int(v) for v in args.shape.split(","))
     cases = [parse_case(c) for c in args.cases.split(",")]
     planes, w = GB.build_weights([(None, None, N, K, None)], args.block_rows)[(N, K)]
+    bare = GB.bare_ring([planes])[0]
     torch.manual_seed(0)
     for i, (kind, M, cfg) in enumerate(cases):
         x = torch.randn(M, K, device="cuda").bfloat16()
@@ -69,7 +73,8 @@ def main() -> int:
                 return x @ w.t()
         else:
             def run():
-                return fn(x, planes if kind in ("w12", "wg12") else w, cfg)
+                return fn(x, {"w12": planes, "wg12": planes, "ws": planes,
+                              "wsbare": bare}.get(kind, w), cfg)
         for _ in range(2):
             run()
         torch.cuda.synchronize()

@@ -7,6 +7,8 @@
 #       ring stage: named barriers, no proxy fence, both) side by side
 #   bash docs/benchmarks/raw/w12/session46/next.sh qwen|muse   # ~9 min: W12 `stock` against bf16
 #       at one request (Qwen3.8-27B also at two), SIMULATED acceptance
+#   bash docs/benchmarks/raw/w12/session46/next.sh ncu    # ~5 min: Nsight Compute (full set, SASS
+#       source page) on ws4 at 16 rows with and without escapes: Qwen3.8-27B's gate_up and down
 #   bash docs/benchmarks/raw/w12/session46/next.sh wsf    # ~5 min: ws.py's GPU tests, the bench
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -32,6 +34,22 @@ rel)
     --out $L/ws.json > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
   grep -c "^PASS" $L/ws.log ;;
+ncu)
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  SUM=docs/benchmarks/raw/w12/session35/ncu_source_summary.py
+  for sh in 34816,5120 5120,17408; do
+    timeout 200 $NCU --profile-from-start off --clock-control none --set full --import-source no \
+      -o $L/ncu_$sh python3 scripts/gpu_w12_ncu.py --shape $sh \
+      --cases ws:16:4,wsbare:16:4,ws:16:4/0/1/0/3 > $L/ncu_$sh.log 2>&1
+    el "ncu $sh rc=$?"; tail -4 $L/ncu_$sh.log
+    $NCU -i $L/ncu_$sh.ncu-rep --page details > $L/details_$sh.txt 2>&1
+    $NCU -i $L/ncu_$sh.ncu-rep --page source --csv --print-source sass > $L/source_$sh.csv 2>&1
+    grep -E "^  [a-z_]|Duration|DRAM Throughput|Warp Cycles Per Issued|Issued Warp Per|No Eligible|Memory Throughput" \
+      $L/details_$sh.txt | cut -c1-150 | head -40
+    for k in 0 1 2; do python3 $SUM $L/source_$sh.csv $k 14 2>&1 | cut -c1-200; done \
+      | tee $L/summary_$sh.txt
+  done
+  rm -f $L/source_*.csv ;;
 qwen) stock qwen38-27b 4.8 1,2 560 ;;
 muse) stock muse-glimmer-30b 6.5 1 560 ;;
 wsf)
@@ -40,5 +58,5 @@ wsf)
     > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
   grep -c "^PASS" $L/ws.log ;;
-*) echo "usage: $0 auto | rel | qwen | muse | wsf" >&2; exit 2 ;;
+*) echo "usage: $0 auto | rel | ncu | qwen | muse | wsf" >&2; exit 2 ;;
 esac
