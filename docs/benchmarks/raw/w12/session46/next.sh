@@ -40,13 +40,13 @@ ncu)
   for sh in 34816,5120 5120,17408; do
     timeout 200 $NCU --profile-from-start off --clock-control none --set full --import-source no \
       -o $L/ncu_$sh python3 scripts/gpu_w12_ncu.py --shape $sh \
-      --cases ws:16:4,wsbare:16:4,ws:16:4/0/1/0/3 > $L/ncu_$sh.log 2>&1
+      --cases ws:16:4,wsbare:16:4,ws:16:4/0/1/0/3,ws:8:3 > $L/ncu_$sh.log 2>&1
     el "ncu $sh rc=$?"; tail -4 $L/ncu_$sh.log
     $NCU -i $L/ncu_$sh.ncu-rep --page details > $L/details_$sh.txt 2>&1
     $NCU -i $L/ncu_$sh.ncu-rep --page source --csv --print-source sass > $L/source_$sh.csv 2>&1
-    grep -E "^  [a-z_]|Duration|DRAM Throughput|Warp Cycles Per Issued|Issued Warp Per|No Eligible|Memory Throughput" \
-      $L/details_$sh.txt | cut -c1-150 | head -40
-    for k in 0 1 2; do python3 $SUM $L/source_$sh.csv $k 14 2>&1 | cut -c1-200; done \
+    grep -E "^  [a-z_]|Duration|Throughput|Warp Cycles Per Issued|Issued Warp Per|No Eligible|L2 Hit|Mem Busy|Max Bandwidth" \
+      $L/details_$sh.txt | cut -c1-150 | head -90
+    for k in 0 1 2 3; do python3 $SUM $L/source_$sh.csv $k 14 2>&1 | cut -c1-200; done \
       | tee $L/summary_$sh.txt
   done
   rm -f $L/source_*.csv ;;
