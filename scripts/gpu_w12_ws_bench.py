@@ -13,9 +13,8 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    replays): cuBLAS bf16, the register loop at MMA_CONFIGS (the best counts) and ws at each
    candidate (the best counts), random N(0, 0.02^2) weights (their natural escapes, ~3e-4).
    Per model: the sums over one token's linear layers (uses per token from the layer table).
-   With --ab, the best ws config also on the planes with an empty escape list; with --vary SPEC
-   (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_rel=3,ws_acc=1``)
-   every ws candidate also with those fields changed.
+   With --ab, the best ws config also on the planes with an empty escape list; with --rel, every
+   ws candidate also at each listed ``WsConfig.ws_rel`` (how the consumers release a ring stage).
 """
 from __future__ import annotations
 
@@ -46,9 +45,6 @@ MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc
 CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1))
 # and the other ways to release a ring stage (ws_rel; tried in session 46)
 CHECK_CONFIGS += tuple(WS.WsConfig(4, ws_tail=t, ws_rel=r) for r in (1, 2, 3) for t in (0, 1))
-# per-slot accumulators over a block's rounds (ws_acc; session 46)
-CHECK_CONFIGS += (WS.WsConfig(4, ws_acc=1), WS.WsConfig(3, ws_tail=1, ws_rel=3, ws_acc=1),
-                  WS.WsConfig(2, 128, 2, ws_acc=1))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))
@@ -71,8 +67,7 @@ def checks(res: dict) -> bool:
 
 def timing(args, res: dict, t0: float) -> None:
     ms = [int(v) for v in args.m.split(",")]
-    variants = [{k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
-                for spec in args.vary]
+    rels = [int(v) for v in args.rel.split(",") if v]
     dev = torch.device("cuda")
     print(f"{'model':16s} {'layer':28s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>8s} {'mma':>8s} "
           f"{'ws':>8s} {'ws cfg':>10s} {'ws/mma':>7s} {'cuB/ws':>7s}")
@@ -94,7 +89,7 @@ def timing(args, res: dict, t0: float) -> None:
                 row["cublas"] = K.time_calls_us(lambda i: acts[i % 4] @ ringb[i % len(ringb)].t(),
                                                 len(ringb))
                 wsc = WS.candidates(M, N, Kd, dev)
-                wsc += tuple(replace(c, **v) for v in variants for c in wsc)
+                wsc += tuple(replace(c, ws_rel=r) for r in rels for c in wsc)
                 for kind, cands in (("mma", MMA_CONFIGS), ("ws", wsc)):
                     for cfg in cands:
                         MM.w12_mma(acts[0], p, cfg)
@@ -134,9 +129,8 @@ def main() -> int:
     ap.add_argument("--m", default="8,16")
     ap.add_argument("--time-limit", type=float, default=240.0)
     ap.add_argument("--skip-check", action="store_true")
-    ap.add_argument("--vary", action="append", default=[], metavar="SPEC",
-                    help="also every ws candidate with these WsConfig fields changed "
-                    "(field=value[,field=value]; repeatable)")
+    ap.add_argument("--rel", default="", help="also every ws candidate at these ws_rel values "
+                    "(comma-separated, e.g. 1,2,3)")
     ap.add_argument("--ab", action="store_true", help="also the best ws config on the planes "
                     "without escapes (timing only: the outputs are wrong)")
     args = ap.parse_args()

@@ -95,18 +95,17 @@ class WsConfig:
     ws_grid: int = 1
     ws_tail: int = 0
     ws_rel: int = 0
-    ws_acc: int = 0
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and self.ws_tail in (0, 1) and self.ws_rel in (0, 1, 2, 3) and self.ws_acc in (0, 1)):
+                and self.ws_tail in (0, 1) and self.ws_rel in (0, 1, 2, 3)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
         return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
-                + ("", "n", "f", "nf")[self.ws_rel] + ("a" if self.ws_acc else ""))
+                + ("", "n", "f", "nf")[self.ws_rel])
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -281,23 +280,6 @@ if HAS_WS:
             gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
 
     @gluon.jit
-    def _slot_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1, s01, s23, t01, t23, Q: gl.constexpr,
-                   NT: gl.constexpr):
-        """A round's MMAs into per-slot accumulators s01 / s23 (first 8-token tile) and t01 / t23
-        (second) [WK, 8, 2, 4, S] carried over the block's rounds (ws_acc 1; summed over the
-        slots once per block, where mma._round_mmas sums every round's products)."""
-        alo = gl.convert_layout(alo, Q)
-        ahi = gl.convert_layout(ahi, Q)
-        blo = gl.convert_layout(blo, Q)
-        bhi = gl.convert_layout(bhi, Q)
-        s01, s23 = _mm._mma(alo, ahi, _mm._x_operand(xa, _S, Q), s01, s23)
-        s01, s23 = _mm._mma(blo, bhi, _mm._x_operand(xb, _S, Q), s01, s23)
-        if NT == 2:
-            t01, t23 = _mm._mma(alo, ahi, _mm._x_operand(xa1, _S, Q), t01, t23)
-            t01, t23 = _mm._mma(blo, bhi, _mm._x_operand(xb1, _S, Q), t01, t23)
-        return s01, s23, t01, t23
-
-    @gluon.jit
     def _item(it, full, splits, rps, n_rounds):
         """(block, K run, first round, end round) of item it: items [0, full) are whole blocks,
         the others the last blocks' K in ``splits`` runs of rps rounds (tail_plan)."""
@@ -324,7 +306,7 @@ if HAS_WS:
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr,
-                  REL: gl.constexpr, SLOTS: gl.constexpr):
+                  REL: gl.constexpr):
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products, the cross-warp sum (through red) and the bf16 stores."""
         pid = gl.program_id(0)
@@ -365,11 +347,6 @@ if HAS_WS:
             acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
-            if SLOTS:
-                s01 = zero
-                s23 = zero
-                t01 = zero
-                t23 = zero
             for r in range(r0, r1):
                 st = i % NS
                 mbarrier.wait(ready.index(st), (i // NS) & 1)
@@ -394,20 +371,10 @@ if HAS_WS:
                     xa1 = xa
                     xb1 = xb
                 alo, ahi, blo, bhi = _mm._decode(la, lb, h, hbw)
-                if SLOTS:
-                    s01, s23, t01, t23 = _slot_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1, s01,
-                                                    s23, t01, t23, Q, NT)
-                else:
-                    acc01, acc23, bcc01, bcc23 = _mm._round_mmas(
-                        alo, ahi, blo, bhi, xa, xb, xa1, xb1, acc01, acc23, bcc01, bcc23, zero,
-                        _S, Q, NT)
+                acc01, acc23, bcc01, bcc23 = _mm._round_mmas(alo, ahi, blo, bhi, xa, xb, xa1,
+                                                             xb1, acc01, acc23, bcc01, bcc23,
+                                                             zero, _S, Q, NT)
                 i += 1
-            if SLOTS:
-                acc01 = gl.sum(s01, axis=4)
-                acc23 = gl.sum(s23, axis=4)
-                if NT == 2:
-                    bcc01 = gl.sum(t01, axis=4)
-                    bcc23 = gl.sum(t23, axis=4)
             if ESC:   # the escapes' exact products: the first chunk, then any further ones,
                 #       added before the cross-warp sum (no reduction of their own)
                 e01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
@@ -468,8 +435,7 @@ if HAS_WS:
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
-                   REL: gl.constexpr = 0, SLOTS: gl.constexpr = False,
-                   PDL: gl.constexpr = 0):
+                   REL: gl.constexpr = 0, PDL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
@@ -492,7 +458,7 @@ if HAS_WS:
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
                          koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
                          full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW,
-                         PDL, red, RL, TAIL, REL, SLOTS)),
+                         PDL, red, RL, TAIL, REL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
                          empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL, REL)),
         ], [1], [40])
@@ -576,7 +542,6 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, REL=cfg.ws_rel,
-        SLOTS=bool(cfg.ws_acc),
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

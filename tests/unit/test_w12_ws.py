@@ -15,21 +15,18 @@ from specpilot.w12.format import encode
 from tests.unit.w12_data import FINITE_EDGE, acts, check_close, check_pdl_modes, make_weight
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, TAIL, REL, SLOTS)
-CASES = [(3, 0, 1, True, False, 2, False, 0, False), (3, 0, 2, True, True, 0, False, 1, True),
-         (2, 128, 2, False, False, 2, False, 2, False), (4, 0, 2, True, False, 0, False, 3, True),
-         (2, 128, 1, True, True, 0, True, 1, True), (4, 0, 2, True, False, 2, True, 0, False),
-         (4, 0, 2, True, False, 2, True, 3, False)]
+# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, TAIL, REL)
+CASES = [(3, 0, 1, True, False, 2, False, 0), (3, 0, 2, True, True, 0, False, 1),
+         (2, 128, 2, False, False, 2, False, 2), (4, 0, 2, True, False, 0, False, 3),
+         (2, 128, 1, True, True, 0, True, 1), (4, 0, 2, True, False, 2, True, 0),
+         (4, 0, 2, True, False, 2, True, 3)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
 TAIL_CONFIGS = (ws.WsConfig(3, ws_tail=1), ws.WsConfig(4, ws_tail=1),
                 ws.WsConfig(2, 128, 2, ws_tail=1))
 # the other ways to release a ring stage (ws_rel): named barriers, no proxy fence, both
 REL_CONFIGS = (ws.WsConfig(3, ws_rel=1), ws.WsConfig(2, 128, 2, ws_rel=2),
-               ws.WsConfig(4, ws_rel=3), ws.WsConfig(4, ws_tail=1, ws_rel=3),
-               # and per-slot accumulators (ws_acc)
-               ws.WsConfig(4, ws_acc=1), ws.WsConfig(2, 128, 2, ws_acc=1),
-               ws.WsConfig(3, ws_tail=1, ws_rel=3, ws_acc=1))
+               ws.WsConfig(4, ws_rel=3), ws.WsConfig(4, ws_tail=1, ws_rel=3))
 SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
            koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
            sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
@@ -45,7 +42,7 @@ def _compile_all() -> dict:
     sw = ws.swizzle()
     P, Q, X, LP, LX, QE, EL = ws.layouts()
     out = {}
-    for stages, maxnreg, nt, esc, per_row, pdl, tail, rel, slots in CASES:
+    for stages, maxnreg, nt, esc, per_row, pdl, tail, rel in CASES:
         desc = f"tensordesc<i32[16, {ws.TILE_W}],{sw!r}>"
         xdesc = f"tensordesc<i32[8, {ws.TILE_W}],{sw!r}>"
         sig = dict(h_desc=desc, la_desc=desc, lb_desc=desc, xa_desc=xdesc, xb_desc=xdesc, **SIG)
@@ -55,7 +52,7 @@ def _compile_all() -> dict:
             sig.update(ws_ptr="*bf16", lock_ptr="*bf16")
         consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
                       ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout(), TAIL=tail,
-                      REL=rel, SLOTS=slots)
+                      REL=rel)
         sig.update({k: "constexpr" for k in consts})
         opts = {"num_warps": ws.WK, **({"maxnreg": maxnreg} if maxnreg else {})}
         k = triton.compile(GluonASTSource(ws._ws_kernel, sig, consts, {}),
@@ -63,14 +60,10 @@ def _compile_all() -> dict:
         ptx = k.asm["ptx"]
         # a round's reads: from the consumers' wait on the stage to their release of it
         first = ptx.find("ld.shared.v4")
-        start = ptx.rfind("mbarrier.try_wait", 0, first)
-        loop = ptx[start:ptx.find("bar.arrive" if rel % 2 else "mbarrier.arrive", first)]
-        # ... and the whole round loop: its basic block (header comment to the next label)
-        head = ptx.rfind("Loop Header", 0, start)
-        body = ptx[head:ptx.find("$L__BB", start)]
+        loop = ptx[ptx.rfind("mbarrier.try_wait", 0, first):
+                   ptx.find("bar.arrive" if rel % 2 else "mbarrier.arrive", first)]
         rep = ptxas_report(ptx) or ""
-        name = (f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} rel{rel} "
-                f"slots{int(slots)}")
+        name = f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} rel{rel}"
         out[f"{name} tail{int(tail)}"] = {
             "nt": nt, "pdl": pdl, "esc": esc,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
@@ -85,7 +78,6 @@ def _compile_all() -> dict:
             "tail": tail, "rel": rel, "nb_sync": ptx.count("bar.sync %"),
             "nb_arrive": ptx.count("bar.arrive %"), "fence": ptx.count("fence.proxy.async"),
             "mb_arrive": ptx.count("mbarrier.arrive.shared::cta.b64"),
-            "slots": slots, "loop_fadd": body.count("add.f32"), "loop_mma": body.count("mma.sync"),
             "atom": ptx.count("atom.global"),
         }
     return out
@@ -123,10 +115,6 @@ def test_compiles_for_sm90():
         assert r["fence"] == (1 if rel < 2 else 0), (name, r)
         assert (r["nb_arrive"], r["nb_sync"], r["mb_arrive"]) == (
             (1, 2, 0) if rel % 2 else (0, 0, 1)), (name, r)
-        # ws_acc 1: a round's MMAs accumulate per slot (no adds among them); else each round's
-        # products are summed over the S slots into the accumulators
-        assert r["loop_mma"] == 2 * ws.S * nt, (name, r)
-        assert r["loop_fadd"] == (0 if r["slots"] else 4 * ws.S * nt), (name, r)
         assert r["atom"] == 2 * r["tail"], (name, r)
         # PDL: a wait in each partition and one launch_dependents
         assert r["gdc"] == (3 if r["pdl"] else 0), (name, r)
@@ -137,10 +125,8 @@ def test_config_and_candidates():
     assert ws.WsConfig(4, ws_tail=1).short == "ws4x1t"
     assert [ws.WsConfig(4, ws_rel=r).short for r in range(4)] == ["ws4x1", "ws4x1n", "ws4x1f",
                                                                    "ws4x1nf"]
-    assert ws.WsConfig(3, ws_tail=1, ws_rel=3, ws_acc=1).short == "ws3x1tnfa"
     for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
-                dict(ws_tail=2), dict(ws_rel=4),
-                dict(ws_acc=2)):
+                dict(ws_tail=2), dict(ws_rel=4)):
         with pytest.raises(ValueError):
             ws.WsConfig(**bad)
     assert ws.smem_bytes(3, 2) == 3 * 7 * 16 * 4 * 32 * 4
