@@ -13,8 +13,9 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    replays): cuBLAS bf16, the register loop at MMA_CONFIGS (the best counts) and ws at each
    candidate (the best counts), random N(0, 0.02^2) weights (their natural escapes, ~3e-4).
    Per model: the sums over one token's linear layers (uses per token from the layer table).
-   With --ab, the best ws config also on the planes with an empty escape list; with --rel, every
-   ws candidate also at each listed ``WsConfig.ws_rel`` (how the consumers release a ring stage).
+   With --ab, the best ws config also on the planes with an empty escape list; with --vary SPEC
+   (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_rel=3,ws_tail=1``)
+   every ws candidate also with those fields changed.
 """
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def checks(res: dict) -> bool:
 
 def timing(args, res: dict, t0: float) -> None:
     ms = [int(v) for v in args.m.split(",")]
-    rels = [int(v) for v in args.rel.split(",") if v]
+    variants = [{k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
+                for spec in args.vary]
     dev = torch.device("cuda")
     print(f"{'model':16s} {'layer':28s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>8s} {'mma':>8s} "
           f"{'ws':>8s} {'ws cfg':>10s} {'ws/mma':>7s} {'cuB/ws':>7s}")
@@ -89,7 +91,7 @@ def timing(args, res: dict, t0: float) -> None:
                 row["cublas"] = K.time_calls_us(lambda i: acts[i % 4] @ ringb[i % len(ringb)].t(),
                                                 len(ringb))
                 wsc = WS.candidates(M, N, Kd, dev)
-                wsc += tuple(replace(c, ws_rel=r) for r in rels for c in wsc)
+                wsc += tuple(replace(c, **v) for v in variants for c in wsc)
                 for kind, cands in (("mma", MMA_CONFIGS), ("ws", wsc)):
                     for cfg in cands:
                         MM.w12_mma(acts[0], p, cfg)
@@ -129,8 +131,9 @@ def main() -> int:
     ap.add_argument("--m", default="8,16")
     ap.add_argument("--time-limit", type=float, default=240.0)
     ap.add_argument("--skip-check", action="store_true")
-    ap.add_argument("--rel", default="", help="also every ws candidate at these ws_rel values "
-                    "(comma-separated, e.g. 1,2,3)")
+    ap.add_argument("--vary", action="append", default=[], metavar="SPEC",
+                    help="also every ws candidate with these WsConfig fields changed "
+                    "(field=value[,field=value]; repeatable)")
     ap.add_argument("--ab", action="store_true", help="also the best ws config on the planes "
                     "without escapes (timing only: the outputs are wrong)")
     args = ap.parse_args()

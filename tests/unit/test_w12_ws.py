@@ -60,8 +60,11 @@ def _compile_all() -> dict:
         ptx = k.asm["ptx"]
         # a round's reads: from the consumers' wait on the stage to their release of it
         first = ptx.find("ld.shared.v4")
-        loop = ptx[ptx.rfind("mbarrier.try_wait", 0, first):
-                   ptx.find("bar.arrive" if rel % 2 else "mbarrier.arrive", first)]
+        start = ptx.rfind("mbarrier.try_wait", 0, first)
+        loop = ptx[start:ptx.find("bar.arrive" if rel % 2 else "mbarrier.arrive", first)]
+        # ... and the whole round loop: its basic block (header comment to the next label)
+        head = ptx.rfind("Loop Header", 0, start)
+        body = ptx[head:ptx.find("$L__BB", start)]
         rep = ptxas_report(ptx) or ""
         name = f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} rel{rel}"
         out[f"{name} tail{int(tail)}"] = {
@@ -78,6 +81,7 @@ def _compile_all() -> dict:
             "tail": tail, "rel": rel, "nb_sync": ptx.count("bar.sync %"),
             "nb_arrive": ptx.count("bar.arrive %"), "fence": ptx.count("fence.proxy.async"),
             "mb_arrive": ptx.count("mbarrier.arrive.shared::cta.b64"),
+            "loop_fadd": body.count("add.f32"), "loop_mma": body.count("mma.sync"),
             "atom": ptx.count("atom.global"),
         }
     return out
@@ -115,6 +119,11 @@ def test_compiles_for_sm90():
         assert r["fence"] == (1 if rel < 2 else 0), (name, r)
         assert (r["nb_arrive"], r["nb_sync"], r["mb_arrive"]) == (
             (1, 2, 0) if rel % 2 else (0, 0, 1)), (name, r)
+        # a round's MMAs, each step from zero, their products summed over the S slots into the
+        # accumulators (accumulating per slot over a block's rounds was 11% slower at 16 rows,
+        # session 46)
+        assert r["loop_mma"] == 2 * ws.S * nt, (name, r)
+        assert r["loop_fadd"] == 4 * ws.S * nt, (name, r)
         assert r["atom"] == 2 * r["tail"], (name, r)
         # PDL: a wait in each partition and one launch_dependents
         assert r["gdc"] == (3 if r["pdl"] else 0), (name, r)
@@ -125,6 +134,7 @@ def test_config_and_candidates():
     assert ws.WsConfig(4, ws_tail=1).short == "ws4x1t"
     assert [ws.WsConfig(4, ws_rel=r).short for r in range(4)] == ["ws4x1", "ws4x1n", "ws4x1f",
                                                                    "ws4x1nf"]
+    assert ws.WsConfig(3, ws_tail=1, ws_rel=3).short == "ws3x1tnf"
     for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
                 dict(ws_tail=2), dict(ws_rel=4)):
         with pytest.raises(ValueError):

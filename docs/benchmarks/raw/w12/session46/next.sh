@@ -3,8 +3,9 @@
 #   bash docs/benchmarks/raw/w12/session46/next.sh auto   # on an H200 `qwen` (below); on any
 #       other card `rel`
 #   bash docs/benchmarks/raw/w12/session46/next.sh rel    # ~8 min: ws.py's GPU tests, then the bench
-#       at 16 and 8 rows with every candidate also at ws_rel 1, 2, 3 (how the consumers release a
-#       ring stage: named barriers, no proxy fence, both) side by side
+#       at 16 and 8 rows with every candidate also at ws_rel 1, 3 (how the consumers release a
+#       ring stage: named barriers; named barriers and no proxy fence), ws_acc 1 (per-slot
+#       accumulators) and both, side by side
 #   bash docs/benchmarks/raw/w12/session46/next.sh qwen|muse   # ~9 min: W12 `stock` against bf16
 #       at one request (Qwen3.8-27B also at two), SIMULATED acceptance
 #   bash docs/benchmarks/raw/w12/session46/next.sh ncu    # ~5 min: Nsight Compute (full set, SASS
@@ -30,7 +31,8 @@ auto)
   case "$CARD" in *H200*) exec bash $0 qwen ;; *) exec bash $0 rel ;; esac ;;
 rel)
   tests
-  timeout 420 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --rel 1,2,3 --time-limit 380 \
+  timeout 420 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --vary ws_rel=1 --vary ws_rel=3 \
+    --vary ws_acc=1 --vary ws_acc=1,ws_rel=3 --time-limit 380 \
     --out $L/ws.json > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
   grep -c "^PASS" $L/ws.log ;;
@@ -40,7 +42,7 @@ ncu)
   for sh in 34816,5120 5120,17408; do
     timeout 200 $NCU --profile-from-start off --clock-control none --set full --import-source no \
       -o $L/ncu_$sh python3 scripts/gpu_w12_ncu.py --shape $sh \
-      --cases ws:16:4,wsbare:16:4,ws:16:4/0/1/0/3,ws:8:3 > $L/ncu_$sh.log 2>&1
+      --cases ws:16:4,wsbare:16:4,ws:16:4/0/1/0/3/1,ws:8:3 > $L/ncu_$sh.log 2>&1
     el "ncu $sh rc=$?"; tail -4 $L/ncu_$sh.log
     $NCU -i $L/ncu_$sh.ncu-rep --page details > $L/details_$sh.txt 2>&1
     $NCU -i $L/ncu_$sh.ncu-rep --page source --csv --print-source sass > $L/source_$sh.csv 2>&1
