@@ -95,17 +95,18 @@ class WsConfig:
     ws_grid: int = 1
     ws_tail: int = 0
     ws_rel: int = 0
+    ws_box: int = 0
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and self.ws_tail in (0, 1) and self.ws_rel in (0, 1, 2, 3)):
+                and self.ws_tail in (0, 1) and self.ws_rel in (0, 1, 2, 3) and self.ws_box in (0, 1)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
         return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
-                + ("", "n", "f", "nf")[self.ws_rel])
+                + ("", "n", "f", "nf")[self.ws_rel] + ("b" if self.ws_box else ""))
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -187,6 +188,20 @@ if HAS_WS:
         gl.inline_asm_elementwise("bar.sync $1, $2; // $0", "=r,r,r,~{memory}",
                                   [bid, _NBT], dtype=gl.int32, is_pure=False, pack=1)
 
+    # a shared buffer's reinterpretation: _reinterpret in triton 3.6 (the GPU machine's),
+    # reinterpret from 3.7 on
+    if hasattr(gl.shared_memory_descriptor, "reinterpret"):
+        @gluon.jit
+        def _box3(buf, C: gl.constexpr, R: gl.constexpr, L3: gl.constexpr):
+            """A ring buffer [C R, 32] as the [C, R, 32] box of a 3-D descriptor (layout L3): the
+            same bytes, 128-byte rows in the same order, so the same swizzle."""
+            return buf.reinterpret(gl.int32, [C, R, _TW], L3)
+    else:
+        @gluon.jit
+        def _box3(buf, C: gl.constexpr, R: gl.constexpr, L3: gl.constexpr):
+            """(triton 3.6's name.)"""
+            return buf._reinterpret(gl.int32, [C, R, _TW], L3)
+
     @gluon.jit
     def _copy_x(xa_desc, xb_desc, xsa, xsb, j, bar, WK: gl.constexpr, NT: gl.constexpr):
         """Round j's x words of both halves into the stage's x buffers xsa / xsb, rows
@@ -203,7 +218,7 @@ if HAS_WS:
     @gluon.jit
     def _producer(h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready, empty,
                   n_items, n_rounds, full, splits, rps, WK: gl.constexpr, NT: gl.constexpr,
-                  NS: gl.constexpr, PDL: gl.constexpr, REL: gl.constexpr):
+                  NS: gl.constexpr, PDL: gl.constexpr, REL: gl.constexpr, BOX3: gl.constexpr):
         """The producer warp: every (item, round) of the program into ring stage i % NS once
         the consumers have released it (_item)."""
         pid = gl.program_id(0)
@@ -224,12 +239,24 @@ if HAS_WS:
                 bar = ready.index(st)
                 mbarrier.expect(bar, nbytes)
                 j = r * (_TW * WK)
-                for w in gl.static_range(WK):
-                    c = j + _TW * w
-                    _tma_load(h_desc, [n0, c], bar, hs.index(st).slice(16 * w, 16))
-                    _tma_load(la_desc, [n0, c], bar, las.index(st).slice(16 * w, 16))
-                    _tma_load(lb_desc, [n0, c], bar, lbs.index(st).slice(16 * w, 16))
-                _copy_x(xa_desc, xb_desc, xs.index(2 * st), xs.index(2 * st + 1), j, bar, WK, NT)
+                if BOX3:   # one box per plane and x half / 8-token tile (3-D descriptors)
+                    L3: gl.constexpr = h_desc.layout
+                    _tma_load(h_desc, [r * WK, n0, 0], bar, _box3(hs.index(st), WK, 16, L3))
+                    _tma_load(la_desc, [r * WK, n0, 0], bar, _box3(las.index(st), WK, 16, L3))
+                    _tma_load(lb_desc, [r * WK, n0, 0], bar, _box3(lbs.index(st), WK, 16, L3))
+                    for tt in gl.static_range(NT):
+                        _tma_load(xa_desc, [2 * r * WK, 8 * tt, 0], bar, _box3(
+                            xs.index(2 * st).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
+                        _tma_load(xb_desc, [2 * r * WK, 8 * tt, 0], bar, _box3(
+                            xs.index(2 * st + 1).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
+                else:
+                    for w in gl.static_range(WK):
+                        c = j + _TW * w
+                        _tma_load(h_desc, [n0, c], bar, hs.index(st).slice(16 * w, 16))
+                        _tma_load(la_desc, [n0, c], bar, las.index(st).slice(16 * w, 16))
+                        _tma_load(lb_desc, [n0, c], bar, lbs.index(st).slice(16 * w, 16))
+                    _copy_x(xa_desc, xb_desc, xs.index(2 * st), xs.index(2 * st + 1), j, bar, WK,
+                            NT)
                 i += 1
         if REL % 2:   # the last stages' arrivals, so that every named barrier ends empty
             for k in range(gl.maximum(i - NS, 0), i):
@@ -435,14 +462,14 @@ if HAS_WS:
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
-                   REL: gl.constexpr = 0, PDL: gl.constexpr = 0):
+                   REL: gl.constexpr = 0, BOX3: gl.constexpr = False, SW: gl.constexpr = None,
+                   PDL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
         # Items (_item): blocks [0, full) whole, the others split over K (tail_plan); with TAIL
         # (splits > 1) ws_ptr fp32 [splits, M, N] partials and lock_ptr a zeroed ticket per
         # block (left zero), else neither read (y twice)
-        SW: gl.constexpr = h_desc.layout
         hs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         las = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
         lbs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
@@ -460,13 +487,29 @@ if HAS_WS:
                          full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW,
                          PDL, red, RL, TAIL, REL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
-                         empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL, REL)),
+                         empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL, REL,
+                         BOX3)),
         ], [1], [40])
 
 
-def swizzle():
-    """The shared layout of every ring buffer and TMA box: 128-byte swizzle, int32."""
-    return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+def swizzle(rank: int = 2):
+    """The shared layout of every ring buffer and TMA box: 128-byte swizzle, int32 (rank 3: the
+    boxes of ``ws_box``'s descriptors, the same bytes)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=rank)
+
+
+def box3_ok(K: int, Kp: int) -> bool:
+    """Whether ws_box's 3-D descriptors can run a K-column weight (padded to Kp): whole 32-word
+    chunks in every plane half and x half (Kp % 256 == 0; x unpadded, K == Kp), so that TMA's
+    zero fill past the end is never needed inside a chunk."""
+    return K == Kp and Kp % 256 == 0
+
+
+def _chunks(t32: torch.Tensor, start: int, width: int) -> torch.Tensor:
+    """Columns [start, start + width) of an int32 [rows, cols] view as [width / 32, rows, 32]
+    (32-word chunks outermost; a strided view of the same memory)."""
+    return t32.as_strided((width // TILE_W, t32.shape[0], TILE_W), (TILE_W, t32.stride(0), 1),
+                          t32.storage_offset() + start)
 
 
 @functools.lru_cache(maxsize=None)
@@ -523,11 +566,21 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
     # each half its own descriptor over a strided view: a last partial round reads zeros past
     # the half's end (and x's second half past K, where K < Kp), not the next half
     L32, H32, x32 = planes.L.view(torch.int32), planes.H.view(torch.int32), x.view(torch.int32)
-    descs = (TensorDescriptor.from_tensor(H32, [16, TILE_W], sw),
-             TensorDescriptor.from_tensor(L32[:, :HW], [16, TILE_W], sw),
-             TensorDescriptor.from_tensor(L32[:, HW:], [16, TILE_W], sw),
-             TensorDescriptor.from_tensor(x32[:, :2 * HW], [8, TILE_W], sw),
-             TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw))
+    box3 = bool(cfg.ws_box) and box3_ok(K, Kp)
+    if box3:   # [chunks of 32 words, rows, 32]: a round's WK (2 WK for x) chunks in one box
+        sw3 = swizzle(3)
+        descs = (TensorDescriptor.from_tensor(_chunks(H32, 0, HW), [WK, 16, TILE_W], sw3),
+                 TensorDescriptor.from_tensor(_chunks(L32, 0, HW), [WK, 16, TILE_W], sw3),
+                 TensorDescriptor.from_tensor(_chunks(L32, HW, HW), [WK, 16, TILE_W], sw3),
+                 TensorDescriptor.from_tensor(_chunks(x32, 0, 2 * HW), [2 * WK, 8, TILE_W], sw3),
+                 TensorDescriptor.from_tensor(_chunks(x32, 2 * HW, 2 * HW), [2 * WK, 8, TILE_W],
+                                              sw3))
+    else:
+        descs = (TensorDescriptor.from_tensor(H32, [16, TILE_W], sw),
+                 TensorDescriptor.from_tensor(L32[:, :HW], [16, TILE_W], sw),
+                 TensorDescriptor.from_tensor(L32[:, HW:], [16, TILE_W], sw),
+                 TensorDescriptor.from_tensor(x32[:, :2 * HW], [8, TILE_W], sw),
+                 TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw))
     n_tiles = _cdiv(N, 16)
     n_sm = _k._num_sms(x.device)
     full, splits, rps = tail_plan(cfg, N, Kp, n_sm)
@@ -542,6 +595,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, REL=cfg.ws_rel,
+        BOX3=box3, SW=sw,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

@@ -15,18 +15,21 @@ from specpilot.w12.format import encode
 from tests.unit.w12_data import FINITE_EDGE, acts, check_close, check_pdl_modes, make_weight
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, TAIL, REL)
-CASES = [(3, 0, 1, True, False, 2, False, 0), (3, 0, 2, True, True, 0, False, 1),
-         (2, 128, 2, False, False, 2, False, 2), (4, 0, 2, True, False, 0, False, 3),
-         (2, 128, 1, True, True, 0, True, 1), (4, 0, 2, True, False, 2, True, 0),
-         (4, 0, 2, True, False, 2, True, 3)]
+# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, TAIL, REL, BOX3)
+CASES = [(3, 0, 1, True, False, 2, False, 0, False), (3, 0, 2, True, True, 0, False, 1, True),
+         (2, 128, 2, False, False, 2, False, 2, False), (4, 0, 2, True, False, 0, False, 3, False),
+         (2, 128, 1, True, True, 0, True, 1, True), (4, 0, 2, True, False, 2, True, 0, False),
+         (4, 0, 2, True, False, 2, True, 3, True)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
 TAIL_CONFIGS = (ws.WsConfig(3, ws_tail=1), ws.WsConfig(4, ws_tail=1),
                 ws.WsConfig(2, 128, 2, ws_tail=1))
 # the other ways to release a ring stage (ws_rel): named barriers, no proxy fence, both
 REL_CONFIGS = (ws.WsConfig(3, ws_rel=1), ws.WsConfig(2, 128, 2, ws_rel=2),
-               ws.WsConfig(4, ws_rel=3), ws.WsConfig(4, ws_tail=1, ws_rel=3))
+               ws.WsConfig(4, ws_rel=3), ws.WsConfig(4, ws_tail=1, ws_rel=3),
+               # and one 3-D box per plane / x half (ws_box; 2-D where K % 256 != 0)
+               ws.WsConfig(4, ws_box=1), ws.WsConfig(2, 128, 2, ws_box=1, ws_rel=2),
+               ws.WsConfig(3, ws_tail=1, ws_box=1))
 SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
            koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
            sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
@@ -42,9 +45,14 @@ def _compile_all() -> dict:
     sw = ws.swizzle()
     P, Q, X, LP, LX, QE, EL = ws.layouts()
     out = {}
-    for stages, maxnreg, nt, esc, per_row, pdl, tail, rel in CASES:
-        desc = f"tensordesc<i32[16, {ws.TILE_W}],{sw!r}>"
-        xdesc = f"tensordesc<i32[8, {ws.TILE_W}],{sw!r}>"
+    sw3 = ws.swizzle(3)
+    for stages, maxnreg, nt, esc, per_row, pdl, tail, rel, box3 in CASES:
+        if box3:
+            desc = f"tensordesc<i32[{ws.WK}, 16, {ws.TILE_W}],{sw3!r}>"
+            xdesc = f"tensordesc<i32[{2 * ws.WK}, 8, {ws.TILE_W}],{sw3!r}>"
+        else:
+            desc = f"tensordesc<i32[16, {ws.TILE_W}],{sw!r}>"
+            xdesc = f"tensordesc<i32[8, {ws.TILE_W}],{sw!r}>"
         sig = dict(h_desc=desc, la_desc=desc, lb_desc=desc, xa_desc=xdesc, xb_desc=xdesc, **SIG)
         if per_row:
             sig["hb_ptr"] = "*i32"
@@ -52,7 +60,7 @@ def _compile_all() -> dict:
             sig.update(ws_ptr="*bf16", lock_ptr="*bf16")
         consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
                       ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout(), TAIL=tail,
-                      REL=rel)
+                      REL=rel, BOX3=box3, SW=sw)
         sig.update({k: "constexpr" for k in consts})
         opts = {"num_warps": ws.WK, **({"maxnreg": maxnreg} if maxnreg else {})}
         k = triton.compile(GluonASTSource(ws._ws_kernel, sig, consts, {}),
@@ -66,7 +74,8 @@ def _compile_all() -> dict:
         head = ptx.rfind("Loop Header", 0, start)
         body = ptx[head:ptx.find("$L__BB", start)]
         rep = ptxas_report(ptx) or ""
-        name = f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} rel{rel}"
+        name = (f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} rel{rel} "
+                f"box{int(box3)}")
         out[f"{name} tail{int(tail)}"] = {
             "nt": nt, "pdl": pdl, "esc": esc,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
@@ -80,7 +89,8 @@ def _compile_all() -> dict:
             "bar": ptx.count("bar.sync") - ptx.count("bar.sync %"), "stages": stages,
             "tail": tail, "rel": rel, "nb_sync": ptx.count("bar.sync %"),
             "nb_arrive": ptx.count("bar.arrive %"), "fence": ptx.count("fence.proxy.async"),
-            "mb_arrive": ptx.count("mbarrier.arrive.shared::cta.b64"),
+            "mb_arrive": ptx.count("mbarrier.arrive.shared::cta.b64"), "box3": box3,
+            "tma3": ptx.count("cp.async.bulk.tensor.3d"),
             "loop_fadd": body.count("add.f32"), "loop_mma": body.count("mma.sync"),
             "atom": ptx.count("atom.global"),
         }
@@ -102,8 +112,10 @@ def test_compiles_for_sm90():
         # per round: three plane tiles x two slot rows x two 16-byte reads, and per half and
         # 8-token tile four (16 words), and no other shared-memory read
         assert r["lds_v4"] == r["lds"] == 12 + 8 * nt, (name, r)
-        # the producer: per round and consumer warp three plane boxes and 2 x 2 nt x boxes
-        assert r["tma"] == ws.WK * (3 + 4 * nt), (name, r)
+        # the producer: per round and consumer warp three plane boxes and 2 x 2 nt x boxes; with
+        # BOX3 per round one 3-D box per plane and per x half and 8-token tile
+        assert r["tma"] == r["tma3"] == 3 + 2 * nt if r["box3"] else (
+            r["tma"] == ws.WK * (3 + 4 * nt) and r["tma3"] == 0), (name, r)
         assert r["setmaxnreg"] > 0 and r["spills"] in ([0], []), (name, r)
         assert r["ring"] <= r["smem"] <= r["ring"] + ws.SMEM_EXTRA + ws.SUM_BYTES, (name, r)
         # named barriers (bar.sync in the PTX): at most one per stage at the start, two per
@@ -134,9 +146,11 @@ def test_config_and_candidates():
     assert ws.WsConfig(4, ws_tail=1).short == "ws4x1t"
     assert [ws.WsConfig(4, ws_rel=r).short for r in range(4)] == ["ws4x1", "ws4x1n", "ws4x1f",
                                                                    "ws4x1nf"]
-    assert ws.WsConfig(3, ws_tail=1, ws_rel=3).short == "ws3x1tnf"
+    assert ws.WsConfig(3, ws_tail=1, ws_rel=3, ws_box=1).short == "ws3x1tnfb"
+    assert ws.box3_ok(5120, 5120) and not ws.box3_ok(160, 160) and not ws.box3_ok(5100, 5120)
     for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
-                dict(ws_tail=2), dict(ws_rel=4)):
+                dict(ws_tail=2), dict(ws_rel=4),
+                dict(ws_box=2)):
         with pytest.raises(ValueError):
             ws.WsConfig(**bad)
     assert ws.smem_bytes(3, 2) == 3 * 7 * 16 * 4 * 32 * 4
