@@ -34,13 +34,13 @@ auto)
   case "$CARD" in *H200*) exec bash $0 qwen ;; *) exec bash $0 box ;; esac ;;
 box)
   tests
-  timeout 330 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --vary ws_box=1 \
-    --vary ws_box=1,ws_rel=2 --time-limit 290 --out $L/ws.json > $L/ws.log 2>&1
+  timeout 290 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --vary ws_box=1 \
+    --vary ws_box=1,ws_rel=2 --time-limit 250 --out $L/ws.json > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
   grep -c "^PASS" $L/ws.log
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   SUM=docs/benchmarks/raw/w12/session35/ncu_source_summary.py
-  timeout 150 $NCU --profile-from-start off --clock-control none --set full --import-source no \
+  timeout 130 $NCU --profile-from-start off --clock-control none --set full --import-source no \
     -o $L/ncu_gu python3 scripts/gpu_w12_ncu.py --shape 34816,5120 \
     --cases ws:16:4,ws:16:4/0/1/0/0/1,wsbare:16:4/0/1/0/0/1,ws:8:3/0/1/0/0/1 > $L/ncu_gu.log 2>&1
   el "ncu rc=$?"; tail -4 $L/ncu_gu.log
