@@ -11,6 +11,7 @@
 #   bash docs/benchmarks/raw/w12/session46/next.sh box    # ~6 min: the bench (its checks) at
 #       16 and 8 rows with every candidate also at ws_box 1 (one 3-D TMA box per plane and x half
 #       a round) and ws_box 1 + ws_rel 2 (no proxy fence), then Nsight Compute on gate_up
+#   bash docs/benchmarks/raw/w12/session46/next.sh box1   # ~4 min: that bench alone, Qwen3.8-27B
 #   bash docs/benchmarks/raw/w12/session46/next.sh ncu    # ~5 min: Nsight Compute (full set, SASS
 #       source page) on ws4 at 16 rows with and without escapes: Qwen3.8-27B's gate_up and down
 #   bash docs/benchmarks/raw/w12/session46/next.sh wsf    # ~5 min: ws.py's GPU tests, the bench
@@ -49,6 +50,11 @@ box)   # no pytest (device time ran short): the bench's checks run every box con
     $L/details_gu.txt | cut -c1-150 | head -60
   for k in 0 1 2 3; do python3 $SUM $L/source_gu.csv $k 12 2>&1 | cut -c1-200; done \
     > $L/summary_gu.txt; head -c 6000 $L/summary_gu.txt; rm -f $L/source_gu.csv ;;
+box1)   # the bench alone, Qwen3.8-27B (device time ran short)
+  timeout 250 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --models qwen38-27b --vary ws_box=1 \
+    --vary ws_box=1,ws_rel=2 --time-limit 210 --out $L/ws.json > $L/ws.log 2>&1
+  el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -30
+  grep -c "^PASS" $L/ws.log ;;
 rel)   # call 1 (tree 37b22ef; ws_acc was reverted after it)
   tests
   timeout 420 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --vary ws_rel=1 --vary ws_rel=3 \
@@ -80,5 +86,5 @@ wsf)
     > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
   grep -c "^PASS" $L/ws.log ;;
-*) echo "usage: $0 auto | box | rel | ncu | qwen | muse | wsf" >&2; exit 2 ;;
+*) echo "usage: $0 auto | box | box1 | rel | ncu | qwen | muse | wsf" >&2; exit 2 ;;
 esac
