@@ -14,7 +14,7 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    candidate (the best counts), random N(0, 0.02^2) weights (their natural escapes, ~3e-4).
    Per model: the sums over one token's linear layers (uses per token from the layer table).
    With --ab, the best ws config also on the planes with an empty escape list; with --vary SPEC
-   (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_rel=3,ws_tail=1``)
+   (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_stages=4,ws_tail=1``)
    every ws candidate also with those fields changed.
 """
 from __future__ import annotations
@@ -44,11 +44,6 @@ MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc
                                                                        esc_mma=1))
 # every candidate, and the tail split (which splits every block of the shapes below 132 of them)
 CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1))
-# and the other ways to release a ring stage (ws_rel; tried in session 46)
-CHECK_CONFIGS += tuple(WS.WsConfig(4, ws_tail=t, ws_rel=r) for r in (1, 2, 3) for t in (0, 1))
-# one 3-D box per plane / x half (ws_box; session 46)
-CHECK_CONFIGS += (WS.WsConfig(4, ws_box=1), WS.WsConfig(3, ws_box=1, ws_rel=2),
-                  WS.WsConfig(2, 128, 2, ws_box=1), WS.WsConfig(4, ws_tail=1, ws_box=1))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))

@@ -61,7 +61,7 @@ from .kernel import GROUP, IDX_ROWS, W12Planes, _cdiv
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except ImportError:  # no Triton, or one without Gluon's Hopper ops: supported() says False
     gluon = None
@@ -77,8 +77,6 @@ BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H2
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
 SMEM_EXTRA = 256     # the kernel's own bytes besides the ring and SUM_BYTES (mbarriers)
 SUM_BYTES = WK * 16 * 8 * 4   # the cross-warp sums' buffer: [WK, 16 rows, 8 tokens] fp32
-NB_BASE = 8     # with ws_nb: named barrier NB_BASE + s releases ring stage s (Triton uses 0, 1)
-NB_THREADS = 32 * (WK + 1)   # ... counting the consumer warps' arrivals and the producer's sync
 
 
 @dataclass(frozen=True)
@@ -94,19 +92,16 @@ class WsConfig:
     ws_maxnreg: int = 0
     ws_grid: int = 1
     ws_tail: int = 0
-    ws_rel: int = 0
-    ws_box: int = 0
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and self.ws_tail in (0, 1) and self.ws_rel in (0, 1, 2, 3) and self.ws_box in (0, 1)):
+                and self.ws_tail in (0, 1)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
-        return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
-                + ("", "n", "f", "nf")[self.ws_rel] + ("b" if self.ws_box else ""))
+        return f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -170,23 +165,9 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
 if HAS_WS:
     _TW = gl.constexpr(TILE_W)
     _S = gl.constexpr(S)
-    _NBB = gl.constexpr(NB_BASE)
-    _NBT = gl.constexpr(NB_THREADS)
     # a TMA load: async_copy_global_to_shared in triton 3.6 (the GPU machine's), async_load from
     # 3.7 on (the old name raises there)
     _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-
-    @gluon.jit
-    def _nb_arrive(bid):
-        """bar.arrive on named barrier bid (every thread of the calling warps; no wait)."""
-        gl.inline_asm_elementwise("bar.arrive $1, $2; // $0", "=r,r,r,~{memory}",
-                                  [bid, _NBT], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _nb_sync(bid):
-        """bar.sync on named barrier bid: wait for the consumer warps' arrivals there."""
-        gl.inline_asm_elementwise("bar.sync $1, $2; // $0", "=r,r,r,~{memory}",
-                                  [bid, _NBT], dtype=gl.int32, is_pure=False, pack=1)
 
     # a shared buffer's reinterpretation: _reinterpret in triton 3.6 (the GPU machine's),
     # reinterpret from 3.7 on
@@ -218,7 +199,7 @@ if HAS_WS:
     @gluon.jit
     def _producer(h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready, empty,
                   n_items, n_rounds, full, splits, rps, WK: gl.constexpr, NT: gl.constexpr,
-                  NS: gl.constexpr, PDL: gl.constexpr, REL: gl.constexpr, BOX3: gl.constexpr):
+                  NS: gl.constexpr, PDL: gl.constexpr, BOX3: gl.constexpr):
         """The producer warp: every (item, round) of the program into ring stage i % NS once
         the consumers have released it (_item)."""
         pid = gl.program_id(0)
@@ -231,11 +212,7 @@ if HAS_WS:
             n0 = tile * 16
             for r in range(r0, r1):
                 st = i % NS
-                if REL % 2:
-                    if i >= NS:
-                        _nb_sync(_NBB + st)
-                else:
-                    mbarrier.wait(empty.index(st), ((i // NS) & 1) ^ 1)
+                mbarrier.wait(empty.index(st), ((i // NS) & 1) ^ 1)
                 bar = ready.index(st)
                 mbarrier.expect(bar, nbytes)
                 j = r * (_TW * WK)
@@ -258,9 +235,6 @@ if HAS_WS:
                     _copy_x(xa_desc, xb_desc, xs.index(2 * st), xs.index(2 * st + 1), j, bar, WK,
                             NT)
                 i += 1
-        if REL % 2:   # the last stages' arrivals, so that every named barrier ends empty
-            for k in range(gl.maximum(i - NS, 0), i):
-                _nb_sync(_NBB + k % NS)
 
     @gluon.jit
     def _planes(buf, LP: gl.constexpr, P: gl.constexpr):
@@ -332,8 +306,7 @@ if HAS_WS:
                   P: gl.constexpr, Q: gl.constexpr,
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
-                  PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr,
-                  REL: gl.constexpr):
+                  PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr):
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products, the cross-warp sum (through red) and the bf16 stores."""
         pid = gl.program_id(0)
@@ -387,13 +360,10 @@ if HAS_WS:
                 if NT == 2:
                     xa1 = _xtile(xsa.slice(16 * WK, 16 * WK), LX, X)
                     xb1 = _xtile(xsb.slice(16 * WK, 16 * WK), LX, X)
-                # the reads are done before the stage goes back to the producer's TMA
-                if REL < 2:
-                    fence_async_shared()
-                if REL % 2:
-                    _nb_arrive(_NBB + st)
-                else:
-                    mbarrier.arrive(empty.index(st), count=1)
+                # the stage back to the producer's TMA: the arrive orders these reads before
+                # it (release), as a TMA pipeline's consumer release does; no proxy fence
+                # (fence.proxy.async cost 1-2% per layer at 16 rows, session 46)
+                mbarrier.arrive(empty.index(st), count=1)
                 if NT == 1:   # (not read)
                     xa1 = xa
                     xb1 = xb
@@ -462,8 +432,7 @@ if HAS_WS:
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
-                   REL: gl.constexpr = 0, BOX3: gl.constexpr = False, SW: gl.constexpr = None,
-                   PDL: gl.constexpr = 0):
+                   BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
@@ -485,21 +454,20 @@ if HAS_WS:
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
                          koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
                          full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW,
-                         PDL, red, RL, TAIL, REL)),
+                         PDL, red, RL, TAIL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
-                         empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL, REL,
-                         BOX3)),
+                         empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL, BOX3)),
         ], [1], [40])
 
 
 def swizzle(rank: int = 2):
     """The shared layout of every ring buffer and TMA box: 128-byte swizzle, int32 (rank 3: the
-    boxes of ``ws_box``'s descriptors, the same bytes)."""
+    boxes of the 3-D descriptors, the same bytes)."""
     return gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=rank)
 
 
 def box3_ok(K: int, Kp: int) -> bool:
-    """Whether ws_box's 3-D descriptors can run a K-column weight (padded to Kp): whole 32-word
+    """Whether the 3-D descriptors (one box per plane / x half a round) can run a K-column weight (padded to Kp): whole 32-word
     chunks in every plane half and x half (Kp % 256 == 0; x unpadded, K == Kp), so that TMA's
     zero fill past the end is never needed inside a chunk."""
     return K == Kp and Kp % 256 == 0
@@ -566,7 +534,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
     # each half its own descriptor over a strided view: a last partial round reads zeros past
     # the half's end (and x's second half past K, where K < Kp), not the next half
     L32, H32, x32 = planes.L.view(torch.int32), planes.H.view(torch.int32), x.view(torch.int32)
-    box3 = bool(cfg.ws_box) and box3_ok(K, Kp)
+    box3 = box3_ok(K, Kp)
     if box3:   # [chunks of 32 words, rows, 32]: a round's WK (2 WK for x) chunks in one box
         sw3 = swizzle(3)
         descs = (TensorDescriptor.from_tensor(_chunks(H32, 0, HW), [WK, 16, TILE_W], sw3),
@@ -594,8 +562,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         n_rounds(Kp), full, splits, rps,
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
-        HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, REL=cfg.ws_rel,
-        BOX3=box3, SW=sw,
+        HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, BOX3=box3, SW=sw,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y
