@@ -25,6 +25,12 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
 * Each plane half and x half has its own TMA descriptor over a strided view, so the last partial
   round and the rows past N read zeros (TMA fills outside the view with 0; a zero H word decodes
   to a finite value, times x = 0). K % 32 == 0 keeps the second halves' bases 16-byte aligned.
+  Where K % 256 == 0 (``box3_ok``) the views are 3-D, [32-word chunks, rows, 32], and a round
+  takes one box per plane and per x half and 8-token tile (7 copies at 16 rows instead of 44);
+  the stage buffers are reinterpreted as the boxes' shape (the same bytes and swizzle).
+* A stage goes back to the producer with one mbarrier arrive after the consumers' reads, no
+  proxy fence (its release orders the reads, as a TMA pipeline's consumer release does; the
+  fence cost 0.5-2% per layer at 16 rows, session 46).
 * Escapes decode to +0; their exact products are added per block after its main loop as
   tensor-core MMAs (mma.py's ``esc_mma``: 16 entries per warp and chunk, bf16 x bf16 exact in
   fp32). A block's first chunk is loaded during the previous block and its x gathered during its
@@ -39,7 +45,9 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
   graph of PDL launches against one without, session 45).
 
-Measured (H100, session 45, docs/benchmarks/w12.md): at 16 rows faster than the tuned register
+Measured (H100, session 46, docs/benchmarks/w12.md): 1.239x of cuBLAS per token of Qwen3.8-27B's
+linear layers at 16 rows, taking the faster of ws and the register loop per layer (the register
+loop alone 1.124x). Session 45: at 16 rows faster than the tuned register
 loop on every Qwen3.8-27B layer shape (gate_up 1.17x, the others 1.02-1.05x) and on
 Muse-Glimmer-30B's gate_up and down (1.01x, 1.00x with ws_tail); session 44 timed it on planes
 without escapes at 1.08-1.21x of the register loop on every Qwen3.8 layer, so the escapes are

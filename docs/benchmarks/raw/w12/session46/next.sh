@@ -1,19 +1,11 @@
 #!/usr/bin/env bash
-# Session 46's device calls. Modes:
-#   bash docs/benchmarks/raw/w12/session46/next.sh auto   # on an H200 `qwen` (below); on any
-#       other card `rel`
-#   bash docs/benchmarks/raw/w12/session46/next.sh rel    # ~8 min: ws.py's GPU tests, then the bench
-#       at 16 and 8 rows with every candidate also at ws_rel 1, 3 (how the consumers release a
-#       ring stage: named barriers; named barriers and no proxy fence), ws_acc 1 (per-slot
-#       accumulators) and both, side by side
+# Session 46's device calls (what ran, with its tree: calls.md). Modes for the next session:
+#   bash docs/benchmarks/raw/w12/session46/next.sh auto   # on an H200 `qwen`; else `ncu`
 #   bash docs/benchmarks/raw/w12/session46/next.sh qwen|muse   # ~9 min: W12 `stock` against bf16
 #       at one request (Qwen3.8-27B also at two), SIMULATED acceptance
-#   bash docs/benchmarks/raw/w12/session46/next.sh box    # ~6 min: the bench (its checks) at
-#       16 and 8 rows with every candidate also at ws_box 1 (one 3-D TMA box per plane and x half
-#       a round) and ws_box 1 + ws_rel 2 (no proxy fence), then Nsight Compute on gate_up
-#   bash docs/benchmarks/raw/w12/session46/next.sh box1   # ~4 min: that bench alone, Qwen3.8-27B
 #   bash docs/benchmarks/raw/w12/session46/next.sh ncu    # ~5 min: Nsight Compute (full set, SASS
-#       source page) on ws4 at 16 rows with and without escapes: Qwen3.8-27B's gate_up and down
+#       source page) on ws at 16 rows with and without escapes, and at 8: Qwen3.8-27B's gate_up
+#       and down
 #   bash docs/benchmarks/raw/w12/session46/next.sh wsf    # ~5 min: ws.py's GPU tests, the bench
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -32,43 +24,14 @@ stock() {   # target accept batch timeout
 }
 case "${1:-}" in
 auto)
-  case "$CARD" in *H200*) exec bash $0 qwen ;; *) exec bash $0 box ;; esac ;;
-box)   # no pytest (device time ran short): the bench's checks run every box config against torch
-  timeout 260 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --vary ws_box=1 \
-    --vary ws_box=1,ws_rel=2 --time-limit 220 --out $L/ws.json > $L/ws.log 2>&1
-  el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
-  grep -c "^PASS" $L/ws.log
-  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  SUM=docs/benchmarks/raw/w12/session35/ncu_source_summary.py
-  timeout 110 $NCU --profile-from-start off --clock-control none --set full --import-source no \
-    -o $L/ncu_gu python3 scripts/gpu_w12_ncu.py --shape 34816,5120 \
-    --cases ws:16:4,ws:16:4/0/1/0/0/1,wsbare:16:4/0/1/0/0/1,ws:8:3/0/1/0/0/1 > $L/ncu_gu.log 2>&1
-  el "ncu rc=$?"; tail -4 $L/ncu_gu.log
-  $NCU -i $L/ncu_gu.ncu-rep --page details > $L/details_gu.txt 2>&1
-  $NCU -i $L/ncu_gu.ncu-rep --page source --csv --print-source sass > $L/source_gu.csv 2>&1
-  grep -E "^  [a-z_]|Duration|Throughput|Warp Cycles Per Issued|Issued Warp Per|No Eligible" \
-    $L/details_gu.txt | cut -c1-150 | head -60
-  for k in 0 1 2 3; do python3 $SUM $L/source_gu.csv $k 12 2>&1 | cut -c1-200; done \
-    > $L/summary_gu.txt; head -c 6000 $L/summary_gu.txt; rm -f $L/source_gu.csv ;;
-box1)   # the bench alone, Qwen3.8-27B (device time ran short)
-  timeout 250 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --models qwen38-27b --vary ws_box=1 \
-    --vary ws_box=1,ws_rel=2 --time-limit 210 --out $L/ws.json > $L/ws.log 2>&1
-  el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -30
-  grep -c "^PASS" $L/ws.log ;;
-rel)   # call 1 (tree 37b22ef; ws_acc was reverted after it)
-  tests
-  timeout 420 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --vary ws_rel=1 --vary ws_rel=3 \
-    --vary ws_acc=1 --vary ws_acc=1,ws_rel=3 --time-limit 380 \
-    --out $L/ws.json > $L/ws.log 2>&1
-  el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
-  grep -c "^PASS" $L/ws.log ;;
+  case "$CARD" in *H200*) exec bash $0 qwen ;; *) exec bash $0 ncu ;; esac ;;
 ncu)
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   SUM=docs/benchmarks/raw/w12/session35/ncu_source_summary.py
   for sh in 34816,5120 5120,17408; do
     timeout 200 $NCU --profile-from-start off --clock-control none --set full --import-source no \
       -o $L/ncu_$sh python3 scripts/gpu_w12_ncu.py --shape $sh \
-      --cases ws:16:4,wsbare:16:4,ws:16:4/0/1/0/3/1,ws:8:3 > $L/ncu_$sh.log 2>&1
+      --cases ws:16:4,wsbare:16:4,ws:16:3,ws:8:3 > $L/ncu_$sh.log 2>&1
     el "ncu $sh rc=$?"; tail -4 $L/ncu_$sh.log
     $NCU -i $L/ncu_$sh.ncu-rep --page details > $L/details_$sh.txt 2>&1
     $NCU -i $L/ncu_$sh.ncu-rep --page source --csv --print-source sass > $L/source_$sh.csv 2>&1
@@ -86,5 +49,5 @@ wsf)
     > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-220 | tail -50
   grep -c "^PASS" $L/ws.log ;;
-*) echo "usage: $0 auto | box | box1 | rel | ncu | qwen | muse | wsf" >&2; exit 2 ;;
+*) echo "usage: $0 auto | ncu | qwen | muse | wsf" >&2; exit 2 ;;
 esac
