@@ -475,9 +475,9 @@ def swizzle(rank: int = 2):
 
 
 def box3_ok(K: int, Kp: int) -> bool:
-    """Whether the 3-D descriptors (one box per plane / x half a round) can run a K-column weight (padded to Kp): whole 32-word
-    chunks in every plane half and x half (Kp % 256 == 0; x unpadded, K == Kp), so that TMA's
-    zero fill past the end is never needed inside a chunk."""
+    """Whether the 3-D descriptors (one box per plane / x half a round) can run a K-column
+    weight padded to Kp: whole 32-word chunks in every plane half and x half (Kp % 256 == 0;
+    x unpadded, K == Kp), so that TMA's zero fill is never needed inside a chunk."""
     return K == Kp and Kp % 256 == 0
 
 
