@@ -9,8 +9,8 @@ caches before each profiled kernel; ``--clock-control none`` leaves the clocks a
         --cases w12:2:2/1/2/8/0/1/1,bf16:8:2/1/2/4,cublas:8
     ncu -i /tmp/w12.ncu-rep --page details > details.txt
 
-Each case (``kind:M[:config]``, kind w12 | bf16 | wg12 | wgbf16 | ws | wsbare | cublas, config as
-``MmaConfig``'s fields (w12, bf16: ``mma.py``), ``WgConfig``'s (wg12, wgbf16: ``wgmma.py``,
+Each case (``kind:M[:config]``, kind w12 | bf16 | wg12 | wgbf16 | ws | wsbare | cublas, config
+as ``MmaConfig``'s fields (w12, bf16: ``mma.py``), ``WgConfig``'s (wg12, wgbf16: ``wgmma.py``,
 groups/words/split, e.g. ``wg12:32:1/8/2``) or ``WsConfig``'s (ws, wsbare: ``ws.py``; wsbare on
 the planes with an empty escape list, timing only: wrong outputs) joined by "/") runs twice
 outside the profiled range (compilation, warm-up), then once inside ``cudaProfilerStart`` / ``Stop``, so the report holds
