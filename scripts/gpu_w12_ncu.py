@@ -13,8 +13,9 @@ Each case (``kind:M[:config]``, kind w12 | bf16 | wg12 | wgbf16 | ws | wsbare | 
 as ``MmaConfig``'s fields (w12, bf16: ``mma.py``), ``WgConfig``'s (wg12, wgbf16: ``wgmma.py``,
 groups/words/split, e.g. ``wg12:32:1/8/2``) or ``WsConfig``'s (ws, wsbare: ``ws.py``; wsbare on
 the planes with an empty escape list, timing only: wrong outputs) joined by "/") runs twice
-outside the profiled range (compilation, warm-up), then once inside ``cudaProfilerStart`` / ``Stop``, so the report holds
-one kernel per case, in the order given (cuBLAS may add its own small kernels). Weights:
+outside the profiled range (compilation, warm-up), then once inside ``cudaProfilerStart`` /
+``Stop``, so the report holds one kernel per case, in the order given (cuBLAS may add its own
+small kernels). Weights:
 gpu_w12_gemv_bench's build_weights (random N(0, 0.02^2) with planted escapes, one encoded block
 replicated). Prints one line per case: its order in the report and the config.
 """
