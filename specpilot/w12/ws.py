@@ -223,7 +223,6 @@ if HAS_WS:
                 mbarrier.wait(empty.index(st), ((i // NS) & 1) ^ 1)
                 bar = ready.index(st)
                 mbarrier.expect(bar, nbytes)
-                j = r * (_TW * WK)
                 if BOX3:   # one box per plane and x half / 8-token tile (3-D descriptors)
                     L3: gl.constexpr = h_desc.layout
                     _tma_load(h_desc, [r * WK, n0, 0], bar, _box3(hs.index(st), WK, 16, L3))
@@ -235,6 +234,7 @@ if HAS_WS:
                         _tma_load(xb_desc, [2 * r * WK, 8 * tt, 0], bar, _box3(
                             xs.index(2 * st + 1).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
                 else:
+                    j = r * (_TW * WK)
                     for w in gl.static_range(WK):
                         c = j + _TW * w
                         _tma_load(h_desc, [n0, c], bar, hs.index(st).slice(16 * w, 16))

@@ -107,8 +107,10 @@ def test_compiles_for_sm90():
         assert r["lds_v4"] == r["lds"] == 12 + 8 * nt, (name, r)
         # the producer: per round and consumer warp three plane boxes and 2 x 2 nt x boxes; with
         # BOX3 per round one 3-D box per plane and per x half and 8-token tile
-        assert r["tma"] == r["tma3"] == 3 + 2 * nt if r["box3"] else (
-            r["tma"] == ws.WK * (3 + 4 * nt) and r["tma3"] == 0), (name, r)
+        if r["box3"]:
+            assert r["tma"] == r["tma3"] == 3 + 2 * nt, (name, r)
+        else:
+            assert r["tma"] == ws.WK * (3 + 4 * nt) and r["tma3"] == 0, (name, r)
         assert r["setmaxnreg"] > 0 and r["spills"] in ([0], []), (name, r)
         assert r["ring"] <= r["smem"] <= r["ring"] + ws.SMEM_EXTRA + ws.SUM_BYTES, (name, r)
         # named barriers (bar.sync in the PTX): at most one per stage at the start, two per
@@ -133,17 +135,6 @@ def test_config_and_candidates():
     assert ws.WsConfig().short == "ws3x1" and ws.WsConfig(2, 128, 2).short == "ws2g128x2"
     assert ws.WsConfig(4, ws_tail=1).short == "ws4x1t"
     assert ws.box3_ok(5120, 5120) and not ws.box3_ok(160, 160) and not ws.box3_ok(5100, 5120)
-
-
-def test_chunks_view_is_the_3d_boxes_layout():
-    # _chunks(t, start, width)[c, r, w] is t[r, start + 32 c + w]: what a [WK, 16, 32] box at
-    # chunk r * WK reads for row block n0 (the producer's 3-D copies)
-    t = torch.arange(48 * 512, dtype=torch.int32).view(48, 512)
-    v = ws._chunks(t, 256, 256)
-    assert v.shape == (8, 48, 32)
-    c, r, w = torch.meshgrid(torch.arange(8), torch.arange(48), torch.arange(32), indexing="ij")
-    assert torch.equal(v, t[r, 256 + 32 * c + w])
-    assert v.data_ptr() == t.data_ptr() + 256 * 4
     for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
                 dict(ws_tail=2)):
         with pytest.raises(ValueError):
@@ -163,6 +154,17 @@ def test_chunks_view_is_the_3d_boxes_layout():
     assert ws.tail_plan(t, 272, 6656, 132) == (0, 7, 1)         # 17 blocks, 7 rounds
     assert ws.tail_plan(ws.WsConfig(4), 5120, 17408, 132) == (320, 1, 17)
     assert ws.tail_plan(ws.WsConfig(2, 128, 2, 1), 5120, 17408, 132) == (264, 4, 5)
+
+
+def test_chunks_view_is_the_3d_boxes_layout():
+    # _chunks(t, start, width)[c, r, w] is t[r, start + 32 c + w]: what a [WK, 16, 32] box at
+    # chunk r * WK reads for row block n0 (the producer's 3-D copies)
+    t = torch.arange(48 * 512, dtype=torch.int32).view(48, 512)
+    v = ws._chunks(t, 256, 256)
+    assert v.shape == (8, 48, 32)
+    c, r, w = torch.meshgrid(torch.arange(8), torch.arange(48), torch.arange(32), indexing="ij")
+    assert torch.equal(v, t[r, 256 + 32 * c + w])
+    assert v.data_ptr() == t.data_ptr() + 256 * 4
 
 
 def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
