@@ -42,8 +42,10 @@ from specpilot.w12.format import encode  # noqa: E402
 MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc_mma=1),
                MM.MmaConfig(2, 1, 2, 8, 136, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, split=2,
                                                                        esc_mma=1))
-# every candidate, and the tail split (which splits every block of the shapes below 132 of them)
-CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1))
+# every candidate, the tail split (which splits every block of the shapes below 132 of them) and
+# two escape chunks loaded ahead
+CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1),
+                                 WS.WsConfig(3, ws_esc=2), WS.WsConfig(2, 128, 2, ws_esc=2))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))
@@ -90,8 +92,8 @@ def timing(args, res: dict, t0: float) -> None:
                 #                     --skip-check it would be inside it and fail)
                 row["cublas"] = K.time_calls_us(lambda i: acts[i % 4] @ ringb[i % len(ringb)].t(),
                                                 len(ringb))
-                wsc = WS.candidates(M, N, Kd, dev)
-                wsc += tuple(replace(c, **v) for v in variants for c in wsc)
+                base = WS.candidates(M, N, Kd, dev)
+                wsc = base + tuple(replace(c, **v) for v in variants for c in base)
                 for kind, cands in (("mma", MMA_CONFIGS), ("ws", wsc)):
                     for cfg in cands:
                         MM.w12_mma(acts[0], p, cfg)
@@ -100,8 +102,10 @@ def timing(args, res: dict, t0: float) -> None:
                         row[f"{kind} {cfg.short}"] = us
                         if us < row.get(kind, 1e30):
                             row[kind], row[f"{kind}_cfg"] = us, cfg.short
+                        if cfg in base:   # the best without --vary's variants
+                            row["ws_base"] = min(us, row.get("ws_base", 1e30))
                 if args.ab and "ws_cfg" in row:   # the best ws config without escapes
-                    c = next(c for c in WS.CANDIDATES if c.short == row["ws_cfg"])
+                    c = next(c for c in wsc if c.short == row["ws_cfg"])
                     bare = GB.bare_ring(ring)
                     row["ws noesc"] = K.time_calls_us(lambda i: WS.w12_ws(
                         acts[i % 4], bare[i % len(bare)], c), len(bare))
@@ -117,6 +121,12 @@ def timing(args, res: dict, t0: float) -> None:
             rows = [r for r in res["timing"] if r["model"] == model and r["M"] == M]
             tot = {k: sum(r[k] * r["count"] for r in rows) for k in ("cublas", "mma")}
             tot["best"] = sum(min(r["mma"], r.get("ws", 1e30)) * r["count"] for r in rows)
+            if variants:
+                tot["best_base"] = sum(min(r["mma"], r.get("ws_base", 1e30)) * r["count"]
+                                       for r in rows)
+                print(f"{model} M={M} per token without the --vary variants: best of both per "
+                      f"layer {tot['best_base']:.0f} us "
+                      f"({tot['cublas'] / tot['best_base']:.3f}x of cuBLAS)")
             res["totals"].append(dict(model=model, M=M, layers=len(rows), **tot))
             print(f"{model} M={M} per token ({len(rows)} layer shapes): cuBLAS {tot['cublas']:.0f}"
                   f" us, register loop {tot['mma']:.0f} us ({tot['cublas'] / tot['mma']:.3f}x), "

@@ -94,22 +94,26 @@ class WsConfig:
     the cap and two blocks' ring in shared memory); ws_tail 1: the blocks of the last, partial
     wave are split over K so that every program has work in it (``tail_plan``; split-K as
     ``MmaConfig.split``: fp32 partials in a workspace, the last to finish adds them in split
-    order). Prefixed names: tune files hold these next
-    to ``mma.MmaConfig`` entries under the same keys."""
+    order); ws_esc: a block's escape chunks (64 entries each) whose entries are loaded during
+    the block before and whose x is gathered during its main loop (1 or 2; any further chunk
+    loads after the loop). Prefixed names: tune files hold these next to ``mma.MmaConfig``
+    entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
     ws_tail: int = 0
+    ws_esc: int = 1
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and self.ws_tail in (0, 1)):
+                and self.ws_tail in (0, 1) and self.ws_esc in (1, 2)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
-        return f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
+        return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
+                + (f"e{self.ws_esc}" if self.ws_esc > 1 else ""))
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -314,7 +318,8 @@ if HAS_WS:
                   P: gl.constexpr, Q: gl.constexpr,
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
-                  PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr):
+                  PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr,
+                  EP: gl.constexpr):
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products, the cross-warp sum (through red) and the bf16 stores."""
         pid = gl.program_id(0)
@@ -326,9 +331,13 @@ if HAS_WS:
         if not HB_PER_ROW:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
         _mm._gdc_wait(PDL > 0)
-        if ESC:   # the first item's range and first chunk, and the second item's range
+        if ESC:   # the first item's range and first EP chunks, and the second item's range
             t0, elo, ehi = _item_range(koff_ptr, pid, n_items, N, G, full, splits, rps, n_rounds)
             ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, t0 * 16, WK, 1, EL)
+            if EP == 2:
+                ek1 = _mm._esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 1, t0 * 16, WK, 1, EL)
+            else:   # (not read)
+                ek1 = ek
             tn, nlo, nhi = _item_range(koff_ptr, pid + npg, n_items, N, G, full, splits, rps,
                                        n_rounds)
         i = 0
@@ -339,12 +348,18 @@ if HAS_WS:
                 hbw = gl.load(hb_ptr + (n0 + prow) * 4, mask=n0 + prow < N, other=0) + gl.zeros(
                     SHAPE, gl.int32, P)
             if ESC:
-                # this item's first chunk as MMA operands (its entries came during the last
-                # item; the x gathers are in flight during the main loop), the next item's
+                # this item's first EP chunks as MMA operands (their entries came during the
+                # last item; the x gathers are in flight during the main loop), the next item's
                 # entries and the one after's range (a block that waited for its own escapes at
                 # its start or end took ~2.4 us more, session 44)
                 ea = _mm._esc_operands(ek, x16_ptr, sxm, M, 1, NT, QE, EL, True)
                 ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, nlo, nhi, 0, tn * 16, WK, 1, EL)
+                if EP == 2:
+                    ea1 = _mm._esc_operands(ek1, x16_ptr, sxm, M, 1, NT, QE, EL, True)
+                    ek1 = _mm._esc_mma_entries(kent_ptr, kval_ptr, nlo, nhi, 1, tn * 16, WK, 1,
+                                               EL)
+                else:   # (not read)
+                    ea1 = ea
                 clo = elo
                 chi = ehi
                 elo = nlo
@@ -380,14 +395,16 @@ if HAS_WS:
                                                              xb1, acc01, acc23, bcc01, bcc23,
                                                              zero, _S, Q, NT)
                 i += 1
-            if ESC:   # the escapes' exact products: the first chunk, then any further ones,
-                #       added before the cross-warp sum (no reduction of their own)
+            if ESC:   # the escapes' exact products: the first EP chunks, then any further
+                #       ones, added before the cross-warp sum (no reduction of their own)
                 e01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 e23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 f01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 f23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea, NT, QE)
-                for t in range(1, gl.cdiv(chi - clo, 16 * WK)):
+                if EP == 2:
+                    e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea1, NT, QE)
+                for t in range(EP, gl.cdiv(chi - clo, 16 * WK)):
                     ek2 = _mm._esc_mma_entries(kent_ptr, kval_ptr, clo, chi, t, n0, WK, 1, EL)
                     e01, e23, f01, f23 = _mm._esc_apply(
                         e01, e23, f01, f23,
@@ -440,7 +457,8 @@ if HAS_WS:
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
-                   BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0):
+                   BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0,
+                   EP: gl.constexpr = 1):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
@@ -462,7 +480,7 @@ if HAS_WS:
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
                          koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
                          full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW,
-                         PDL, red, RL, TAIL)),
+                         PDL, red, RL, TAIL, EP)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
                          empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL, BOX3)),
         ], [1], [40])
@@ -571,6 +589,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, BOX3=box3, SW=sw,
+        EP=cfg.ws_esc,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y
