@@ -96,24 +96,27 @@ class WsConfig:
     ``MmaConfig.split``: fp32 partials in a workspace, the last to finish adds them in split
     order); ws_esc: a block's escape chunks (64 entries each) whose entries are loaded during
     the block before and whose x is gathered during its main loop (1 or 2; any further chunk
-    loads after the loop). Prefixed names: tune files hold these next to ``mma.MmaConfig``
+    loads after the loop); ws_peel 1: a block's last round runs outside the round loop, in one
+    basic block with the escapes' MMAs (an experiment). Prefixed names: tune files hold these next to ``mma.MmaConfig``
     entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
     ws_tail: int = 0
     ws_esc: int = 1
+    ws_peel: int = 0
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and self.ws_tail in (0, 1) and self.ws_esc in (1, 2)):
+                and self.ws_tail in (0, 1) and self.ws_esc in (1, 2)
+                and self.ws_peel in (0, 1)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
         return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
-                + (f"e{self.ws_esc}" if self.ws_esc > 1 else ""))
+                + (f"e{self.ws_esc}" if self.ws_esc > 1 else "") + ("p" if self.ws_peel else ""))
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -304,6 +307,35 @@ if HAS_WS:
                 gl.minimum(r0 + rps + (1 - tail) * n_rounds, n_rounds))
 
     @gluon.jit
+    def _round(hs, las, lbs, xs, ready, empty, i, hbw, acc01, acc23, bcc01, bcc23, zero,
+               WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
+               Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr):
+        """The consumers' round i: its stage's planes and x from the ring (then the stage back
+        to the producer), the decode and the MMAs into the accumulators."""
+        st = i % NS
+        mbarrier.wait(ready.index(st), (i // NS) & 1)
+        h = _planes(hs.index(st), LP, P)
+        la = _planes(las.index(st), LP, P)
+        lb = _planes(lbs.index(st), LP, P)
+        xsa = xs.index(2 * st)
+        xsb = xs.index(2 * st + 1)
+        xa = _xtile(xsa.slice(0, 16 * WK), LX, X)
+        xb = _xtile(xsb.slice(0, 16 * WK), LX, X)
+        if NT == 2:
+            xa1 = _xtile(xsa.slice(16 * WK, 16 * WK), LX, X)
+            xb1 = _xtile(xsb.slice(16 * WK, 16 * WK), LX, X)
+        # the stage back to the producer's TMA: the arrive orders these reads before it
+        # (release), as a TMA pipeline's consumer release does; no proxy fence (without it
+        # 0.2-2.3% faster at 16 rows on 16 of 18 configs / layers, session 46)
+        mbarrier.arrive(empty.index(st), count=1)
+        if NT == 1:   # (not read)
+            xa1 = xa
+            xb1 = xb
+        alo, ahi, blo, bhi = _mm._decode(la, lb, h, hbw)
+        return _mm._round_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1, acc01, acc23, bcc01, bcc23,
+                               zero, _S, Q, NT)
+
+    @gluon.jit
     def _item_range(koff_ptr, it, n_items, N, G, full, splits, rps, n_rounds):
         """(block, [lo, hi)) of item it's escapes (it clamped to the last item): its block's
         entries, all K, in the block's first K run; none in the others."""
@@ -319,7 +351,7 @@ if HAS_WS:
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr,
-                  EP: gl.constexpr):
+                  EP: gl.constexpr, PEEL: gl.constexpr):
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products, the cross-warp sum (through red) and the bf16 stores."""
         pid = gl.program_id(0)
@@ -370,30 +402,16 @@ if HAS_WS:
             acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
-            for r in range(r0, r1):
-                st = i % NS
-                mbarrier.wait(ready.index(st), (i // NS) & 1)
-                h = _planes(hs.index(st), LP, P)
-                la = _planes(las.index(st), LP, P)
-                lb = _planes(lbs.index(st), LP, P)
-                xsa = xs.index(2 * st)
-                xsb = xs.index(2 * st + 1)
-                xa = _xtile(xsa.slice(0, 16 * WK), LX, X)
-                xb = _xtile(xsb.slice(0, 16 * WK), LX, X)
-                if NT == 2:
-                    xa1 = _xtile(xsa.slice(16 * WK, 16 * WK), LX, X)
-                    xb1 = _xtile(xsb.slice(16 * WK, 16 * WK), LX, X)
-                # the stage back to the producer's TMA: the arrive orders these reads before
-                # it (release), as a TMA pipeline's consumer release does; no proxy fence
-                # (without it 0.2-2.3% faster at 16 rows on 16 of 18 configs / layers, s. 46)
-                mbarrier.arrive(empty.index(st), count=1)
-                if NT == 1:   # (not read)
-                    xa1 = xa
-                    xb1 = xb
-                alo, ahi, blo, bhi = _mm._decode(la, lb, h, hbw)
-                acc01, acc23, bcc01, bcc23 = _mm._round_mmas(alo, ahi, blo, bhi, xa, xb, xa1,
-                                                             xb1, acc01, acc23, bcc01, bcc23,
-                                                             zero, _S, Q, NT)
+            for r in range(r0, r1 - PEEL):
+                acc01, acc23, bcc01, bcc23 = _round(hs, las, lbs, xs, ready, empty, i, hbw,
+                                                    acc01, acc23, bcc01, bcc23, zero, WK, NT,
+                                                    NS, P, Q, X, LP, LX)
+                i += 1
+            if PEEL:   # the last round outside the loop: in one basic block with the escapes'
+                #        MMAs below, which the compiler can interleave with it
+                acc01, acc23, bcc01, bcc23 = _round(hs, las, lbs, xs, ready, empty, i, hbw,
+                                                    acc01, acc23, bcc01, bcc23, zero, WK, NT,
+                                                    NS, P, Q, X, LP, LX)
                 i += 1
             if ESC:   # the escapes' exact products: the first EP chunks, then any further
                 #       ones, added before the cross-warp sum (no reduction of their own)
@@ -458,7 +476,7 @@ if HAS_WS:
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
                    BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0,
-                   EP: gl.constexpr = 1):
+                   EP: gl.constexpr = 1, PEEL: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
@@ -480,7 +498,7 @@ if HAS_WS:
             (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
                          koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
                          full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW,
-                         PDL, red, RL, TAIL, EP)),
+                         PDL, red, RL, TAIL, EP, PEEL)),
             (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
                          empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL, BOX3)),
         ], [1], [40])
@@ -589,7 +607,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=planes.kent.numel() > 0,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, BOX3=box3, SW=sw,
-        EP=cfg.ws_esc,
+        EP=cfg.ws_esc, PEEL=cfg.ws_peel,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

@@ -137,9 +137,11 @@ def test_config_and_candidates():
     assert ws.WsConfig().short == "ws3x1" and ws.WsConfig(2, 128, 2).short == "ws2g128x2"
     assert ws.WsConfig(4, ws_tail=1).short == "ws4x1t"
     assert ws.WsConfig(3, ws_esc=2).short == "ws3x1e2"
+    assert ws.WsConfig(4, ws_tail=1, ws_esc=2, ws_peel=1).short == "ws4x1te2p"
     assert ws.box3_ok(5120, 5120) and not ws.box3_ok(160, 160) and not ws.box3_ok(5100, 5120)
     for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
-                dict(ws_tail=2), dict(ws_esc=0), dict(ws_esc=3)):
+                dict(ws_tail=2), dict(ws_esc=0), dict(ws_esc=3),
+                dict(ws_peel=2)):
         with pytest.raises(ValueError):
             ws.WsConfig(**bad)
     assert ws.smem_bytes(3, 2) == 3 * 7 * 16 * 4 * 32 * 4
