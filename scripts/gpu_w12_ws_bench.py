@@ -43,11 +43,13 @@ MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc
                MM.MmaConfig(2, 1, 2, 8, 136, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, split=2,
                                                                        esc_mma=1))
 # every candidate, the tail split (which splits every block of the shapes below 132 of them) and
-# two escape chunks loaded ahead, the last round peeled
+# two escape chunks loaded ahead, the last round peeled, the escape warp
 CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1),
                                  WS.WsConfig(3, ws_esc=2), WS.WsConfig(2, 128, 2, ws_esc=2),
                                  WS.WsConfig(4, ws_peel=1),
-                                 WS.WsConfig(3, ws_tail=1, ws_esc=2, ws_peel=1))
+                                 WS.WsConfig(3, ws_tail=1, ws_esc=2, ws_peel=1),
+                                 WS.WsConfig(3, ws_ewarp=1), WS.WsConfig(4, ws_tail=1, ws_ewarp=1),
+                                 WS.WsConfig(2, 128, 2, ws_ewarp=1))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))
@@ -95,7 +97,9 @@ def timing(args, res: dict, t0: float) -> None:
                 row["cublas"] = K.time_calls_us(lambda i: acts[i % 4] @ ringb[i % len(ringb)].t(),
                                                 len(ringb))
                 base = WS.candidates(M, N, Kd, dev)
-                wsc = base + tuple(replace(c, **v) for v in variants for c in base)
+                nt = 1 if M <= 8 else 2
+                wsc = base + tuple(v for v in (replace(c, **f) for f in variants for c in base)
+                                   if WS.fits(v, nt))   # (ws_ewarp's buffer: not ws4 at 16)
                 for kind, cands in (("mma", MMA_CONFIGS), ("ws", wsc)):
                     for cfg in cands:
                         MM.w12_mma(acts[0], p, cfg)

@@ -85,6 +85,7 @@ BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H2
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
 SMEM_EXTRA = 256     # the kernel's own bytes besides the ring and SUM_BYTES (mbarriers)
 SUM_BYTES = WK * 16 * 8 * 4   # the cross-warp sums' buffer: [WK, 16 rows, 8 tokens] fp32
+CORR_BYTES = 16 * 8 * 4       # ws_ewarp: a block's escape products per 8-token tile, fp32
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,9 @@ class WsConfig:
     order); ws_esc: a block's escape chunks (64 entries each) whose entries are loaded during
     the block before and whose x is gathered during its main loop (1 or 2; any further chunk
     loads after the loop); ws_peel 1: a block's last round runs outside the round loop, in one
-    basic block with the escapes' MMAs (an experiment). Prefixed names: tune files hold these next to ``mma.MmaConfig``
+    basic block with the escapes' MMAs (an experiment); ws_ewarp 1: a warp of their own computes
+    each block's escape products ahead of the consumers, who add them in the cross-warp sum
+    (an experiment; ws_esc and ws_peel then do nothing). Prefixed names: tune files hold these next to ``mma.MmaConfig``
     entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
@@ -105,18 +108,20 @@ class WsConfig:
     ws_tail: int = 0
     ws_esc: int = 1
     ws_peel: int = 0
+    ws_ewarp: int = 0
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
                 and self.ws_tail in (0, 1) and self.ws_esc in (1, 2)
-                and self.ws_peel in (0, 1)):
+                and self.ws_peel in (0, 1) and self.ws_ewarp in (0, 1)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
         return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
-                + (f"e{self.ws_esc}" if self.ws_esc > 1 else "") + ("p" if self.ws_peel else ""))
+                + (f"e{self.ws_esc}" if self.ws_esc > 1 else "") + ("p" if self.ws_peel else "")
+                + ("w" if self.ws_ewarp else ""))
 
 
 def smem_bytes(stages: int, nt: int) -> int:
@@ -142,7 +147,8 @@ def supported(M: int, K: int, device: torch.device) -> bool:
 
 def fits(cfg: WsConfig, nt: int) -> bool:
     """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's."""
-    need = smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA + SUM_BYTES
+    need = (smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA + SUM_BYTES
+            + cfg.ws_ewarp * (nt * CORR_BYTES + SMEM_EXTRA))   # (its mbarriers: as SMEM_EXTRA)
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 
@@ -351,9 +357,10 @@ if HAS_WS:
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr,
-                  EP: gl.constexpr, PEEL: gl.constexpr):
+                  EP: gl.constexpr, PEEL: gl.constexpr, EW: gl.constexpr, corr, cfull, cfree):
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
-        escapes' exact products, the cross-warp sum (through red) and the bf16 stores."""
+        escapes' exact products (ESC; with EW those of the escape warp, from corr), the
+        cross-warp sum (through red) and the bf16 stores."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         SHAPE: gl.constexpr = [WK, 8, 2, 4, _S]
@@ -373,6 +380,7 @@ if HAS_WS:
             tn, nlo, nhi = _item_range(koff_ptr, pid + npg, n_items, N, G, full, splits, rps,
                                        n_rounds)
         i = 0
+        jj = 0
         for it in range(pid, n_items, npg):
             tile, sp, r0, r1 = _item(it, full, splits, rps, n_rounds)
             n0 = tile * 16
@@ -442,6 +450,14 @@ if HAS_WS:
             if NT == 1:   # (not stored)
                 v1 = v
                 ok1 = ok
+            if EW:   # the escape warp's products of this item, then its buffer back
+                SL: gl.constexpr = gl.SliceLayout(0, RL)
+                mbarrier.wait(cfull.index(0), jj & 1)
+                v += corr.index(0).load(SL)
+                if NT == 2:
+                    v1 += corr.index(1).load(SL)
+                mbarrier.arrive(cfree.index(0), count=1)
+                jj += 1
             if not TAIL:
                 _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT)
             elif it < full:
@@ -468,6 +484,43 @@ if HAS_WS:
         _mm._gdc_launch_dependents(PDL > 0)
 
     @gluon.jit
+    def _esc_worker(x16_ptr, koff_ptr, kent_ptr, kval_ptr, corr, cfull, cfree, M, N, sxm, G,
+                    n_items, n_rounds, full, splits, rps, NT: gl.constexpr, PDL: gl.constexpr,
+                    QE1: gl.constexpr, EL1: gl.constexpr):
+        """The escape warp (ws_ewarp): per item, its block's escape products as m16n8k16 MMAs
+        (16 entries a chunk, the next chunk's entries loaded before this one's MMAs), then,
+        once the consumers have read the last item's, into corr ([NT, 16, 2, 4] fp32: the
+        cross-warp sum's [row, p, c]) and cfull arrived."""
+        pid = gl.program_id(0)
+        npg = gl.num_programs(0)
+        _mm._gdc_wait(PDL > 0)
+        jj = 0
+        for it in range(pid, n_items, npg):
+            tile, lo, hi = _item_range(koff_ptr, it, n_items, N, G, full, splits, rps, n_rounds)
+            n0 = tile * 16
+            e01 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
+            e23 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
+            f01 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
+            f23 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
+            ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, lo, hi, 0, n0, 1, 1, EL1)
+            for t in range(gl.cdiv(hi - lo, 16)):
+                ea = _mm._esc_operands(ek, x16_ptr, sxm, M, 1, NT, QE1, EL1, True)
+                ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, lo, hi, t + 1, n0, 1, 1, EL1)
+                e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea, NT, QE1)
+            mbarrier.wait(cfree.index(0), (jj & 1) ^ 1)
+            corr.index(0).store(_tile16(gl.sum(e01, axis=4), gl.sum(e23, axis=4)))
+            if NT == 2:
+                corr.index(1).store(_tile16(gl.sum(f01, axis=4), gl.sum(f23, axis=4)))
+            mbarrier.arrive(cfull.index(0), count=1)
+            jj += 1
+
+    @gluon.jit
+    def _tile16(a01, a23):
+        """[1, 8 (g), 2, 4] sums of rows g (a01) and g + 8 (a23) -> [16 (row), 2, 4]."""
+        a = gl.permute(gl.join(a01, a23), [0, 4, 1, 2, 3])
+        return gl.reshape(a, [16, 2, 4])
+
+    @gluon.jit
     def _ws_kernel(h_desc, la_desc, lb_desc, xa_desc, xb_desc, y_ptr, ws_ptr, lock_ptr, x16_ptr,
                    hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
                    full, splits, rps,
@@ -476,7 +529,8 @@ if HAS_WS:
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
                    BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0,
-                   EP: gl.constexpr = 1, PEEL: gl.constexpr = 0):
+                   EP: gl.constexpr = 1, PEEL: gl.constexpr = 0, EW: gl.constexpr = False,
+                   QE1: gl.constexpr = None, EL1: gl.constexpr = None):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
@@ -494,14 +548,37 @@ if HAS_WS:
         for s in gl.static_range(NS):
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
-        gl.warp_specialize([
-            (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr, hb_ptr,
-                         koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items, n_rounds,
-                         full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL, ESC, HB_PER_ROW,
-                         PDL, red, RL, TAIL, EP, PEEL)),
-            (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready,
-                         empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL, BOX3)),
-        ], [1], [40])
+        if EW:   # the escape warp's products through corr (cfull: written, cfree: read)
+            corr = gl.allocate_shared_memory(gl.float32, [NT, 16, 2, 4],
+                                             gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
+            cfull = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+            cfree = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+            mbarrier.init(cfull.index(0), count=1)
+            mbarrier.init(cfree.index(0), count=1)
+            gl.warp_specialize([
+                (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr,
+                             hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items,
+                             n_rounds, full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL,
+                             False, HB_PER_ROW, PDL, red, RL, TAIL, EP, PEEL, True, corr, cfull,
+                             cfree)),
+                (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs,
+                             ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
+                             BOX3)),
+                (_esc_worker, (x16_ptr, koff_ptr, kent_ptr, kval_ptr, corr, cfull, cfree, M, N,
+                               sxm, G, n_items, n_rounds, full, splits, rps, NT, PDL, QE1,
+                               EL1)),
+            ], [1, 1], [40, 96])
+        else:
+            gl.warp_specialize([
+                (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr,
+                             hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items,
+                             n_rounds, full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL,
+                             ESC, HB_PER_ROW, PDL, red, RL, TAIL, EP, PEEL, False, red, ready,
+                             empty)),
+                (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs,
+                             ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
+                             BOX3)),
+            ], [1], [40])
 
 
 def swizzle(rank: int = 2):
@@ -543,6 +620,12 @@ def layouts() -> tuple:
                                     lane_bases=[[0, 16], [8, 0], [1, 0], [2, 0], [4, 0]],
                                     warp_bases=wb, block_bases=[], shape=[16 * WK, TILE_W])
     return P, Q, X, LP, LX, QE, EL
+
+
+@functools.lru_cache(maxsize=None)
+def esc_warp_layouts() -> tuple:
+    """(QE1, EL1): the escape MMAs' layouts for the one escape warp (ws_ewarp)."""
+    return _mm.esc_mma_layouts(_mm.MmaConfig(warps_k=1, warps_r=1, ahead=0, words=S))
 
 
 @functools.lru_cache(maxsize=None)
@@ -599,15 +682,17 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
     n_items = full + (n_tiles - full) * splits
     wsb, locks = _k.split_buffers(y, splits, n_tiles)
     P, Q, X, LP, LX, QE, EL = layouts()
+    QE1, EL1 = esc_warp_layouts()
+    esc = planes.kent.numel() > 0
     hb = planes.hb.view(torch.int32) if planes.per_row else planes.hb
     _ws_kernel[(min(n_items, cfg.ws_grid * n_sm),)](
         *descs, y, wsb, locks, x, hb, planes.koff, planes.kent, planes.kval, M, N,
         x.stride(0) // 2, y.stride(0), _cdiv(Kp // 2, GROUP), n_items,
         n_rounds(Kp), full, splits, rps,
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
-        ESC=planes.kent.numel() > 0,
+        ESC=esc,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, BOX3=box3, SW=sw,
-        EP=cfg.ws_esc, PEEL=cfg.ws_peel,
+        EP=cfg.ws_esc, PEEL=cfg.ws_peel, EW=esc and cfg.ws_ewarp > 0, QE1=QE1, EL1=EL1,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

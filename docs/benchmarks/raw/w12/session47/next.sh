@@ -3,7 +3,7 @@
 #   bash docs/benchmarks/raw/w12/session47/next.sh esc    # ~7 min: ws.py's GPU tests; the bench
 #       at 16 and 8 rows, both models, every ws candidate also with ws_esc 2 (two escape chunks
 #       loaded ahead), ws_peel 1 (the last round in one basic block with the escapes' MMAs) and
-#       both; the best ws config also without escapes (--ab)
+#       ws_ewarp 1 (an escape warp); the best ws config also without escapes (--ab)
 #   qwen | muse | ncu: session 46's modes (docs/benchmarks/raw/w12/session46/next.sh)
 set -u
 case "${1:-}" in
@@ -19,7 +19,7 @@ esc)
   el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
     | head -20
   timeout 400 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --vary ws_esc=2 --vary ws_peel=1 \
-    --vary ws_esc=2,ws_peel=1 --ab \
+    --vary ws_ewarp=1 --ab \
     --time-limit 340 --out $L/ws.json > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-200 ;;
 *) echo "usage: $0 esc | qwen | muse | ncu | auto" >&2; exit 2 ;;
