@@ -42,14 +42,12 @@ from specpilot.w12.format import encode  # noqa: E402
 MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc_mma=1),
                MM.MmaConfig(2, 1, 2, 8, 136, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, split=2,
                                                                        esc_mma=1))
-# every candidate, the tail split (which splits every block of the shapes below 132 of them) and
-# two escape chunks loaded ahead, the last round peeled, the escape warp
+# every candidate, the tail split (which splits every block of the shapes below 132 of them) with
+# and without the escape warp, ws2g128x2 without it and ws4 with it (at 8 rows: ws4 with it does
+# not fit at 16)
 CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1),
-                                 WS.WsConfig(3, ws_esc=2), WS.WsConfig(2, 128, 2, ws_esc=2),
-                                 WS.WsConfig(4, ws_peel=1),
-                                 WS.WsConfig(3, ws_tail=1, ws_esc=2, ws_peel=1),
-                                 WS.WsConfig(3, ws_ewarp=1), WS.WsConfig(4, ws_tail=1, ws_ewarp=1),
-                                 WS.WsConfig(2, 128, 2, ws_ewarp=1))
+                                 WS.WsConfig(3, ws_tail=1, ws_ewarp=1), WS.WsConfig(2, 128, 2),
+                                 WS.WsConfig(4, ws_ewarp=1))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))

@@ -95,32 +95,24 @@ class WsConfig:
     the cap and two blocks' ring in shared memory); ws_tail 1: the blocks of the last, partial
     wave are split over K so that every program has work in it (``tail_plan``; split-K as
     ``MmaConfig.split``: fp32 partials in a workspace, the last to finish adds them in split
-    order); ws_esc: a block's escape chunks (64 entries each) whose entries are loaded during
-    the block before and whose x is gathered during its main loop (1 or 2; any further chunk
-    loads after the loop); ws_peel 1: a block's last round runs outside the round loop, in one
-    basic block with the escapes' MMAs (an experiment); ws_ewarp 1: a warp of their own computes
-    each block's escape products ahead of the consumers, who add them in the cross-warp sum
-    (an experiment; ws_esc and ws_peel then do nothing). Prefixed names: tune files hold these next to ``mma.MmaConfig``
+    order); ws_ewarp 1: a warp of their own (the escape warp) computes each block's escape
+    products ahead of the consumers, who add them in the cross-warp sum. Prefixed names: tune files hold these next to ``mma.MmaConfig``
     entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
     ws_tail: int = 0
-    ws_esc: int = 1
-    ws_peel: int = 0
     ws_ewarp: int = 0
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and self.ws_tail in (0, 1) and self.ws_esc in (1, 2)
-                and self.ws_peel in (0, 1) and self.ws_ewarp in (0, 1)):
+                and self.ws_tail in (0, 1) and self.ws_ewarp in (0, 1)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
         return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
-                + (f"e{self.ws_esc}" if self.ws_esc > 1 else "") + ("p" if self.ws_peel else "")
                 + ("w" if self.ws_ewarp else ""))
 
 
@@ -130,12 +122,15 @@ def smem_bytes(stages: int, nt: int) -> int:
 
 
 # the tuning space (sessions 44-45, H100: ws4 won most layers at 16 rows, ws3 most at 8 rows,
-# ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was dropped)
-CANDIDATES = (WsConfig(3), WsConfig(4), WsConfig(2, 128, 2))
+# ws2 g128 x2 Muse-Glimmer's o_proj and down at 8; ws2 without a cap won none and was dropped;
+# session 47: with the escape warp ws3 won 17 of the 22 layer / row-count pairs of both models,
+# ws2 g128 x2 five at 8 rows; without it ws3 / ws4 stay for the lm_heads at 16 rows)
+CANDIDATES = (WsConfig(3, ws_ewarp=1), WsConfig(3), WsConfig(4), WsConfig(2, 128, 2, ws_ewarp=1))
 # ws_tail offered on the first TAIL_BASES bases where it splits (the down and o_proj layers have
 # 320-416 blocks of 16 rows, 2.4-3.2 per SM: their last wave ran 40-80% full; session 45 call 6:
-# it won the downs at 16 rows by 4-9% and lost 2-8% elsewhere)
-TAIL_BASES = 2
+# it won the downs at 16 rows by 4-9% and lost 2-8% elsewhere; session 47: ws3 with the escape
+# warp and the tail split won both downs at 16 rows)
+TAIL_BASES = 1
 
 
 def supported(M: int, K: int, device: torch.device) -> bool:
@@ -357,7 +352,7 @@ if HAS_WS:
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr,
-                  EP: gl.constexpr, PEEL: gl.constexpr, EW: gl.constexpr, corr, cfull, cfree):
+                  EW: gl.constexpr, corr, cfull, cfree):
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products (ESC; with EW those of the escape warp, from corr), the
         cross-warp sum (through red) and the bf16 stores."""
@@ -370,13 +365,9 @@ if HAS_WS:
         if not HB_PER_ROW:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
         _mm._gdc_wait(PDL > 0)
-        if ESC:   # the first item's range and first EP chunks, and the second item's range
+        if ESC:   # the first item's range and first chunk, and the second item's range
             t0, elo, ehi = _item_range(koff_ptr, pid, n_items, N, G, full, splits, rps, n_rounds)
             ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 0, t0 * 16, WK, 1, EL)
-            if EP == 2:
-                ek1 = _mm._esc_mma_entries(kent_ptr, kval_ptr, elo, ehi, 1, t0 * 16, WK, 1, EL)
-            else:   # (not read)
-                ek1 = ek
             tn, nlo, nhi = _item_range(koff_ptr, pid + npg, n_items, N, G, full, splits, rps,
                                        n_rounds)
         i = 0
@@ -388,18 +379,12 @@ if HAS_WS:
                 hbw = gl.load(hb_ptr + (n0 + prow) * 4, mask=n0 + prow < N, other=0) + gl.zeros(
                     SHAPE, gl.int32, P)
             if ESC:
-                # this item's first EP chunks as MMA operands (their entries came during the
-                # last item; the x gathers are in flight during the main loop), the next item's
+                # this item's first chunk as MMA operands (its entries came during the last
+                # item; the x gathers are in flight during the main loop), the next item's
                 # entries and the one after's range (a block that waited for its own escapes at
                 # its start or end took ~2.4 us more, session 44)
                 ea = _mm._esc_operands(ek, x16_ptr, sxm, M, 1, NT, QE, EL, True)
                 ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, nlo, nhi, 0, tn * 16, WK, 1, EL)
-                if EP == 2:
-                    ea1 = _mm._esc_operands(ek1, x16_ptr, sxm, M, 1, NT, QE, EL, True)
-                    ek1 = _mm._esc_mma_entries(kent_ptr, kval_ptr, nlo, nhi, 1, tn * 16, WK, 1,
-                                               EL)
-                else:   # (not read)
-                    ea1 = ea
                 clo = elo
                 chi = ehi
                 elo = nlo
@@ -410,27 +395,19 @@ if HAS_WS:
             acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
-            for r in range(r0, r1 - PEEL):
+            for r in range(r0, r1):
                 acc01, acc23, bcc01, bcc23 = _round(hs, las, lbs, xs, ready, empty, i, hbw,
                                                     acc01, acc23, bcc01, bcc23, zero, WK, NT,
                                                     NS, P, Q, X, LP, LX)
                 i += 1
-            if PEEL:   # the last round outside the loop: in one basic block with the escapes'
-                #        MMAs below, which the compiler can interleave with it
-                acc01, acc23, bcc01, bcc23 = _round(hs, las, lbs, xs, ready, empty, i, hbw,
-                                                    acc01, acc23, bcc01, bcc23, zero, WK, NT,
-                                                    NS, P, Q, X, LP, LX)
-                i += 1
-            if ESC:   # the escapes' exact products: the first EP chunks, then any further
-                #       ones, added before the cross-warp sum (no reduction of their own)
+            if ESC:   # the escapes' exact products: the first chunk, then any further ones,
+                #       added before the cross-warp sum (no reduction of their own)
                 e01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 e23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 f01 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 f23 = gl.zeros([WK, 8, 2, 4, 1], gl.float32, QE)
                 e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea, NT, QE)
-                if EP == 2:
-                    e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea1, NT, QE)
-                for t in range(EP, gl.cdiv(chi - clo, 16 * WK)):
+                for t in range(1, gl.cdiv(chi - clo, 16 * WK)):
                     ek2 = _mm._esc_mma_entries(kent_ptr, kval_ptr, clo, chi, t, n0, WK, 1, EL)
                     e01, e23, f01, f23 = _mm._esc_apply(
                         e01, e23, f01, f23,
@@ -529,7 +506,7 @@ if HAS_WS:
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
                    BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0,
-                   EP: gl.constexpr = 1, PEEL: gl.constexpr = 0, EW: gl.constexpr = False,
+                   EW: gl.constexpr = False,
                    QE1: gl.constexpr = None, EL1: gl.constexpr = None):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
@@ -559,8 +536,7 @@ if HAS_WS:
                 (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr,
                              hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items,
                              n_rounds, full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL,
-                             False, HB_PER_ROW, PDL, red, RL, TAIL, EP, PEEL, True, corr, cfull,
-                             cfree)),
+                             False, HB_PER_ROW, PDL, red, RL, TAIL, True, corr, cfull, cfree)),
                 (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs,
                              ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
                              BOX3)),
@@ -573,8 +549,7 @@ if HAS_WS:
                 (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr,
                              hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items,
                              n_rounds, full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL,
-                             ESC, HB_PER_ROW, PDL, red, RL, TAIL, EP, PEEL, False, red, ready,
-                             empty)),
+                             ESC, HB_PER_ROW, PDL, red, RL, TAIL, False, red, ready, empty)),
                 (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs,
                              ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
                              BOX3)),
@@ -692,7 +667,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=esc,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, BOX3=box3, SW=sw,
-        EP=cfg.ws_esc, PEEL=cfg.ws_peel, EW=esc and cfg.ws_ewarp > 0, QE1=QE1, EL1=EL1,
+        EW=esc and cfg.ws_ewarp > 0, QE1=QE1, EL1=EL1,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

@@ -15,24 +15,19 @@ from specpilot.w12.format import encode
 from tests.unit.w12_data import FINITE_EDGE, acts, check_close, check_pdl_modes, make_weight
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, TAIL, BOX3, EP: WsConfig.ws_esc, EW: ws_ewarp)
-CASES = [(3, 0, 1, True, False, 2, False, False, 1, False),
-         (3, 0, 2, True, True, 0, False, True, 1, False),
-         (2, 128, 2, False, False, 2, False, False, 1, False),
-         (4, 0, 2, True, False, 0, False, True, 1, False),
-         (2, 128, 1, True, True, 0, True, True, 2, False),
-         (4, 0, 2, True, False, 2, True, False, 1, False),
-         (4, 0, 2, True, False, 2, True, True, 1, False),
-         (3, 0, 2, True, False, 2, False, True, 2, False),
-         (3, 0, 2, True, False, 2, True, True, 1, True), (2, 128, 1, True, True, 0, False, True, 1,
-                                                          True)]
+# (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, TAIL, BOX3, EW: WsConfig.ws_ewarp)
+CASES = [(3, 0, 1, True, False, 2, False, False, False), (3, 0, 2, True, True, 0, False, True, False),
+         (2, 128, 2, False, False, 2, False, False, False),
+         (4, 0, 2, True, False, 0, False, True, False), (2, 128, 1, True, True, 0, True, True, False),
+         (4, 0, 2, True, False, 2, True, False, False), (4, 0, 2, True, False, 2, True, True, False),
+         (3, 0, 2, True, False, 2, True, True, True), (2, 128, 1, True, True, 0, False, True, True),
+         (3, 0, 1, True, False, 2, False, False, True)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
-# and ws_esc 2 (two escape chunks loaded ahead), ws_ewarp 1 (an escape warp)
+# and the candidates' counterparts with / without the escape warp
 TAIL_CONFIGS = (ws.WsConfig(3, ws_tail=1), ws.WsConfig(4, ws_tail=1),
-                ws.WsConfig(2, 128, 2, ws_tail=1), ws.WsConfig(3, ws_esc=2),
-                ws.WsConfig(4, ws_tail=1, ws_esc=2), ws.WsConfig(3, ws_ewarp=1),
-                ws.WsConfig(3, ws_tail=1, ws_ewarp=1), ws.WsConfig(2, 128, 2, ws_ewarp=1))
+                ws.WsConfig(2, 128, 2, ws_tail=1), ws.WsConfig(3, ws_tail=1, ws_ewarp=1),
+                ws.WsConfig(2, 128, 2), ws.WsConfig(4, ws_ewarp=1))
 SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
            koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
            sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
@@ -50,7 +45,7 @@ def _compile_all() -> dict:
     out = {}
     sw3 = ws.swizzle(3)
     QE1, EL1 = ws.esc_warp_layouts()
-    for stages, maxnreg, nt, esc, per_row, pdl, tail, box3, ep, ew in CASES:
+    for stages, maxnreg, nt, esc, per_row, pdl, tail, box3, ew in CASES:
         if box3:
             desc = f"tensordesc<i32[{ws.WK}, 16, {ws.TILE_W}],{sw3!r}>"
             xdesc = f"tensordesc<i32[{2 * ws.WK}, 8, {ws.TILE_W}],{sw3!r}>"
@@ -64,7 +59,7 @@ def _compile_all() -> dict:
             sig.update(ws_ptr="*bf16", lock_ptr="*bf16")
         consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
                       ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout(), TAIL=tail,
-                      BOX3=box3, SW=sw, EP=ep, PEEL=0, EW=ew, QE1=QE1, EL1=EL1)
+                      BOX3=box3, SW=sw, EW=ew, QE1=QE1, EL1=EL1)
         sig.update({k: "constexpr" for k in consts})
         opts = {"num_warps": ws.WK, **({"maxnreg": maxnreg} if maxnreg else {})}
         k = triton.compile(GluonASTSource(ws._ws_kernel, sig, consts, {}),
@@ -79,9 +74,9 @@ def _compile_all() -> dict:
         body = ptx[head:ptx.find("$L__BB", start)]
         rep = ptxas_report(ptx) or ""
         name = (f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} "
-                f"box{int(box3)} ep{ep} ew{int(ew)}")
+                f"box{int(box3)} ew{int(ew)}")
         out[f"{name} tail{int(tail)}"] = {
-            "nt": nt, "pdl": pdl, "esc": esc, "ep": ep, "ew": ew,
+            "nt": nt, "pdl": pdl, "esc": esc, "ew": ew,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
             "tma": ptx.count("cp.async.bulk.tensor"),
             "lds_v4": loop.count("ld.shared.v4"), "lds": loop.count("ld.shared"),
@@ -109,9 +104,9 @@ def test_compiles_for_sm90():
     for name, r in res.items():
         nt = r["nt"]
         # per round and 8-row activation tile: one MMA per H word and half (S = 8, pack 2);
-        # with escapes one per 8-row tile for each of a block's first EP chunks and one in the
-        # loop over further chunks, or with the escape warp (EW) one in its loop over chunks
-        esc_mma = nt * (1 if r["ew"] else r["ep"] + 1) if r["esc"] else 0
+        # with escapes one per 8-row tile for a block's first chunk and one in the loop over
+        # further chunks, or with the escape warp (EW) one in its loop over chunks
+        esc_mma = nt * (1 if r["ew"] else 2) if r["esc"] else 0
         assert r["mma"] == 2 * ws.S * nt + esc_mma, (name, r)
         # per round: three plane tiles x two slot rows x two 16-byte reads, and per half and
         # 8-token tile four (16 words), and no other shared-memory read
@@ -148,15 +143,13 @@ def test_compiles_for_sm90():
 def test_config_and_candidates():
     assert ws.WsConfig().short == "ws3x1" and ws.WsConfig(2, 128, 2).short == "ws2g128x2"
     assert ws.WsConfig(4, ws_tail=1).short == "ws4x1t"
-    assert ws.WsConfig(3, ws_esc=2).short == "ws3x1e2"
-    assert ws.WsConfig(4, ws_tail=1, ws_esc=2, ws_peel=1).short == "ws4x1te2p"
     assert ws.WsConfig(3, ws_ewarp=1).short == "ws3x1w"
+    assert ws.WsConfig(3, ws_tail=1, ws_ewarp=1).short == "ws3x1tw"
     # the escape warp's buffer: ws4 no longer fits at 16 rows, ws3 does
     assert ws.fits(ws.WsConfig(3, ws_ewarp=1), 2) and not ws.fits(ws.WsConfig(4, ws_ewarp=1), 2)
     assert ws.box3_ok(5120, 5120) and not ws.box3_ok(160, 160) and not ws.box3_ok(5100, 5120)
     for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
-                dict(ws_tail=2), dict(ws_esc=0), dict(ws_esc=3),
-                dict(ws_peel=2), dict(ws_ewarp=2)):
+                dict(ws_tail=2), dict(ws_ewarp=2)):
         with pytest.raises(ValueError):
             ws.WsConfig(**bad)
     assert ws.smem_bytes(3, 2) == 3 * 7 * 16 * 4 * 32 * 4
@@ -194,7 +187,7 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     base = tuple(c for c in ws.CANDIDATES if ws.fits(c, 2))
     assert ws.candidates(16, 16 * 264, 5120, dev) == base          # whole waves
     down = ws.candidates(16, 5120, 17408, dev)
-    assert down == base + tuple(ws.WsConfig(s, ws_tail=1) for s in (3, 4))
+    assert down == base + (ws.WsConfig(3, ws_tail=1, ws_ewarp=1),)   # the first base's
     # 1 round (K = 1024): nothing to split
     assert ws.candidates(8, 5120, 1024, dev) == tuple(c for c in ws.CANDIDATES if ws.fits(c, 1))
 

@@ -4,6 +4,8 @@
 #       at 16 and 8 rows, both models, every ws candidate also with ws_esc 2 (two escape chunks
 #       loaded ahead), ws_peel 1 (the last round in one basic block with the escapes' MMAs) and
 #       ws_ewarp 1 (an escape warp); the best ws config also without escapes (--ab)
+#   bash docs/benchmarks/raw/w12/session47/next.sh e2e    # ~7 min: ws.py's GPU tests; W12 `stock`
+#       against bf16 at one request, Muse-Glimmer-30B (16 verify rows), SIMULATED acceptance 6.5
 #   qwen | muse | ncu: session 46's modes (docs/benchmarks/raw/w12/session46/next.sh)
 set -u
 case "${1:-}" in
@@ -22,5 +24,12 @@ esc)
     --vary ws_ewarp=1 --ab \
     --time-limit 340 --out $L/ws.json > $L/ws.log 2>&1
   el "ws bench rc=$?"; grep -vE "^PASS" $L/ws.log | cut -c1-200 ;;
-*) echo "usage: $0 esc | qwen | muse | ncu | auto" >&2; exit 2 ;;
+e2e)
+  OUT=$L WORKERS=8 PER_TEST=100 LIMIT=110 bash scripts/gpu_tests.sh tests/unit/test_w12_ws.py
+  el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
+    | head -20
+  timeout 400 python3 scripts/gpu_w12_e2e.py --target muse-glimmer-30b --stock --accept 6.5 \
+    --batch 1 --rounds 2 --one-engine --out $L/stock_muse.json > $L/stock_muse.log 2>&1
+  el "stock muse rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_muse.log | cut -c1-300 ;;
+*) echo "usage: $0 esc | e2e | qwen | muse | ncu | auto" >&2; exit 2 ;;
 esac
