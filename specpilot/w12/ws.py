@@ -31,11 +31,15 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
 * A stage goes back to the producer with one mbarrier arrive after the consumers' reads, no
   proxy fence (its release orders the reads, as a TMA pipeline's consumer release does; the
   fence cost up to 2.3% per layer at 16 rows, session 46).
-* Escapes decode to +0; their exact products are added per block after its main loop as
-  tensor-core MMAs (mma.py's ``esc_mma``: 16 entries per warp and chunk, bf16 x bf16 exact in
-  fp32). A block's first chunk is loaded during the previous block and its x gathered during its
-  own main loop, so no block waits for them; further chunks (> 64 escapes in a block) load after
-  the loop. Not bit-equal to a bf16 GEMM (fast mode only).
+* Escapes decode to +0. With ``ws_ewarp`` (the first candidate) a third partition, one escape
+  warp (``_esc_worker``), computes each block's exact escape products as m16n8k16 MMAs one block
+  ahead of the consumers and hands them over through a shared buffer (``corr``, mbarriers
+  ``cfull`` / ``cfree``); the consumers add them in the cross-warp sum. Without it (a block's
+  escape code in the consumers' stream cost 2-19% per layer at 16 rows, session 47) the
+  consumers add them per block after its main loop as tensor-core MMAs (mma.py's ``esc_mma``:
+  16 entries per warp and chunk, bf16 x bf16 exact in fp32). A block's first chunk is loaded
+  during the previous block and its x gathered during its own main loop; further chunks (> 64
+  escapes in a block) load after the loop. Not bit-equal to a bf16 GEMM (fast mode only).
 * The cross-warp sum (K is split over the warps): each warp stores its partial 16 x 8 tiles
   into a buffer of its own ([WK, 16, 8] fp32, ``SUM_BYTES``), and after one barrier each thread
   adds the WK partials of one output and stores it: two named barriers per 8 tokens, where
@@ -45,14 +49,11 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
   graph of PDL launches against one without, session 45).
 
-Measured (H100, session 46, docs/benchmarks/w12.md): 1.239x of cuBLAS per token of Qwen3.8-27B's
-linear layers at 16 rows, taking the faster of ws and the register loop per layer (the register
-loop alone 1.124x). Session 45: at 16 rows faster than the tuned register
-loop on every Qwen3.8-27B layer shape (gate_up 1.17x, the others 1.02-1.05x) and on
-Muse-Glimmer-30B's gate_up and down (1.01x, 1.00x with ws_tail); session 44 timed it on planes
-without escapes at 1.08-1.21x of the register loop on every Qwen3.8 layer, so the escapes are
-what is left. The tuner picks the faster kernel per layer. GPU only (sm_90: TMA, setmaxnreg,
-mbarriers); on CPU the tests compile it for sm_90.
+Measured (H100, session 47, docs/benchmarks/w12.md): per token of the linear layers at 16 rows,
+taking the faster of ws and the register loop per layer, 1.281x of cuBLAS on Qwen3.8-27B and
+1.313x on Muse-Glimmer-30B (1.218x / 1.256x without the escape warp, 1.110x / 1.219x for the
+register loop alone, same run); at 8 rows 1.353x / 1.343x. The tuner picks the faster kernel per
+layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on CPU the tests compile it for sm_90.
 """
 from __future__ import annotations
 
@@ -96,8 +97,8 @@ class WsConfig:
     wave are split over K so that every program has work in it (``tail_plan``; split-K as
     ``MmaConfig.split``: fp32 partials in a workspace, the last to finish adds them in split
     order); ws_ewarp 1: a warp of their own (the escape warp) computes each block's escape
-    products ahead of the consumers, who add them in the cross-warp sum. Prefixed names: tune files hold these next to ``mma.MmaConfig``
-    entries under the same keys."""
+    products ahead of the consumers, who add them in the cross-warp sum. Prefixed names: tune
+    files hold these next to ``mma.MmaConfig`` entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
@@ -143,7 +144,7 @@ def supported(M: int, K: int, device: torch.device) -> bool:
 def fits(cfg: WsConfig, nt: int) -> bool:
     """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's."""
     need = (smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA + SUM_BYTES
-            + cfg.ws_ewarp * (nt * CORR_BYTES + SMEM_EXTRA))   # (its mbarriers: as SMEM_EXTRA)
+            + cfg.ws_ewarp * (nt * CORR_BYTES + SMEM_EXTRA))   # (its mbarriers: SMEM_EXTRA)
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 

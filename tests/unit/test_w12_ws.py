@@ -16,11 +16,15 @@ from tests.unit.w12_data import FINITE_EDGE, acts, check_close, check_pdl_modes,
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 # (stages, maxnreg, NT, ESC, HB_PER_ROW, PDL, TAIL, BOX3, EW: WsConfig.ws_ewarp)
-CASES = [(3, 0, 1, True, False, 2, False, False, False), (3, 0, 2, True, True, 0, False, True, False),
+CASES = [(3, 0, 1, True, False, 2, False, False, False),
+         (3, 0, 2, True, True, 0, False, True, False),
          (2, 128, 2, False, False, 2, False, False, False),
-         (4, 0, 2, True, False, 0, False, True, False), (2, 128, 1, True, True, 0, True, True, False),
-         (4, 0, 2, True, False, 2, True, False, False), (4, 0, 2, True, False, 2, True, True, False),
-         (3, 0, 2, True, False, 2, True, True, True), (2, 128, 1, True, True, 0, False, True, True),
+         (4, 0, 2, True, False, 0, False, True, False),
+         (2, 128, 1, True, True, 0, True, True, False),
+         (4, 0, 2, True, False, 2, True, False, False),
+         (4, 0, 2, True, False, 2, True, True, False),
+         (3, 0, 2, True, False, 2, True, True, True),
+         (2, 128, 1, True, True, 0, False, True, True),
          (3, 0, 1, True, False, 2, False, False, True)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
