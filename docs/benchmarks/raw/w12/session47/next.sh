@@ -6,8 +6,8 @@
 #       ws_ewarp 1 (an escape warp); the best ws config also without escapes (--ab)
 #   bash docs/benchmarks/raw/w12/session47/next.sh e2e    # ~7 min: ws.py's GPU tests; W12 `stock`
 #       against bf16 at one request, Muse-Glimmer-30B (16 verify rows), SIMULATED acceptance 6.5
-#   bash docs/benchmarks/raw/w12/session47/next.sh final  # ~5 min: ws.py's GPU tests; the bench
-#       (no checks) at 16 and 8 rows, both models, the final candidates
+#   bash docs/benchmarks/raw/w12/session47/next.sh final  # ~5 min: the bench (no checks) at 16
+#       and 8 rows, both models, the final candidates; ws.py's GPU tests
 #   bash docs/benchmarks/raw/w12/session47/next.sh slim   # ~3 min: final's, Qwen3.8-27B at 16 rows
 #   qwen | muse | ncu: session 46's modes (docs/benchmarks/raw/w12/session46/next.sh)
 set -u
@@ -35,12 +35,12 @@ e2e)
     --batch 1 --rounds 2 --one-engine --out $L/stock_muse.json > $L/stock_muse.log 2>&1
   el "stock muse rc=$?"; grep -E "speedup|round|build_s|Error" $L/stock_muse.log | cut -c1-300 ;;
 final|slim)
-  OUT=$L WORKERS=8 PER_TEST=100 LIMIT=110 bash scripts/gpu_tests.sh tests/unit/test_w12_ws.py
-  el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
-    | head -20
   if [ "$1" = slim ]; then ARGS="--m 16 --models qwen38-27b"; else ARGS="--m 16,8"; fi
   timeout 220 python3 scripts/gpu_w12_ws_bench.py --skip-check $ARGS --time-limit 190 \
     --out $L/ws.json > $L/ws.log 2>&1
-  el "ws bench rc=$?"; cut -c1-200 $L/ws.log ;;
+  el "ws bench rc=$?"; cut -c1-200 $L/ws.log
+  OUT=$L WORKERS=8 PER_TEST=100 LIMIT=110 bash scripts/gpu_tests.sh tests/unit/test_w12_ws.py
+  el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
+    | head -20 ;;
 *) echo "usage: $0 esc | e2e | final | qwen | muse | ncu | auto" >&2; exit 2 ;;
 esac
