@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 47's device calls (what ran, with its tree: calls.md).
-#   bash docs/benchmarks/raw/w12/session47/next.sh esc    # ~7 min: ws.py's GPU tests; the bench
+#   bash docs/benchmarks/raw/w12/session47/next.sh esc    # ~7 min (tree 361e5a1): GPU tests; the bench
 #       at 16 and 8 rows, both models, every ws candidate also with ws_esc 2 (two escape chunks
 #       loaded ahead), ws_peel 1 (the last round in one basic block with the escapes' MMAs) and
 #       ws_ewarp 1 (an escape warp); the best ws config also without escapes (--ab)
@@ -19,7 +19,10 @@ T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=$OUT/next; mkdir -p $L
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee $L/gpu.txt
 case "${1:-}" in
-esc)
+esc)   # call 1's mode: ws_esc / ws_peel exist only in its tree (361e5a1)
+  python3 -c "import specpilot.w12.ws as W, sys
+sys.exit('ws_esc' not in W.WsConfig.__dataclass_fields__)" \
+    || { echo "esc: needs tree 361e5a1 (ws_esc / ws_peel were removed since)" >&2; exit 2; }
   OUT=$L WORKERS=8 PER_TEST=120 LIMIT=150 bash scripts/gpu_tests.sh tests/unit/test_w12_ws.py
   el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
     | head -20
@@ -42,5 +45,5 @@ final|slim)
   OUT=$L WORKERS=8 PER_TEST=100 LIMIT=110 bash scripts/gpu_tests.sh tests/unit/test_w12_ws.py
   el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
     | head -20 ;;
-*) echo "usage: $0 esc | e2e | final | qwen | muse | ncu | auto" >&2; exit 2 ;;
+*) echo "usage: $0 esc | e2e | final | slim | qwen | muse | ncu | auto" >&2; exit 2 ;;
 esac
