@@ -272,13 +272,19 @@ if HAS_WS:
         return gl.convert_layout(gl.reshape(v, [WK, 8, 4, 16]), X, assert_trivial=True)
 
     @gluon.jit
+    def _rows16(a01, a23):
+        """[W, 8 (g), 2 (p), 4 (c)] tiles of rows g (a01) and g + 8 (a23) -> [W, 16 (row), 2,
+        4]."""
+        a = gl.permute(gl.join(a01, a23), [0, 4, 1, 2, 3])         # [W, 2, 8, 2, 4]
+        return gl.reshape(a, [a01.shape[0], 16, 2, 4])
+
+    @gluon.jit
     def _cross_sum(red, a01, a23, RL: gl.constexpr):
         """The sums over the WK warps of a01 (rows g) and a23 (rows g + 8), each [WK, 8 (g), 2
         (p), 4 (c)] in ACC (token 2 c + p): stored into red [WK, 16 (row), 2, 4], read back with
         the warps' partials in each thread's registers (RL), summed: [16, 2, 4] (row, p, c) in
         RL's slice, with _out_index's rows and tokens."""
-        a = gl.permute(gl.join(a01, a23), [0, 4, 1, 2, 3])         # [WK, 2, 8, 2, 4]
-        red.store(gl.reshape(a, [a01.shape[0], 16, 2, 4]))
+        red.store(_rows16(a01, a23))
         return gl.sum(red.load(RL), axis=0)
 
     @gluon.jit
@@ -486,17 +492,13 @@ if HAS_WS:
                 ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, lo, hi, t + 1, n0, 1, 1, EL1)
                 e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea, NT, QE1)
             mbarrier.wait(cfree.index(0), (jj & 1) ^ 1)
-            corr.index(0).store(_tile16(gl.sum(e01, axis=4), gl.sum(e23, axis=4)))
+            corr.index(0).store(gl.reshape(_rows16(gl.sum(e01, axis=4), gl.sum(e23, axis=4)),
+                                           [16, 2, 4]))
             if NT == 2:
-                corr.index(1).store(_tile16(gl.sum(f01, axis=4), gl.sum(f23, axis=4)))
+                corr.index(1).store(gl.reshape(_rows16(gl.sum(f01, axis=4),
+                                                       gl.sum(f23, axis=4)), [16, 2, 4]))
             mbarrier.arrive(cfull.index(0), count=1)
             jj += 1
-
-    @gluon.jit
-    def _tile16(a01, a23):
-        """[1, 8 (g), 2, 4] sums of rows g (a01) and g + 8 (a23) -> [16 (row), 2, 4]."""
-        a = gl.permute(gl.join(a01, a23), [0, 4, 1, 2, 3])
-        return gl.reshape(a, [16, 2, 4])
 
     @gluon.jit
     def _ws_kernel(h_desc, la_desc, lb_desc, xa_desc, xb_desc, y_ptr, ws_ptr, lock_ptr, x16_ptr,
