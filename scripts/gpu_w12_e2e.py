@@ -25,7 +25,8 @@
    again before each timing; overlapped scheduler only; rows "+pdl1/2" ...); the plain rows are
    then without PDL (without ``--pdl`` they run the engines' default: on for sm_90,
    ``$SPECPILOT_PDL``). ``--stock --accept A``: the same for ``stock`` instead of ``ar``: the
-   target with its DFlash2 drafter (``<target>-dflash2``, random weights, W12 on both with
+   target with its DFlash2 drafter (``<target>-dflash2``; ``--drafter dspark``: its DSpark
+   drafter, ``<target>-dspark``; random weights, W12 on both with
    ``w12``), SIMULATED acceptance A (``SGLANG_SIMULATE_ACC_LEN``: random drafters accept
    nothing), the plain and the overlapped (spec-overlap) scheduler; a step's verify runs batch x
    block rows per GEMM, so this is where W12 meets the rows it is slow at (M > 16: the template
@@ -136,7 +137,7 @@ def build_format(a, fmt: str):
     """The ``--target`` engine with weight format ``fmt`` (with ``--stock`` its drafter too, the
     plain stock scheduler as ``eng.scheduler``) -> (engine, info)."""
     t0 = time.perf_counter()
-    spec = dict(speculative_draft_model_path=os.path.join(a.configs, a.target + "-dflash2"),
+    spec = dict(speculative_draft_model_path=os.path.join(a.configs, f"{a.target}-{a.drafter}"),
                 speculative_draft_load_format="dummy", disable_overlap_schedule=True,
                 speculative_draft_weight_format=a.draft_weight_format if fmt == "w12" else "same"
                 ) if a.stock else {}
@@ -330,11 +331,14 @@ def main() -> int:
                          "'1/2,2/3'; kernels/pdl.py), graphs captured again before each timing; "
                          "overlapped scheduler only")
     ap.add_argument("--stock", action="store_true",
-                    help="real shape: time stock (the target with its DFlash2 drafter, random "
+                    help="real shape: time stock (the target with its drafter, --drafter, random "
                          "weights) instead of ar; needs --accept")
     ap.add_argument("--accept", type=float, default=None,
                     help="--stock: the SIMULATED acceptance length per step (issue 5: 4.8 for "
                          "qwen38-27b at block 8, 6.5 for muse-glimmer-30b at block 16)")
+    ap.add_argument("--drafter", default="dflash2", choices=("dflash2", "dspark"),
+                    help="--stock: the drafter, <target>-<drafter> under --configs (dspark: "
+                         "specpilot/model_configs/README.md says which of its keys are known)")
     ap.add_argument("--draft-weight-format", default="same", choices=DRAFT_WEIGHT_FORMATS,
                     help="--stock: the W12 engine's drafter (--speculative-draft-weight-format; "
                          "the bf16 engine's stays bf16)")
@@ -343,7 +347,8 @@ def main() -> int:
                          "(bf16, W12, bf16, ...: one_engine_schedule), for a GPU that cannot hold "
                          "both (Qwen3.8-27B `stock`: ~54 + ~41 GiB; an H100 has ~78)")
     ap.add_argument("--configs", default=CONFIGS,
-                    help="the folder of --target's config (with --stock also <target>-dflash2)")
+                    help="the folder of --target's config (with --stock also "
+                         "<target>-<drafter>)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.stock and (a.accept is None or a.accept < 1):

@@ -2,7 +2,8 @@
 `--load-format dummy` runs (random weights) when the checkpoints cannot be downloaded.
 
 Values are those of the public model cards as summarised in shared/reference/dflash.md
-(sections 3.1 and 4). Run once; the output is committed under specpilot/model_configs/.
+(sections 3.1 and 4; the DSpark drafters, partly assumed: specpilot/model_configs/README.md).
+Run once; the output is committed under specpilot/model_configs/.
 
     python scripts/make_model_configs.py
 """
@@ -58,6 +59,26 @@ def main():
                            target_layer_ids=[1, 13, 25, 37, 49], conv_kernel_size=2,
                            conv_group_size=16, selector_rank=256, selector_top_k=16,
                            output_multiplier=0.19611613513818404, final_logit_softcapping=20.0)))
+    # DSpark: the DFlash backbone + a rank-256 Markov head and a confidence head; which values
+    # are assumed (the checkpoints' config.json not seen): specpilot/model_configs/README.md
+    dspark = dict(architectures=["Qwen3DSparkModel"], model_type="qwen3", hidden_act="silu",
+                  attention_bias=False, rms_norm_eps=1e-6, is_causal=False, num_hidden_layers=5,
+                  num_attention_heads=32, num_key_value_heads=8, head_dim=128)
+    heads = dict(markov_rank=256, markov_head_type="vanilla", enable_confidence_head=True,
+                 confidence_head_with_markov=True)
+    write("qwen38-27b-dspark", dict(
+        **dspark, layer_types=["full_attention"] * 5, hidden_size=5120, intermediate_size=17408,
+        rope_theta=1e7, vocab_size=248320, max_position_embeddings=262144, num_target_layers=64,
+        dflash_config=dict(block_size=7, mask_token_id=248070,
+                           target_layer_ids=[1, 16, 31, 46, 61], **heads)))
+    write("muse-glimmer-30b-dspark", dict(
+        **dspark, sliding_window=2048, layer_types=["sliding_attention"] * 5, hidden_size=6656,
+        intermediate_size=19968, rope_theta=5e5, vocab_size=202048,
+        max_position_embeddings=131072, num_target_layers=52,
+        dflash_config=dict(block_size=15, mask_token_id=201818,
+                           target_layer_ids=[1, 13, 25, 37, 49],
+                           output_multiplier=0.19611613513818404, final_logit_softcapping=20.0,
+                           **heads)))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ KNOWN_REPOS = {  # settings' hub repos -> folders under specpilot/model_configs
     "meta-models/Muse-Glimmer-30B": "muse-glimmer-30b",
     "z-lab/Qwen3.8-27B-DFlash2": "qwen38-27b-dflash2",
     "z-lab/Muse-Glimmer-30B-DFlash2": "muse-glimmer-30b-dflash2",
+    "RadixArk/Qwen3.8-27B-DSpark": "qwen38-27b-dspark",
+    "DaoCloud/Muse-Glimmer-30B-DSpark": "muse-glimmer-30b-dspark",
 }
 
 

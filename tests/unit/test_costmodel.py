@@ -175,7 +175,9 @@ def test_cli_batch_list(tmp_path, capsys):
     assert "comma list of integers" in capsys.readouterr().err
 
 
-def test_cli_settings_ar_and_errors(capsys):
+def test_cli_settings_ar_and_errors(tmp_path, capsys):
+    from tests.workflow.conftest import make_setting
+
     assert main(["--setting", "h200_c1_qwen38-27b_dflash2", "--accept", "4.8"]) == 0
     text = capsys.readouterr().out
     assert "verify rows B=8" in text and "gdn.commit" in text
@@ -183,8 +185,37 @@ def test_cli_settings_ar_and_errors(capsys):
     assert "engine ar" in capsys.readouterr().out
     assert main(["--target", "no-such-model"]) == 2
     assert "unknown target 'no-such-model'" in capsys.readouterr().err
-    assert main(["--setting", "h200_c1_qwen38-27b_dspark"]) == 2
+    assert main(["--setting", str(make_setting(tmp_path, "cpu_demo_local"))]) == 2
     assert "has no config under specpilot/model_configs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target,layers,rows", [("qwen38-27b", 64, 8),
+                                                ("muse-glimmer-30b", 52, 16)])
+def test_shipped_dspark_drafters(target, layers, rows, tmp_path, capsys):
+    """The DSpark drafters' configs (model_configs/README.md: what comes from the cards) fit
+    their targets, and every DSpark setting's cost model runs from them, Markov head counted."""
+    with open(os.path.join(MODEL_CONFIGS, target, "config.json")) as f:
+        tcfg = json.load(f)
+    tcfg = tcfg.get("text_config", tcfg)
+    dc = DraftConfig.from_path(os.path.join(MODEL_CONFIGS, target + "-dspark"), layers,
+                               tcfg["vocab_size"])
+    assert dc.algorithm == "DSPARK" and dc.num_draft_tokens == rows
+    assert dc.hf.hidden_size == tcfg["hidden_size"] and dc.hf.vocab_size == tcfg["vocab_size"]
+    assert dc.markov_rank == 256 and dc.enable_confidence_head
+    reps = {}
+    for gpu in ("h100", "h200"):
+        out = tmp_path / f"{gpu}.json"
+        assert main(["--setting", f"{gpu}_c1_{target}_dspark", "--accept", "4", "--json",
+                     str(out)]) == 0
+        reps[gpu] = json.loads(out.read_text())
+    text = capsys.readouterr().out
+    assert f"{target}-dspark (DSPARK)" in text and f"verify rows B={rows}" in text
+    assert f"draft block Bd={rows - 1}" in text
+    comp = {c["name"]: c for c in reps["h100"]["components"]}
+    # the shared lm_head over the draft rows plus the Markov head's W2 [256 -> vocab]
+    assert comp["draft.head"]["weight_bytes"] == (comp["lm_head"]["weight_bytes"]
+                                                  + 256 * tcfg["vocab_size"] * 2)
+    assert reps["h200"]["rates"]["source"] == "nominal H200"
 
 
 def test_cli_settings_final_engine(tmp_path, capsys):
