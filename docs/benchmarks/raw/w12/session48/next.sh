@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 48's device calls (what ran, with its tree: calls.md).
+#   bash docs/benchmarks/raw/w12/session48/next.sh dspark-qwen   # ~5 min: W12 `stock` against
+#       bf16 at one request, Qwen3.8-27B with its DSpark drafter (8 verify rows), SIMULATED
+#       acceptance 4.0 (model_configs/README.md: the drafter's config is partly assumed)
+#   bash docs/benchmarks/raw/w12/session48/next.sh dspark-muse   # ~5 min: the same, Muse-Glimmer-30B
+#       (16 verify rows), SIMULATED acceptance 4.6
+#   final | slim | e2e: session 47's modes (docs/benchmarks/raw/w12/session47/next.sh)
+#   qwen | muse | ncu: session 46's modes (docs/benchmarks/raw/w12/session46/next.sh)
+set -u
+case "${1:-}" in
+final|slim|e2e) exec bash docs/benchmarks/raw/w12/session47/next.sh "$@" ;;
+qwen|muse|ncu) exec bash docs/benchmarks/raw/w12/session46/next.sh "$@" ;;
+dspark-qwen|dspark-muse) ;;
+*) echo "usage: $0 dspark-qwen | dspark-muse | final | slim | e2e | qwen | muse | ncu" >&2
+   exit 2 ;;
+esac
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
+L=$OUT/next; mkdir -p $L
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee $L/gpu.txt
+dspark() {   # target accept
+  timeout 560 python3 scripts/gpu_w12_e2e.py --target $1 --stock --drafter dspark --accept $2 \
+    --batch 1 --rounds 2 --one-engine --out $L/dspark_$1.json > $L/dspark_$1.log 2>&1
+  el "dspark $1 rc=$?"; grep -E "speedup|round|build_s|Error" $L/dspark_$1.log | cut -c1-300
+}
+case "${1:-}" in
+dspark-qwen) dspark qwen38-27b 4.0 ;;
+dspark-muse) dspark muse-glimmer-30b 4.6 ;;
+esac
