@@ -308,9 +308,11 @@ def drafter_costs(d, t: TargetShape, s: Step) -> list[Cost]:
     if d.selector_rank:  # DFlash2: hidden projection, codebook rows of predecessor + candidates
         head += gemm("draft.head", p, h, [d.selector_rank], dt, wb=wb)
         head += Cost("draft.head", p * (1 + d.selector_top_k) * d.selector_rank * dt)
-    if d.algorithm == "DSPARK":  # Markov head: W1 row gather, W2 [rank -> V] GEMM
+    if d.algorithm == "DSPARK":  # Markov head: W1 row gather, W2 [rank -> V] GEMM per slot
+        # (slot j's bias needs slot j - 1's token: W2 is read once per slot, spec/propose.py)
         head += Cost("draft.head", p * d.markov_rank * dt)
-        head += gemm("draft.head", p, d.markov_rank, [t.vocab], dt, out_bytes=4, wb=wb)
+        head += gemm("draft.head", r, d.markov_rank, [t.vocab], dt, proposals, out_bytes=4,
+                     wb=wb)
     committed = r * s.accepted
     store = gemm("draft.store", committed, len(d.target_layer_ids) * t.hidden, [h], dt, wb=wb)
     store += gemm("draft.store", committed, h, [kvd, kvd], dt, n, wb=wb)

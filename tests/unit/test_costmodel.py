@@ -212,9 +212,10 @@ def test_shipped_dspark_drafters(target, layers, rows, tmp_path, capsys):
     assert f"{target}-dspark (DSPARK)" in text and f"verify rows B={rows}" in text
     assert f"draft block Bd={rows - 1}" in text
     comp = {c["name"]: c for c in reps["h100"]["components"]}
-    # the shared lm_head over the draft rows plus the Markov head's W2 [256 -> vocab]
+    # the shared lm_head over the draft rows, and the Markov head's W2 [256 -> vocab] once per
+    # proposal slot (each slot's bias needs the previous slot's token)
     assert comp["draft.head"]["weight_bytes"] == (comp["lm_head"]["weight_bytes"]
-                                                  + 256 * tcfg["vocab_size"] * 2)
+                                                  + (rows - 1) * 256 * tcfg["vocab_size"] * 2)
     assert reps["h200"]["rates"]["source"] == "nominal H200"
 
 
