@@ -1,9 +1,10 @@
 """The fast path on a GPU (a script): CUDA graphs + Triton attention, checked then timed.
 
-1. Exactness (fp32, tiny random Qwen3 + tiny DFlash drafter built here): greedy tokens of
-   `ar` and `stock` with --attention-backend triton and CUDA graphs equal the torch reference
-   engine's, at batch sizes that need padded graph buckets.
-2. Speed (bf16, random weights at a real shape, default Muse-Glimmer-30B + its DFlash2 drafter):
+1. Exactness (fp32, tiny random targets + tiny DFlash, DFlash2 and DSpark drafters built here):
+   greedy tokens of `ar` and `stock` with --attention-backend triton and CUDA graphs equal the
+   torch reference engine's, at batch sizes that need padded graph buckets.
+2. Speed (bf16, random weights at a real shape, default Muse-Glimmer-30B + its DFlash2 drafter;
+   --drafter dspark: its DSpark drafter):
    `ar` decode ms/step and tokens/s for a concurrency sweep, with graphs (with and without the
    overlap scheduler, the engine's default) and, at batch 1, without them and on the torch
    reference path; the weight-read roofline (weight bytes / measured copy bandwidth) and the
@@ -11,7 +12,8 @@
    (SGLANG_SIMULATE_ACC_LEN, default 6.5 at block 16): step ms, ratio to one `ar` step, tokens/s,
    speedup over `ar`.
 
-    python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--batch 1,4,8,16,32]
+    python scripts/gpu_graph_check.py [--target muse-glimmer-30b] [--drafter dflash2|dspark]
+        [--batch 1,4,8,16,32]
         [--accept 6.5] [--new 32] [--prompt-len 256] [--long 8192] [--draft-graph]
         [--graph-split] [--unfused [NAMES]] [--blas cublas|cublaslt] [--ab NAME [--rounds 3]]
         [--out result.json]
@@ -66,7 +68,8 @@ CONFIGS = os.path.join(os.path.dirname(__file__), "..", "specpilot", "model_conf
 # attention's q / k head norms inside the RoPE launch, our bf16 GEMV for one-row linear layers
 # instead of cuBLAS; bf16_mma for the lm_head's 2-16 rows (the drafter's head and the
 # verify's; on unless $SPECPILOT_BF16_MMA_HEAD is "0"); bf16_wgmma for the other layers' 2-128
-# rows on sm_90 (off unless $SPECPILOT_BF16_WGMMA is "1").
+# rows on sm_90 (off unless $SPECPILOT_BF16_WGMMA is "1"); markov_walk: greedy DSpark's Markov
+# walk in one Triton launch per slot (kernels/markov.py) instead of torch's ~6.
 FUSIONS = {"out_gate": ("specpilot.engine.triton_backend", "FUSE_OUT_GATE"),
            "pre_norm": ("specpilot.layers.norm", "FUSE_PRE_NORM"),
            "conv_decode": ("specpilot.engine.state_pool", "FUSE_CONV_DECODE"),
@@ -74,7 +77,8 @@ FUSIONS = {"out_gate": ("specpilot.engine.triton_backend", "FUSE_OUT_GATE"),
            "qk_norm_rope": ("specpilot.layers.rotary", "FUSE_QK_NORM"),
            "bf16_gemv": ("specpilot.layers.linear", "FUSE_GEMV"),
            "bf16_mma_head": ("specpilot.layers.linear", "FUSE_MMA_HEAD"),
-           "bf16_wgmma": ("specpilot.layers.linear", "FUSE_WGMMA")}
+           "bf16_wgmma": ("specpilot.layers.linear", "FUSE_WGMMA"),
+           "markov_walk": ("specpilot.spec.propose", "FUSE_MARKOV")}
 
 
 def exactness(draft_graph: bool = False) -> bool:
@@ -99,6 +103,7 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
         layers = dict(target_layers=(1, 5), num_target_layers=8) if kind == "qwen3_5" else {}
     drafter = make_drafter("dflash", os.path.join(tmp, "d"), **layers)
     drafter2 = make_drafter("dflash2", os.path.join(tmp, "d2"), **layers)  # the selector walk
+    drafter3 = make_drafter("dspark", os.path.join(tmp, "d3"), **layers)  # the Markov walk
     rng = random.Random(3)
     ps = [[rng.randrange(3, 250) for _ in range(n)] for n in (1, 7, 19, 33, 50)]
     sp = SamplingParams(temperature=0, max_new_tokens=40, ignore_eos=True)
@@ -114,7 +119,8 @@ def exact_one(kind: str, draft_graph: bool) -> bool:
                         ("stock overlap", dict(speculative_draft_model_path=drafter,
                                                speculative_num_draft_tokens=4)),
                         ("stock dflash2", dict(speculative_draft_model_path=drafter2,
-                                               speculative_num_draft_tokens=4))):
+                                               speculative_num_draft_tokens=4)),
+                        ("stock dspark", dict(speculative_draft_model_path=drafter3))):
         eng = OfflineEngine(ServerArgs(**common, attention_backend="triton", **extra))
         graphs = eng.runner.graphs if eng.worker is eng.runner else (
             eng.worker.step_graphs or eng.worker.verify_graphs)
@@ -166,7 +172,7 @@ def speed(a, bw: float) -> dict:
     eng = OfflineEngine(ServerArgs(**base, speculative_draft_load_format="dummy",
                                    disable_overlap_schedule=True,  # plain stock: eng.scheduler
                                    speculative_draft_model_path=os.path.join(
-                                       CONFIGS, a.target + "-dflash2")))
+                                       CONFIGS, f"{a.target}-{a.drafter}")))
     rn = eng.runner
     if not a.no_graph:
         rn.enable_cuda_graphs(max(a.batch))  # ar's DECODE graphs on the same runner
@@ -301,7 +307,7 @@ def graph_split(a) -> list[dict]:
     eng = OfflineEngine(ServerArgs(**base, speculative_draft_load_format="dummy",
                                    disable_overlap_schedule=True,  # one step per step() call
                                    speculative_draft_model_path=os.path.join(
-                                       CONFIGS, a.target + "-dflash2")))
+                                       CONFIGS, f"{a.target}-{a.drafter}")))
     rn = eng.runner
     rn.enable_cuda_graphs(max(a.batch))
     vocab = rn.info.vocab_size
@@ -339,6 +345,10 @@ def graph_split(a) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="muse-glimmer-30b")
+    ap.add_argument("--drafter", default="dflash2", choices=("dflash2", "dspark"),
+                    help="the speed runs' drafter: <target>-<drafter> under "
+                         "specpilot/model_configs (dspark: its README says which of its values "
+                         "are assumed)")
     ap.add_argument("--batch", default="1,4,8,16,32")
     ap.add_argument("--accept", type=float, default=6.5)
     ap.add_argument("--new", type=int, default=32)

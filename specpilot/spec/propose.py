@@ -22,6 +22,8 @@ import torch
 
 from specpilot.engine.sampler import SamplingBatch, draw, probs
 
+FUSE_MARKOV = True   # greedy DSpark on CUDA: the Markov walk in Triton (kernels/markov.py)
+
 
 @dataclass
 class Proposal:
@@ -75,7 +77,8 @@ def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
     term's predecessor part depends on the previous choice. Greedy DFlash2 picks
     among the candidates directly (the best score; among equal scores the higher head logit)
     instead of scattering the scores into a vocabulary-wide row; on CUDA the head's top-k and
-    that greedy walk are Triton launches (kernels/topk.py, kernels/selector.py)."""
+    that greedy walk are Triton launches (kernels/topk.py, kernels/selector.py); greedy DSpark's
+    walk on CUDA is one Triton launch per slot (kernels/markov.py)."""
     r, p, _ = hidden.shape
     prev = anchors
     toks, qs = [], []
@@ -92,6 +95,14 @@ def _sequential(drafter, hidden, anchors, sb, markov: bool) -> Proposal:
         return Proposal(greedy_walk(proj, succ, unary, cand, prev, sel.predecessor_codebook),
                         None)
     head = drafter.logits(hidden)  # [R, P, V]
+    w2 = drafter.markov_head.markov_w2 if markov else None
+    if FUSE_MARKOV and markov and greedy and hidden.is_cuda and isinstance(w2, torch.nn.Linear):
+        # the walk in Triton, one launch per slot (kernels/markov.py; a W12 markov_w2 runs the
+        # torch walk below)
+        from specpilot.kernels.markov import markov_greedy_walk  # triton: the gpu extra
+
+        return Proposal(markov_greedy_walk(head, prev, drafter.markov_head.markov_w1.weight,
+                                           w2.weight), None)
     if not markov:
         unary, cand = head.topk(drafter.dc.selector_top_k, dim=-1)  # [R, P, K]
         sel = drafter.candidate_selector

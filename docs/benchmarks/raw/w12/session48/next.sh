@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Session 48's device calls (what ran, with its tree: calls.md).
-#   bash docs/benchmarks/raw/w12/session48/next.sh dspark-qwen   # ~5 min: W12 `stock` against
+#   bash docs/benchmarks/raw/w12/session48/next.sh dspark-qwen   # ~6 min: the Markov walk kernel's
+#       tests (kernels/markov.py) on the GPU, then W12 `stock` against
 #       bf16 at one request, Qwen3.8-27B with its DSpark drafter (8 verify rows), SIMULATED
 #       acceptance 4.0 (model_configs/README.md: the drafter's config is partly assumed)
-#   bash docs/benchmarks/raw/w12/session48/next.sh dspark-muse   # ~5 min: the same, Muse-Glimmer-30B
+#   bash docs/benchmarks/raw/w12/session48/next.sh dspark-muse   # ~6 min: the same, Muse-Glimmer-30B
 #       (16 verify rows), SIMULATED acceptance 4.6
 #   final | slim | e2e: session 47's modes (docs/benchmarks/raw/w12/session47/next.sh)
 #   qwen | muse | ncu: session 46's modes (docs/benchmarks/raw/w12/session46/next.sh)
@@ -20,6 +21,9 @@ T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=$OUT/next; mkdir -p $L
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee $L/gpu.txt
 dspark() {   # target accept
+  OUT=$L WORKERS=4 PER_TEST=60 LIMIT=80 bash scripts/gpu_tests.sh tests/unit/test_markov_kernel.py
+  el "markov kernel tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log \
+    | cut -c1-250 | head -5
   timeout 560 python3 scripts/gpu_w12_e2e.py --target $1 --stock --drafter dspark --accept $2 \
     --batch 1 --rounds 2 --one-engine --out $L/dspark_$1.json > $L/dspark_$1.log 2>&1
   el "dspark $1 rc=$?"; grep -E "speedup|round|build_s|Error" $L/dspark_$1.log | cut -c1-300
