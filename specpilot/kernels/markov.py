@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 BV = 512       # vocabulary rows per program (485 programs a request on a 248320-token vocabulary)
-SUB = 32       # rows per inner step (SUB x rank weights in registers)
+SUB = 32       # rows per inner step (SUB x rank weights: 64 a thread at rank 256, 4 warps)
 
 
 @triton.jit
@@ -52,7 +52,7 @@ def _markov_slot_kernel(head_ptr, w1_ptr, w2_ptr, anchor_ptr, val_ptr, idx_ptr, 
     e = tl.load(w1_ptr + prev * RANK + offs_i, mask=mi, other=0.0).to(tl.float32)
     best_v = float("-inf")
     best_i = 0
-    for s in tl.static_range(BV // SUB):
+    for s in range(BV // SUB):
         rows = c * BV + s * SUB + tl.arange(0, SUB)
         mr = rows < V
         w = tl.load(w2_ptr + rows.to(tl.int64)[:, None] * RANK + offs_i[None, :],
