@@ -6,30 +6,42 @@
 #       acceptance 4.0 (model_configs/README.md: the drafter's config is partly assumed)
 #   bash docs/benchmarks/raw/w12/session48/next.sh dspark-muse   # ~6 min: the same, Muse-Glimmer-30B
 #       (16 verify rows), SIMULATED acceptance 4.6
-#   bash docs/benchmarks/raw/w12/session48/next.sh auto   # on an H200 session 46's `qwen` (W12
-#       `stock` on the H200 DFlash2 deployment); else dspark-qwen
+#   bash docs/benchmarks/raw/w12/session48/next.sh auto   # on an H200 h200a; elsewhere nothing
+#       (session 48's call 1 ran it as dspark-qwen on an H100, before h200a / h200b existed)
 #   bash docs/benchmarks/raw/w12/session48/next.sh markov   # ~6 min: the Markov walk kernel's
 #       tests; gpu_graph_check's exactness pass (tiny fp32 targets, a DSpark drafter among them);
 #       Qwen3.8-27B + DSpark `stock` at one request with the Triton walk on and off (--ab)
+#   bash docs/benchmarks/raw/w12/session48/next.sh h200a   # ~6 min, for an H200: the ws bench of
+#       the final candidates at 16 and 8 rows and ws.py's GPU tests (session 47's `final`), then
+#       W12 `stock` against bf16 at one and two requests, Qwen3.8-27B + DFlash2 (session 46's
+#       `qwen`: lands W12 in settings/h200_c1_qwen38-27b_dflash2 if faster)
+#   bash docs/benchmarks/raw/w12/session48/next.sh h200b   # ~7 min, for an H200: the ws bench at 4
+#       and 2 rows; W12 `stock` at one request, Muse-Glimmer-30B + DFlash2, and both targets with
+#       their DSpark drafters
 #   final | slim | e2e: session 47's modes (docs/benchmarks/raw/w12/session47/next.sh)
 #   qwen | muse | ncu: session 46's modes (docs/benchmarks/raw/w12/session46/next.sh)
 set -u
 case "${1:-}" in
 auto) case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
-        *H200*) exec bash docs/benchmarks/raw/w12/session46/next.sh qwen ;;
-        *) exec bash "$0" dspark-qwen ;;
+        *H200*) exec bash "$0" h200a ;;
+        *) echo "auto: nothing queued for this card (its modes ran in session 48)" >&2; exit 3 ;;
       esac ;;
 final|slim|e2e) exec bash docs/benchmarks/raw/w12/session47/next.sh "$@" ;;
 qwen|muse|ncu) exec bash docs/benchmarks/raw/w12/session46/next.sh "$@" ;;
-dspark-qwen|dspark-muse|markov) ;;
-*) echo "usage: $0 auto | dspark-qwen | dspark-muse | markov | final | slim | e2e | qwen | muse |"\
-     "ncu" >&2
+dspark-qwen|dspark-muse|markov|h200a|h200b) ;;
+*) echo "usage: $0 auto | h200a | h200b | dspark-qwen | dspark-muse | markov | final | slim | e2e |"\
+     "qwen | muse | ncu" >&2
    exit 2 ;;
 esac
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=$OUT/next; mkdir -p $L
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee $L/gpu.txt
+stock() {   # target drafter accept batch timeout
+  timeout $5 python3 scripts/gpu_w12_e2e.py --target $1 --stock --drafter $2 --accept $3 \
+    --batch $4 --rounds 2 --one-engine --out $L/stock_$1_$2.json > $L/stock_$1_$2.log 2>&1
+  el "stock $1 $2 rc=$?"; grep -E "speedup|Error" $L/stock_$1_$2.log | cut -c1-300
+}
 dspark() {   # target accept
   OUT=$L WORKERS=4 PER_TEST=60 LIMIT=80 bash scripts/gpu_tests.sh tests/unit/test_markov_kernel.py
   el "markov kernel tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log \
@@ -41,6 +53,16 @@ dspark() {   # target accept
 case "${1:-}" in
 dspark-qwen) dspark qwen38-27b 4.0 ;;
 dspark-muse) dspark muse-glimmer-30b 4.6 ;;
+h200a)
+  OUT=$OUT bash docs/benchmarks/raw/w12/session47/next.sh final
+  stock qwen38-27b dflash2 4.8 1,2 300 ;;
+h200b)
+  timeout 150 python3 scripts/gpu_w12_ws_bench.py --skip-check --m 4,2 --time-limit 130 \
+    --out $L/ws_small.json > $L/ws_small.log 2>&1
+  el "ws bench rc=$?"; grep -E "per token|Error" $L/ws_small.log | cut -c1-200
+  stock muse-glimmer-30b dflash2 6.5 1 200
+  stock qwen38-27b dspark 4.0 1 150
+  stock muse-glimmer-30b dspark 4.6 1 150 ;;
 markov)
   OUT=$L WORKERS=4 PER_TEST=60 LIMIT=80 bash scripts/gpu_tests.sh tests/unit/test_markov_kernel.py
   el "markov kernel tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log \
