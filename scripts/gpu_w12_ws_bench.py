@@ -6,12 +6,13 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
 1. Checks (one PASS / FAIL line per shape, gpu_w12_gemv_bench's ``check_kernel``): ``ws.w12_ws``
    at each of ``CHECK_CONFIGS`` against fp32 torch on the true weight (escapes included: every
    kind of edge value, a per-row base, a last partial round, N not a multiple of 16) at M = 1, 5,
-   8, 9, 16: the same non-finite pattern and a relative error (2-norm over the finite outputs)
-   < 5e-3.
+   8, 9, 16 and (the configs that run 17-32 rows) 17, 32: the same non-finite pattern and a
+   relative error (2-norm over the finite outputs) < 5e-3.
 2. Timing, every linear layer shape of --models at each --m, us per call as
    ``kernel.time_calls_us`` (a CUDA graph rotating over >= 400 MB of weight copies, median of 5
-   replays): cuBLAS bf16, the register loop at MMA_CONFIGS (the best counts) and ws at each
-   candidate (the best counts), random N(0, 0.02^2) weights (their natural escapes, ~3e-4).
+   replays): cuBLAS bf16, the register loop at MMA_CONFIGS (the best counts; above 16 rows the
+   tuned template GEMM instead, what w12_matmul runs there by default) and ws at each candidate
+   (the best counts), random N(0, 0.02^2) weights (their natural escapes, ~3e-4).
    Per model: the sums over one token's linear layers (uses per token from the layer table).
    With --ab, the best ws config also on the planes with an empty escape list; with --vary SPEC
    (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_stages=4,ws_tail=1``)
@@ -47,7 +48,8 @@ MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc
 # not fit at 16)
 CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1),
                                  WS.WsConfig(3, ws_tail=1, ws_ewarp=1), WS.WsConfig(2, 128, 2),
-                                 WS.WsConfig(4, ws_ewarp=1))
+                                 WS.WsConfig(4, ws_ewarp=1)) + WS.CANDIDATES32 + (
+                                     WS.WsConfig(2, ws_tail=1, ws_ewarp=1),)
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))
@@ -62,8 +64,9 @@ def checks(res: dict) -> bool:
         w = WB.make_weight(N, Kd, N + Kd, edges, N * Kd // 500, per_row=per_row).cuda()
         p = K.prepare(encode(w.cpu(), per_row=per_row), "cuda")
         ok_all &= GB.check_kernel(f"N{N} K{Kd} per_row={per_row}", WS.w12_ws, p, w,
-                                  CHECK_CONFIGS, (1, 5, 8, 9, 16),
-                                  skip=lambda cfg, M: not WS.fits(cfg, 1 if M <= 8 else 2))
+                                  CHECK_CONFIGS, (1, 5, 8, 9, 16, 17, 32), skip=lambda cfg, M: (
+                                      not WS.fits(cfg, WS.nt_for(M))
+                                      or (WS.nt_for(M) == 4 and not cfg.ws_ewarp)))
     res["check"] = WB.RESULTS["correctness"]
     return ok_all
 
@@ -95,10 +98,17 @@ def timing(args, res: dict, t0: float) -> None:
                 row["cublas"] = K.time_calls_us(lambda i: acts[i % 4] @ ringb[i % len(ringb)].t(),
                                                 len(ringb))
                 base = WS.candidates(M, N, Kd, dev)
-                nt = 1 if M <= 8 else 2
+                nt = WS.nt_for(M)
                 wsc = base + tuple(v for v in (replace(c, **f) for f in variants for c in base)
                                    if WS.fits(v, nt))   # (ws_ewarp's buffer: not ws4 at 16)
-                for kind, cands in (("mma", MMA_CONFIGS), ("ws", wsc)):
+                kinds = (("mma", MMA_CONFIGS), ("ws", wsc))
+                if M > MM.MAX_M:   # 17-32 rows: the template GEMM (tuned) in the mma column
+                    c = K.get_config("w12", acts[0], p)
+                    K.w12_matmul(acts[0], p, config=c)
+                    row["mma"] = K.time_calls_us(lambda i: K.w12_matmul(
+                        acts[i % 4], ring[i % len(ring)], config=c), len(ring))
+                    row["mma_cfg"], kinds = "template", (("ws", wsc),)
+                for kind, cands in kinds:
                     for cfg in cands:
                         MM.w12_mma(acts[0], p, cfg)
                         us = K.time_calls_us(lambda i, c=cfg: MM.w12_mma(
@@ -132,10 +142,11 @@ def timing(args, res: dict, t0: float) -> None:
                       f"layer {tot['best_base']:.0f} us "
                       f"({tot['cublas'] / tot['best_base']:.3f}x of cuBLAS)")
             res["totals"].append(dict(model=model, M=M, layers=len(rows), **tot))
+            other = "register loop" if M <= MM.MAX_M else "template GEMM"
             print(f"{model} M={M} per token ({len(rows)} layer shapes): cuBLAS {tot['cublas']:.0f}"
-                  f" us, register loop {tot['mma']:.0f} us ({tot['cublas'] / tot['mma']:.3f}x), "
+                  f" us, {other} {tot['mma']:.0f} us ({tot['cublas'] / tot['mma']:.3f}x), "
                   f"best of both per layer {tot['best']:.0f} us ({tot['cublas'] / tot['best']:.3f}x"
-                  f" of cuBLAS, {tot['mma'] / tot['best']:.3f}x of the register loop)")
+                  f" of cuBLAS, {tot['mma'] / tot['best']:.3f}x of the {other})")
 
 
 def main() -> int:

@@ -1107,8 +1107,11 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
     ``get_config``). Fast mode with no config on CUDA: M > ``DECODE_THEN_MATMUL_M`` decodes the
     weight and calls ``torch.matmul``; ``MMA_MIN_M`` <= M <= ``MMA_MAX_M`` runs ``mma.w12_mma``
     (tuned) where Gluon is available and K % 8 == 0; else M <= ``GEMV_MAX_M`` ``gemv.w12_gemv``
-    (tuned); with ``$SPECPILOT_W12_WGMMA=1`` ``WGMMA_MIN_M`` <= M <= ``wgmma.MAX_M`` on an sm_90
-    GPU ``wgmma.w12_wgmma`` (tuned; off by default: slower than cuBLAS bf16, docs/w12.md).
+    (tuned); with ``$SPECPILOT_W12_WS32=1`` 17 <= M <= ``ws.MAX_M`` on an sm_90 GPU the
+    warp-specialized kernel (``mma.w12_mma``, tuned over ``ws.CANDIDATES32``; off by default: not
+    yet run on a GPU); with ``$SPECPILOT_W12_WGMMA=1`` ``WGMMA_MIN_M`` <= M <= ``wgmma.MAX_M`` on
+    an sm_90 GPU ``wgmma.w12_wgmma`` (tuned; off by default: slower than cuBLAS bf16,
+    docs/w12.md).
     """
     planes = w if isinstance(w, W12Planes) else prepare(w, x.device)
     x = _as_2d_bf16(x, planes.K)
@@ -1121,6 +1124,10 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
         M = x.shape[0]
         if MMA_MIN_M <= M <= MMA_MAX_M and mma.mma_supported(M, planes.K):
             return mma.w12_mma(x, planes)
+        from . import ws
+        if MMA_MAX_M < M <= ws.MAX_M and ws.ws32_enabled() and ws.supported(M, planes.K,
+                                                                            x.device):
+            return mma.w12_mma(x, planes)   # (tuned over ws.CANDIDATES32)
         from . import wgmma
         if (wgmma.enabled() and WGMMA_MIN_M <= M <= wgmma.MAX_M
                 and wgmma.supported(M, planes.K, x.device)):

@@ -260,8 +260,9 @@ if HAS_GLUON:
     def _round_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1, acc01, acc23, bcc01, bcc23, zero,
                     S: gl.constexpr, Q: gl.constexpr, NT: gl.constexpr):
         """A round's MMAs: both halves' A words (moved to Q: register renames) against x of
-        the first 8-token tile and, with NT 2, the second; each step starts from zero and the
-        steps are summed into the [.., 4] accumulators (acc: first tile, bcc: second)."""
+        the first 8-token tile and, with NT >= 2, the second (ws.py's NT 4 calls this once per
+        16-token half); each step starts from zero and the steps are summed into the [.., 4]
+        accumulators (acc: first tile, bcc: second)."""
         alo = gl.convert_layout(alo, Q)
         ahi = gl.convert_layout(ahi, Q)
         blo = gl.convert_layout(blo, Q)
@@ -270,7 +271,7 @@ if HAS_GLUON:
         d01, d23 = _mma(blo, bhi, _x_operand(xb, S, Q), d01, d23)
         acc01 += gl.sum(d01, axis=4)
         acc23 += gl.sum(d23, axis=4)
-        if NT == 2:
+        if NT >= 2:
             d01, d23 = _mma(alo, ahi, _x_operand(xa1, S, Q), zero, zero)
             d01, d23 = _mma(blo, bhi, _x_operand(xb1, S, Q), d01, d23)
             bcc01 += gl.sum(d01, axis=4)
@@ -625,7 +626,7 @@ if HAS_GLUON:
         ahi = _esc_a(r_hi, v_hi, ok_hi, WR, EL, QE, ROW8)
         tok = _i5(8 * WR, 1, EL) % 8
         xv0 = gl.load(x16_ptr + tok * (2 * sxm) + col, mask=okb & (tok < M), other=0.0)
-        if NT == 2:
+        if NT >= 2:
             xv1 = gl.load(x16_ptr + (tok + 8) * (2 * sxm) + col, mask=okb & (tok + 8 < M),
                           other=0.0)
         else:
@@ -639,7 +640,7 @@ if HAS_GLUON:
         alo, ahi, xv0, xv1 = ea
         xw0 = _pack_j(xv0.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
         acc01, acc23 = _mma(alo, ahi, xw0, acc01, acc23)
-        if NT == 2:
+        if NT >= 2:
             xw1 = _pack_j(xv1.to(gl.int16, bitcast=True).to(gl.int32) & 0xFFFF, QE)
             bcc01, bcc23 = _mma(alo, ahi, xw1, bcc01, bcc23)
         return acc01, acc23, bcc01, bcc23
@@ -754,10 +755,12 @@ def mma_autotune(x: torch.Tensor, w, cands=None) -> MmaConfig:
     run = w12_mma if kind == "w12" else bf16_mma
     ring = _k.weight_ring(w)
     if not cands:
-        cands = (candidates if kind == "w12" else bf16_candidates)(N, K, _k._num_sms(x.device))
+        M = x.shape[0]   # (17-32 rows: the warp-specialized kernel's candidates only)
+        cands = () if M > MAX_M else (candidates if kind == "w12" else bf16_candidates)(
+            N, K, _k._num_sms(x.device))
         if kind == "w12":   # and the warp-specialized kernel's, where it runs (sm_90)
             from . import ws
-            cands += ws.candidates(x.shape[0], N, K, x.device)
+            cands += ws.candidates(M, N, K, x.device)
     best = _k.fastest(cands, lambda c: lambda i: run(x, ring[i], c), len(ring),
                       f"mma {kind} M={x.shape[0]} N={N} K={K}")
     _k._remember(_tune_key(x, w), best)
@@ -768,8 +771,14 @@ def tuned_config(x: torch.Tensor, w) -> MmaConfig:
     """The tuned config for (x, w) (in memory or from $SPECPILOT_W12_TUNE_FILE); else tuning now
     when ``kernel.autotune_enabled()`` (not while a CUDA graph is captured); else the default.
     ``w`` as ``mma_autotune``'s."""
-    return _k.cached_or_tuned(_tune_key(x, w), lambda: mma_autotune(x, w),
-                              lambda: CANDIDATES[0])
+    return _k.cached_or_tuned(_tune_key(x, w), lambda: mma_autotune(x, w), lambda: (
+        CANDIDATES[0] if x.shape[0] <= MAX_M else _ws().CANDIDATES32[0]))
+
+
+def _ws():
+    """ws.py (imported late: it imports this module)."""
+    from . import ws
+    return ws
 
 
 def bf16_mma_supported(M: int, K: int) -> bool:
@@ -830,12 +839,14 @@ def _launch(x: torch.Tensor, N: int, cfg: MmaConfig, weight_args: tuple, HW: int
 
 
 def w12_mma(x: torch.Tensor, planes: W12Planes, cfg=None) -> torch.Tensor:
-    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16. ``cfg``:
+    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16, and 17-32
+    rows where the warp-specialized kernel runs (``ws.MAX_M``; its candidates only). ``cfg``:
     default ``tuned_config``; a ``ws.WsConfig`` runs the warp-specialized kernel
     (``ws.w12_ws``) instead."""
     M, K = x.shape
-    if not (1 <= M <= MAX_M and K % 8 == 0) or K != planes.K:
-        raise ValueError(f"w12_mma: needs 1 <= M <= {MAX_M}, K % 8 == 0 and K == the weight's "
+    max_m = _ws().MAX_M if M > MAX_M and _ws().supported(M, K, x.device) else MAX_M
+    if not (1 <= M <= max_m and K % 8 == 0) or K != planes.K:
+        raise ValueError(f"w12_mma: needs 1 <= M <= {max_m}, K % 8 == 0 and K == the weight's "
                          f"({planes.K}); got x {tuple(x.shape)}")
     if not HAS_GLUON:
         raise RuntimeError("w12_mma needs Triton with Gluon (triton >= 3.5)")
@@ -844,8 +855,9 @@ def w12_mma(x: torch.Tensor, planes: W12Planes, cfg=None) -> torch.Tensor:
     x = x.contiguous()
     cfg = cfg or tuned_config(x, planes)
     if not isinstance(cfg, MmaConfig):
-        from . import ws
-        return ws.w12_ws(x, planes, cfg)
+        return _ws().w12_ws(x, planes, cfg)
+    if M > MAX_M:
+        raise ValueError(f"w12_mma: the register loop ({cfg}) takes at most {MAX_M} rows")
     P, _, _, _ = layouts(cfg)
     weight_args = (planes.L.view(torch.int32), planes.H.view(torch.int32),
                    planes.hb.view(torch.int32) if planes.per_row else planes.hb,

@@ -1,4 +1,4 @@
-"""Warp-specialized W12 GEMM for few activation rows (M <= 16) on sm_90: TMA ring + MMA consumers.
+"""Warp-specialized W12 GEMM for few activation rows (M <= 32) on sm_90: TMA ring + MMA consumers.
 
 Why: the few-row kernel of ``mma.py`` holds its look-ahead (the next round's plane and x words)
 in registers, which run out at 9-16 rows (254 registers at k2s8, NT 2), and three attempts to
@@ -44,6 +44,11 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   into a buffer of its own ([WK, 16, 8] fp32, ``SUM_BYTES``), and after one barrier each thread
   adds the WK partials of one output and stores it: two named barriers per 8 tokens, where
   ``gl.sum`` over the warps took six (1-5% faster per layer, session 45).
+* 17-32 rows (``NT`` 4, session 48; built and compiled, not yet run on a GPU, so
+  ``w12_matmul`` routes them here only with ``$SPECPILOT_W12_WS32=1``): four 8-token x tiles a
+  round, the second 16-token half's MMAs on the same decoded words (``_round``), four
+  cross-warp sums and stores; 88 KB a stage, so two stages (``CANDIDATES32``); escapes only
+  through the escape warp (two passes over each chunk, x rows 16-31 in the second).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
@@ -80,7 +85,7 @@ HAS_WS = gluon is not None and _mm.HAS_GLUON
 WK = 4          # consumer warps (a warp-specialized kernel's default partition: a multiple of 4)
 S = 8           # H words per lane and round: one 128-byte tile row per warp
 TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
-MAX_M = 16
+MAX_M = 32       # 17-32 rows (NT 4) only behind $SPECPILOT_W12_WS32 in w12_matmul (ws32_enabled)
 WS_PDL = True    # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
@@ -117,6 +122,19 @@ class WsConfig:
                 + ("w" if self.ws_ewarp else ""))
 
 
+def nt_for(M: int) -> int:
+    """8-token x tiles a round at M rows: 1 (M <= 8), 2 (<= 16) or 4 (<= 32: two 16-token
+    halves on the same decoded weights)."""
+    return 1 if M <= 8 else 2 if M <= 16 else 4
+
+
+def ws32_enabled() -> bool:
+    """Whether ``w12_matmul`` routes 17-32 rows to ws (``$SPECPILOT_W12_WS32`` = 1; off by
+    default: built in session 48, not yet run on a GPU)."""
+    import os
+    return os.environ.get("SPECPILOT_W12_WS32", "0") == "1"
+
+
 def smem_bytes(stages: int, nt: int) -> int:
     """The ring's bytes: per stage three plane tiles and 2 nt x tiles of [16 WK, 32] int32."""
     return stages * (3 + 2 * nt) * 16 * WK * TILE_W * 4
@@ -127,6 +145,8 @@ def smem_bytes(stages: int, nt: int) -> int:
 # session 47: with the escape warp ws3 won 17 of the 22 layer / row-count pairs of both models,
 # ws2 g128 x2 five at 8 rows; without it ws3 / ws4 stay for the lm_heads at 16 rows)
 CANDIDATES = (WsConfig(3, ws_ewarp=1), WsConfig(3), WsConfig(4), WsConfig(2, 128, 2, ws_ewarp=1))
+# 17-32 rows (NT 4: 88 KB a stage, two stages fit): escapes only through the escape warp
+CANDIDATES32 = (WsConfig(2, ws_ewarp=1),)
 # ws_tail offered on the first TAIL_BASES bases where it splits (the down and o_proj layers have
 # 320-416 blocks of 16 rows, 2.4-3.2 per SM: their last wave ran 40-80% full; session 45 call 6:
 # it won the downs at 16 rows by 4-9% and lost 2-8% elsewhere; session 47: ws3 with the escape
@@ -136,7 +156,7 @@ TAIL_BASES = 1
 
 def supported(M: int, K: int, device: torch.device) -> bool:
     """Whether ``w12_ws`` runs x [M, K] here: Gluon with Hopper's TMA ops, an sm_90 GPU,
-    1 <= M <= 16, K % 32 == 0."""
+    1 <= M <= MAX_M, K % 32 == 0."""
     return (HAS_WS and device.type == "cuda" and 1 <= M <= MAX_M and K % 32 == 0
             and torch.cuda.get_device_capability(device)[0] == 9)
 
@@ -172,7 +192,8 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
     of them with ws_tail where it splits the N x K weight's last wave."""
     if not supported(M, K, device):
         return ()
-    out = [c for c in CANDIDATES if fits(c, 1 if M <= 8 else 2)]
+    nt = nt_for(M)
+    out = [c for c in (CANDIDATES32 if nt == 4 else CANDIDATES) if fits(c, nt)]
     n_sm = _k._num_sms(device)
     tails = [replace(c, ws_tail=1) for c in out[:TAIL_BASES]]
     out += [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
@@ -297,11 +318,15 @@ if HAS_WS:
         return r[:, None, None], 2 * c[None, None, :] + p[None, :, None]
 
     @gluon.jit
-    def _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT: gl.constexpr):
-        """y at (tokens tok, rows row) from v and, with NT 2, at tokens tok + 8 from v1."""
+    def _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT: gl.constexpr):
+        """y at (tokens tok, rows row) from v and, with NT >= 2, at tokens tok + 8 from v1; with
+        NT 4 also at tok + 16, tok + 24 from v2, v3."""
         gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
-        if NT == 2:
+        if NT >= 2:
             gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
+        if NT == 4:
+            gl.store(y_ptr + (tok + 16) * sym + row, v2.to(gl.bfloat16), mask=ok2)
+            gl.store(y_ptr + (tok + 24) * sym + row, v3.to(gl.bfloat16), mask=ok3)
 
     @gluon.jit
     def _item(it, full, splits, rps, n_rounds):
@@ -315,11 +340,13 @@ if HAS_WS:
                 gl.minimum(r0 + rps + (1 - tail) * n_rounds, n_rounds))
 
     @gluon.jit
-    def _round(hs, las, lbs, xs, ready, empty, i, hbw, acc01, acc23, bcc01, bcc23, zero,
-               WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
-               Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr):
+    def _round(hs, las, lbs, xs, ready, empty, i, hbw, acc01, acc23, bcc01, bcc23, ccc01, ccc23,
+               dcc01, dcc23, zero, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr,
+               P: gl.constexpr, Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr,
+               LX: gl.constexpr):
         """The consumers' round i: its stage's planes and x from the ring (then the stage back
-        to the producer), the decode and the MMAs into the accumulators."""
+        to the producer), the decode and the MMAs into the accumulators (acc, bcc: tokens 0-7,
+        8-15; with NT 4 ccc, dcc: 16-23, 24-31, the same decoded words)."""
         st = i % NS
         mbarrier.wait(ready.index(st), (i // NS) & 1)
         h = _planes(hs.index(st), LP, P)
@@ -329,9 +356,14 @@ if HAS_WS:
         xsb = xs.index(2 * st + 1)
         xa = _xtile(xsa.slice(0, 16 * WK), LX, X)
         xb = _xtile(xsb.slice(0, 16 * WK), LX, X)
-        if NT == 2:
+        if NT >= 2:
             xa1 = _xtile(xsa.slice(16 * WK, 16 * WK), LX, X)
             xb1 = _xtile(xsb.slice(16 * WK, 16 * WK), LX, X)
+        if NT == 4:
+            xa2 = _xtile(xsa.slice(32 * WK, 16 * WK), LX, X)
+            xb2 = _xtile(xsb.slice(32 * WK, 16 * WK), LX, X)
+            xa3 = _xtile(xsa.slice(48 * WK, 16 * WK), LX, X)
+            xb3 = _xtile(xsb.slice(48 * WK, 16 * WK), LX, X)
         # the stage back to the producer's TMA: the arrive orders these reads before it
         # (release), as a TMA pipeline's consumer release does; no proxy fence (without it
         # 0.2-2.3% faster at 16 rows on 16 of 18 configs / layers, session 46)
@@ -340,8 +372,13 @@ if HAS_WS:
             xa1 = xa
             xb1 = xb
         alo, ahi, blo, bhi = _mm._decode(la, lb, h, hbw)
-        return _mm._round_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1, acc01, acc23, bcc01, bcc23,
-                               zero, _S, Q, NT)
+        acc01, acc23, bcc01, bcc23 = _mm._round_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1, acc01,
+                                                     acc23, bcc01, bcc23, zero, _S, Q, NT)
+        if NT == 4:
+            ccc01, ccc23, dcc01, dcc23 = _mm._round_mmas(alo, ahi, blo, bhi, xa2, xb2, xa3, xb3,
+                                                         ccc01, ccc23, dcc01, dcc23, zero, _S, Q,
+                                                         NT)
+        return acc01, acc23, bcc01, bcc23, ccc01, ccc23, dcc01, dcc23
 
     @gluon.jit
     def _item_range(koff_ptr, it, n_items, N, G, full, splits, rps, n_rounds):
@@ -363,6 +400,7 @@ if HAS_WS:
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products (ESC; with EW those of the escape warp, from corr), the
         cross-warp sum (through red) and the bf16 stores."""
+        gl.static_assert(not (ESC and NT == 4), "17-32 rows: escapes only through the escape warp")
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         SHAPE: gl.constexpr = [WK, 8, 2, 4, _S]
@@ -402,10 +440,14 @@ if HAS_WS:
             acc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             bcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
+            ccc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)   # (NT 4 only: tokens 16-31)
+            ccc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
+            dcc01 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
+            dcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             for r in range(r0, r1):
-                acc01, acc23, bcc01, bcc23 = _round(hs, las, lbs, xs, ready, empty, i, hbw,
-                                                    acc01, acc23, bcc01, bcc23, zero, WK, NT,
-                                                    NS, P, Q, X, LP, LX)
+                acc01, acc23, bcc01, bcc23, ccc01, ccc23, dcc01, dcc23 = _round(
+                    hs, las, lbs, xs, ready, empty, i, hbw, acc01, acc23, bcc01, bcc23, ccc01,
+                    ccc23, dcc01, dcc23, zero, WK, NT, NS, P, Q, X, LP, LX)
                 i += 1
             if ESC:   # the escapes' exact products: the first chunk, then any further ones,
                 #       added before the cross-warp sum (no reduction of their own)
@@ -428,42 +470,65 @@ if HAS_WS:
             row += n0
             ok = (row < N) & (tok < M)
             v = _cross_sum(red, acc01, acc23, RL)
-            if NT == 2:
+            if NT >= 2:
                 v1 = _cross_sum(red, bcc01, bcc23, RL)
                 ok1 = (row < N) & (tok + 8 < M)
             if NT == 1:   # (not stored)
                 v1 = v
                 ok1 = ok
+            if NT == 4:
+                v2 = _cross_sum(red, ccc01, ccc23, RL)
+                v3 = _cross_sum(red, dcc01, dcc23, RL)
+                ok2 = (row < N) & (tok + 16 < M)
+                ok3 = (row < N) & (tok + 24 < M)
+            else:   # (not stored)
+                v2 = v
+                v3 = v
+                ok2 = ok
+                ok3 = ok
             if EW:   # the escape warp's products of this item, then its buffer back
                 SL: gl.constexpr = gl.SliceLayout(0, RL)
                 mbarrier.wait(cfull.index(0), jj & 1)
                 v += corr.index(0).load(SL)
-                if NT == 2:
+                if NT >= 2:
                     v1 += corr.index(1).load(SL)
+                if NT == 4:
+                    v2 += corr.index(2).load(SL)
+                    v3 += corr.index(3).load(SL)
                 mbarrier.arrive(cfree.index(0), count=1)
                 jj += 1
             if not TAIL:
-                _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT)
+                _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT)
             elif it < full:
-                _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT)
+                _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT)
             else:   # split-K: the fp32 partials into ws_ptr [splits, M, N]; the block's last
                 #     item to finish adds them in split order and stores y
                 wp = ws_ptr + sp.to(gl.int64) * M * N
                 gl.store(wp + tok * N + row, v, mask=ok)
-                if NT == 2:
+                if NT >= 2:
                     gl.store(wp + (tok + 8) * N + row, v1, mask=ok1)
+                if NT == 4:
+                    gl.store(wp + (tok + 16) * N + row, v2, mask=ok2)
+                    gl.store(wp + (tok + 24) * N + row, v3, mask=ok3)
                 _mm._barrier()   # every thread's partial is written before the ticket is taken
                 ticket = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
                 if ticket == splits - 1:
                     v = gl.zeros_like(v)
                     v1 = gl.zeros_like(v)
+                    v2 = gl.zeros_like(v)
+                    v3 = gl.zeros_like(v)
                     for k in range(splits):
                         wp = ws_ptr + k * M * N
                         v += gl.load(wp + tok * N + row, mask=ok, other=0.0, cache_modifier=".cg")
-                        if NT == 2:
+                        if NT >= 2:
                             v1 += gl.load(wp + (tok + 8) * N + row, mask=ok1, other=0.0,
                                           cache_modifier=".cg")
-                    _store_out(y_ptr, sym, v, v1, row, tok, ok, ok1, NT)
+                        if NT == 4:
+                            v2 += gl.load(wp + (tok + 16) * N + row, mask=ok2, other=0.0,
+                                          cache_modifier=".cg")
+                            v3 += gl.load(wp + (tok + 24) * N + row, mask=ok3, other=0.0,
+                                          cache_modifier=".cg")
+                    _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT)
                     gl.atomic_xchg(lock_ptr + tile, 0)
         _mm._gdc_launch_dependents(PDL > 0)
 
@@ -486,17 +551,31 @@ if HAS_WS:
             e23 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
             f01 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
             f23 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
+            g01 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)   # (NT 4 only: tokens 16-31)
+            g23 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
+            h01 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
+            h23 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
             ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, lo, hi, 0, n0, 1, 1, EL1)
             for t in range(gl.cdiv(hi - lo, 16)):
                 ea = _mm._esc_operands(ek, x16_ptr, sxm, M, 1, NT, QE1, EL1, True)
+                if NT == 4:   # x rows 16-31 (row stride 2 sxm bf16)
+                    eb = _mm._esc_operands(ek, x16_ptr + 32 * sxm, sxm, M - 16, 1, NT, QE1, EL1,
+                                           True)
                 ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, lo, hi, t + 1, n0, 1, 1, EL1)
                 e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea, NT, QE1)
+                if NT == 4:
+                    g01, g23, h01, h23 = _mm._esc_apply(g01, g23, h01, h23, eb, NT, QE1)
             mbarrier.wait(cfree.index(0), (jj & 1) ^ 1)
             corr.index(0).store(gl.reshape(_rows16(gl.sum(e01, axis=4), gl.sum(e23, axis=4)),
                                            [16, 2, 4]))
-            if NT == 2:
+            if NT >= 2:
                 corr.index(1).store(gl.reshape(_rows16(gl.sum(f01, axis=4),
                                                        gl.sum(f23, axis=4)), [16, 2, 4]))
+            if NT == 4:
+                corr.index(2).store(gl.reshape(_rows16(gl.sum(g01, axis=4),
+                                                       gl.sum(g23, axis=4)), [16, 2, 4]))
+                corr.index(3).store(gl.reshape(_rows16(gl.sum(h01, axis=4),
+                                                       gl.sum(h23, axis=4)), [16, 2, 4]))
             mbarrier.arrive(cfull.index(0), count=1)
             jj += 1
 
@@ -615,8 +694,9 @@ def sum_layout():
 
 
 def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> torch.Tensor:
-    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= 16, on an
-    sm_90 GPU. ``cfg``: default ``CANDIDATES[0]``."""
+    """``x @ W^T`` (bf16 [M, N], fp32 accumulation) for bf16 x [M, K], 1 <= M <= MAX_M, on an
+    sm_90 GPU. ``cfg``: default ``CANDIDATES[0]`` (17-32 rows: ``CANDIDATES32[0]``); at 17-32
+    rows a weight with escapes needs ``ws_ewarp``."""
     M, K = x.shape
     if K != planes.K or not supported(M, K, x.device):
         raise ValueError(f"w12_ws: needs an sm_90 GPU with Gluon, 1 <= M <= {MAX_M}, K % 32 == 0 "
@@ -624,16 +704,20 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
                          f"{x.device}")
     if planes.idx_rows != IDX_ROWS:
         raise ValueError(f"w12_ws reads the {IDX_ROWS}-row escape index")
-    cfg = cfg or CANDIDATES[0]
+    NT = nt_for(M)
+    cfg = cfg or (CANDIDATES32 if NT == 4 else CANDIDATES)[0]
     x = x.contiguous()
     if x.data_ptr() % 16:   # a TMA base must be 16-byte aligned (a view into a larger buffer)
         x = x.clone()
     N, Kp = planes.N, planes.Kp
     HW = Kp // 8
-    NT = 1 if M <= 8 else 2
     if not fits(cfg, NT):
         raise ValueError(f"w12_ws: {cfg.short} at {M} rows needs more shared memory than an SM "
                          f"has")
+    esc = planes.kent.numel() > 0
+    if NT == 4 and esc and not cfg.ws_ewarp:
+        raise ValueError(f"w12_ws: {cfg.short} at {M} rows: a weight with escapes needs the "
+                         f"escape warp (ws_ewarp) above 16 rows")
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     sw = swizzle()
     # each half its own descriptor over a strided view: a last partial round reads zeros past
@@ -661,7 +745,6 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
     wsb, locks = _k.split_buffers(y, splits, n_tiles)
     P, Q, X, LP, LX, QE, EL = layouts()
     QE1, EL1 = esc_warp_layouts()
-    esc = planes.kent.numel() > 0
     hb = planes.hb.view(torch.int32) if planes.per_row else planes.hb
     _ws_kernel[(min(n_items, cfg.ws_grid * n_sm),)](
         *descs, y, wsb, locks, x, hb, planes.koff, planes.kent, planes.kval, M, N,

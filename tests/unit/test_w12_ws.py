@@ -25,13 +25,20 @@ CASES = [(3, 0, 1, True, False, 2, False, False, False),
          (4, 0, 2, True, False, 2, True, True, False),
          (3, 0, 2, True, False, 2, True, True, True),
          (2, 128, 1, True, True, 0, False, True, True),
-         (3, 0, 1, True, False, 2, False, False, True)]
+         (3, 0, 1, True, False, 2, False, False, True),
+         # 17-32 rows (NT 4): escapes through the escape warp, or none
+         (2, 0, 4, True, False, 2, False, True, True),
+         (2, 0, 4, True, True, 2, True, True, True),
+         (2, 0, 4, False, False, 0, False, False, False)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
 # and the candidates' counterparts with / without the escape warp
 TAIL_CONFIGS = (ws.WsConfig(3, ws_tail=1), ws.WsConfig(4, ws_tail=1),
                 ws.WsConfig(2, 128, 2, ws_tail=1), ws.WsConfig(3, ws_tail=1, ws_ewarp=1),
                 ws.WsConfig(2, 128, 2), ws.WsConfig(4, ws_ewarp=1))
+# ... and at 17-32 rows (NT 4) the candidates, their tail split and ws2 without the escape warp
+# (weights without escapes only)
+NT4_CONFIGS = ws.CANDIDATES32 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1), ws.WsConfig(2))
 SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
            koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
            sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
@@ -151,6 +158,11 @@ def test_config_and_candidates():
     assert ws.WsConfig(3, ws_tail=1, ws_ewarp=1).short == "ws3x1tw"
     # the escape warp's buffer: ws4 no longer fits at 16 rows, ws3 does
     assert ws.fits(ws.WsConfig(3, ws_ewarp=1), 2) and not ws.fits(ws.WsConfig(4, ws_ewarp=1), 2)
+    # 17-32 rows: four x tiles a round, 88 KB a stage: two stages fit, three do not
+    assert [ws.nt_for(m) for m in (1, 8, 9, 16, 17, 32)] == [1, 1, 2, 2, 4, 4]
+    assert ws.fits(ws.WsConfig(2, ws_ewarp=1), 4) and not ws.fits(ws.WsConfig(3, ws_ewarp=1), 4)
+    assert not ws.fits(ws.WsConfig(2, 128, 2, ws_ewarp=1), 4)
+    assert all(ws.fits(c, 4) and c.ws_ewarp for c in ws.CANDIDATES32)
     assert ws.box3_ok(5120, 5120) and not ws.box3_ok(160, 160) and not ws.box3_ok(5100, 5120)
     for bad in (dict(ws_stages=1), dict(ws_stages=7), dict(ws_grid=3), dict(ws_maxnreg=-1),
                 dict(ws_tail=2), dict(ws_ewarp=2)):
@@ -194,6 +206,27 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     assert down == base + (ws.WsConfig(3, ws_tail=1, ws_ewarp=1),)   # the first base's
     # 1 round (K = 1024): nothing to split
     assert ws.candidates(8, 5120, 1024, dev) == tuple(c for c in ws.CANDIDATES if ws.fits(c, 1))
+    # 17-32 rows: CANDIDATES32 and the first one's tail split
+    assert ws.candidates(32, 5120, 17408, dev) == ws.CANDIDATES32 + (
+        ws.WsConfig(2, ws_tail=1, ws_ewarp=1),)
+    assert ws.candidates(17, 16 * 264, 5120, dev) == ws.CANDIDATES32
+
+
+def test_17_to_32_rows_need_the_escape_warp_for_escapes(monkeypatch):
+    """Above 16 rows the consumers have no escape code of their own (static_assert in the
+    kernel): a weight with escapes and a config without the escape warp is refused before any
+    launch, as is a config that does not fit, and the register loop takes no more than 16 rows."""
+    from specpilot.w12 import kernel as Kn
+
+    monkeypatch.setattr(ws, "supported", lambda M, K, device: True)
+    p = Kn.prepare(encode(make_weight(32, 64, 3, n_edges=8)))
+    assert p.kent.numel() > 0
+    with pytest.raises(ValueError, match="escape warp"):
+        ws.w12_ws(torch.randn(20, 64).bfloat16(), p, ws.WsConfig(2))
+    with pytest.raises(ValueError, match="shared memory"):
+        ws.w12_ws(torch.randn(20, 64).bfloat16(), p, ws.WsConfig(3, ws_ewarp=1))
+    with pytest.raises(ValueError, match="at most 16 rows"):
+        mma.w12_mma(torch.randn(20, 64).bfloat16(), p, mma.CANDIDATES[0])
 
 
 def test_refuses_without_an_sm90_gpu():
@@ -250,9 +283,11 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
     x = (torch.rand(N, K) + 1).bfloat16() if narrow else make_weight(N, K, N + K, per_row,
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
-    for cfg in ws.CANDIDATES + TAIL_CONFIGS:
-        for M in (1, 2, 3, 7, 8, 9, 16):
-            if ws.fits(cfg, 1 if M <= 8 else 2):
+    esc = p.kent.numel() > 0
+    for cfg in ws.CANDIDATES + TAIL_CONFIGS + NT4_CONFIGS:
+        for M in (1, 2, 3, 7, 8, 9, 16, 17, 24, 32):
+            nt = ws.nt_for(M)
+            if ws.fits(cfg, nt) and not (nt == 4 and esc and not cfg.ws_ewarp):
                 a = acts(M, K, M)
                 check_close(ws.w12_ws(a.cuda(), p, cfg), a, x)
     # x contiguous but not 16-byte aligned (a view 2 bytes into a buffer): copied for TMA
@@ -280,6 +315,16 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
     assert set(ws.candidates(16, 512, 1024, torch.device("cuda"))) <= set(seen)
     assert ws.candidates(16, 512, 1024, torch.device("cuda"))
     check_close(mma.w12_mma(a.cuda(), p, cfg), a, x)
+    # 17-32 rows: only ws's candidates; w12_matmul routes them there with $SPECPILOT_W12_WS32
+    seen.clear()
+    a = acts(24, 1024, 4)
+    cfg = mma.mma_autotune(a.cuda(), p)
+    assert seen == list(ws.candidates(24, 512, 1024, torch.device("cuda"))) and cfg in seen
+    check_close(mma.w12_mma(a.cuda(), p), a, x)
+    monkeypatch.setattr(mma, "w12_mma", lambda x, p: "ws route")
+    assert Kn.w12_matmul(a.cuda(), p) != "ws route"    # off by default: the template GEMM
+    monkeypatch.setenv("SPECPILOT_W12_WS32", "1")
+    assert Kn.w12_matmul(a.cuda(), p) == "ws route"
 
 
 @pytest.mark.gpu
@@ -305,7 +350,7 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
             h, outs = x0, []
             for i, p in enumerate(layers):
                 cfg = cfgs[i % len(cfgs)]
-                if isinstance(cfg, ws.WsConfig) and not ws.fits(cfg, 1 if M <= 8 else 2):
+                if isinstance(cfg, ws.WsConfig) and not ws.fits(cfg, ws.nt_for(M)):
                     cfg = ws.CANDIDATES[0]
                 h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfg)
                 outs.append(h)
