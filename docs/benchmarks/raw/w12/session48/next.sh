@@ -6,8 +6,8 @@
 #       acceptance 4.0 (model_configs/README.md: the drafter's config is partly assumed)
 #   bash docs/benchmarks/raw/w12/session48/next.sh dspark-muse   # ~6 min: the same, Muse-Glimmer-30B
 #       (16 verify rows), SIMULATED acceptance 4.6
-#   bash docs/benchmarks/raw/w12/session48/next.sh auto   # on an H200 h200a; elsewhere nothing
-#       (session 48's call 1 ran it as dspark-qwen on an H100, before h200a / h200b existed)
+#   bash docs/benchmarks/raw/w12/session48/next.sh auto   # on an H200 h200a, else ws32 (session
+#       48's call 1 ran it as dspark-qwen on an H100, before these modes existed)
 #   bash docs/benchmarks/raw/w12/session48/next.sh markov   # ~6 min: the Markov walk kernel's
 #       tests; gpu_graph_check's exactness pass (tiny fp32 targets, a DSpark drafter among them);
 #       Qwen3.8-27B + DSpark `stock` at one request with the Triton walk on and off (--ab)
@@ -18,19 +18,23 @@
 #   bash docs/benchmarks/raw/w12/session48/next.sh h200b   # ~7 min, for an H200: the ws bench at 4
 #       and 2 rows; W12 `stock` at one request, Muse-Glimmer-30B + DFlash2, and both targets with
 #       their DSpark drafters
+#   bash docs/benchmarks/raw/w12/session48/next.sh ws32   # ~7 min, any sm_90: ws.py's GPU tests
+#       (17-32 rows among them: built in session 48, not yet run), then the bench with its checks
+#       at 32 and 24 rows (ws against cuBLAS and the tuned template GEMM); on an H100 `auto`
+#       runs it
 #   final | slim | e2e: session 47's modes (docs/benchmarks/raw/w12/session47/next.sh)
 #   qwen | muse | ncu: session 46's modes (docs/benchmarks/raw/w12/session46/next.sh)
 set -u
 case "${1:-}" in
 auto) case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
         *H200*) exec bash "$0" h200a ;;
-        *) echo "auto: nothing queued for this card (its modes ran in session 48)" >&2; exit 3 ;;
+        *) exec bash "$0" ws32 ;;
       esac ;;
 final|slim|e2e) exec bash docs/benchmarks/raw/w12/session47/next.sh "$@" ;;
 qwen|muse|ncu) exec bash docs/benchmarks/raw/w12/session46/next.sh "$@" ;;
-dspark-qwen|dspark-muse|markov|h200a|h200b) ;;
-*) echo "usage: $0 auto | h200a | h200b | dspark-qwen | dspark-muse | markov | final | slim | e2e |"\
-     "qwen | muse | ncu" >&2
+dspark-qwen|dspark-muse|markov|h200a|h200b|ws32) ;;
+*) echo "usage: $0 auto | h200a | h200b | ws32 | dspark-qwen | dspark-muse | markov | final | slim"\
+     "| e2e | qwen | muse | ncu" >&2
    exit 2 ;;
 esac
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -53,6 +57,13 @@ dspark() {   # target accept
 case "${1:-}" in
 dspark-qwen) dspark qwen38-27b 4.0 ;;
 dspark-muse) dspark muse-glimmer-30b 4.6 ;;
+ws32)
+  OUT=$L WORKERS=8 PER_TEST=150 LIMIT=200 bash scripts/gpu_tests.sh tests/unit/test_w12_ws.py
+  el "GPU tests rc=$?"; grep -E "passed|failed|FAILED|Error" $L/gpu_tests.log | cut -c1-250 \
+    | head -20
+  timeout 330 python3 scripts/gpu_w12_ws_bench.py --m 32,24 --time-limit 280 \
+    --out $L/ws32.json > $L/ws32.log 2>&1
+  el "ws bench rc=$?"; grep -vE "^PASS" $L/ws32.log | cut -c1-200 ;;
 h200a)
   OUT=$OUT bash docs/benchmarks/raw/w12/session47/next.sh final
   stock qwen38-27b dflash2 4.8 1,2 300 ;;
