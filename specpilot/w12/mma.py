@@ -759,8 +759,7 @@ def mma_autotune(x: torch.Tensor, w, cands=None) -> MmaConfig:
         cands = () if M > MAX_M else (candidates if kind == "w12" else bf16_candidates)(
             N, K, _k._num_sms(x.device))
         if kind == "w12":   # and the warp-specialized kernel's, where it runs (sm_90)
-            from . import ws
-            cands += ws.candidates(M, N, K, x.device)
+            cands += _ws().candidates(M, N, K, x.device)
     best = _k.fastest(cands, lambda c: lambda i: run(x, ring[i], c), len(ring),
                       f"mma {kind} M={x.shape[0]} N={N} K={K}")
     _k._remember(_tune_key(x, w), best)

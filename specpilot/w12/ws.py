@@ -63,6 +63,7 @@ layer. GPU only (sm_90: TMA, setmaxnreg, mbarriers); on CPU the tests compile it
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, replace
 
 import torch
@@ -86,6 +87,7 @@ WK = 4          # consumer warps (a warp-specialized kernel's default partition:
 S = 8           # H words per lane and round: one 128-byte tile row per warp
 TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
 MAX_M = 32       # 17-32 rows (NT 4) only behind $SPECPILOT_W12_WS32 in w12_matmul (ws32_enabled)
+ENV_WS32 = "SPECPILOT_W12_WS32"
 WS_PDL = True    # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
@@ -131,8 +133,7 @@ def nt_for(M: int) -> int:
 def ws32_enabled() -> bool:
     """Whether ``w12_matmul`` routes 17-32 rows to ws (``$SPECPILOT_W12_WS32`` = 1; off by
     default: built in session 48, not yet run on a GPU)."""
-    import os
-    return os.environ.get("SPECPILOT_W12_WS32", "0") == "1"
+    return os.environ.get(ENV_WS32, "0") == "1"
 
 
 def smem_bytes(stages: int, nt: int) -> int:

@@ -323,7 +323,7 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
     check_close(mma.w12_mma(a.cuda(), p), a, x)
     monkeypatch.setattr(mma, "w12_mma", lambda x, p: "ws route")
     assert Kn.w12_matmul(a.cuda(), p) != "ws route"    # off by default: the template GEMM
-    monkeypatch.setenv("SPECPILOT_W12_WS32", "1")
+    monkeypatch.setenv(ws.ENV_WS32, "1")
     assert Kn.w12_matmul(a.cuda(), p) == "ws route"
 
 
