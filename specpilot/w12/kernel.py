@@ -1108,10 +1108,10 @@ def w12_matmul(x: torch.Tensor, w, *, reproducible: bool = False, config: GemmCo
     weight and calls ``torch.matmul``; ``MMA_MIN_M`` <= M <= ``MMA_MAX_M`` runs ``mma.w12_mma``
     (tuned) where Gluon is available and K % 8 == 0; else M <= ``GEMV_MAX_M`` ``gemv.w12_gemv``
     (tuned); with ``$SPECPILOT_W12_WS32=1`` 17 <= M <= ``ws.MAX_M`` on an sm_90 GPU the
-    warp-specialized kernel (``mma.w12_mma``, tuned over ``ws.CANDIDATES32``; off by default: not
-    yet run on a GPU); with ``$SPECPILOT_W12_WGMMA=1`` ``WGMMA_MIN_M`` <= M <= ``wgmma.MAX_M`` on
-    an sm_90 GPU ``wgmma.w12_wgmma`` (tuned; off by default: slower than cuBLAS bf16,
-    docs/w12.md).
+    warp-specialized kernel (``mma.w12_mma``, tuned over ``ws.CANDIDATES32``; off by default:
+    0.71-0.79x of cuBLAS bf16 on the H200, session 49); with ``$SPECPILOT_W12_WGMMA=1``
+    ``WGMMA_MIN_M`` <= M <= ``wgmma.MAX_M`` on an sm_90 GPU ``wgmma.w12_wgmma`` (tuned; off by
+    default: slower than cuBLAS bf16, docs/w12.md).
     """
     planes = w if isinstance(w, W12Planes) else prepare(w, x.device)
     x = _as_2d_bf16(x, planes.K)

@@ -44,11 +44,12 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   into a buffer of its own ([WK, 16, 8] fp32, ``SUM_BYTES``), and after one barrier each thread
   adds the WK partials of one output and stores it: two named barriers per 8 tokens, where
   ``gl.sum`` over the warps took six (1-5% faster per layer, session 45).
-* 17-32 rows (``NT`` 4, session 48; built and compiled, not yet run on a GPU, so
-  ``w12_matmul`` routes them here only with ``$SPECPILOT_W12_WS32=1``): four 8-token x tiles a
-  round, the second 16-token half's MMAs on the same decoded words (``_round``), four
-  cross-warp sums and stores; 88 KB a stage, so two stages (``CANDIDATES32``); escapes only
-  through the escape warp (two passes over each chunk, x rows 16-31 in the second).
+* 17-32 rows (``NT`` 4, session 48; correct on the H200 but 0.71-0.79x of cuBLAS per token,
+  session 49, so ``w12_matmul`` routes them here only with ``$SPECPILOT_W12_WS32=1``): four
+  8-token x tiles a round, the second 16-token half's MMAs on the same decoded words
+  (``_round``), four cross-warp sums and stores; 88 KB a stage, so two stages
+  (``CANDIDATES32``); escapes only through the escape warp (two passes over each chunk, x rows
+  16-31 in the second).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
@@ -132,7 +133,7 @@ def nt_for(M: int) -> int:
 
 def ws32_enabled() -> bool:
     """Whether ``w12_matmul`` routes 17-32 rows to ws (``$SPECPILOT_W12_WS32`` = 1; off by
-    default: built in session 48, not yet run on a GPU)."""
+    default: slower than cuBLAS bf16 there, session 49, docs/benchmarks/w12.md)."""
     return os.environ.get(ENV_WS32, "0") == "1"
 
 

@@ -18,8 +18,8 @@ PRODUCT = ["h100_c1_qwen38-27b_dflash2", "h100_c1_qwen38-27b_dspark",
 H200 = ["h200_c1_qwen38-27b_dflash2", "h200_c1_qwen38-27b_dspark",
         "h200_c1_muse-glimmer-30b_dflash2", "h200_c1_muse-glimmer-30b_dspark"]
 # final's landed mechanisms per deployment, each measured faster there (docs/benchmarks/)
-LANDED = {"h100_c1_qwen38-27b_dflash2": ["w12"], "h100_c1_muse-glimmer-30b_dflash2": ["w12"],
-          "h100_c1_qwen38-27b_dspark": ["w12"], "h100_c1_muse-glimmer-30b_dspark": ["w12"]}
+LANDED = {f"{gpu}_c1_{t}_{d}": ["w12"] for gpu in ("h100", "h200")
+          for t in ("qwen38-27b", "muse-glimmer-30b") for d in ("dflash2", "dspark")}
 # repo ids as the model cards name them (reference/dflash.md §3-4 and the cards themselves)
 TARGETS = {"qwen38-27b": "Qwen/Qwen3.8-27B", "muse-glimmer-30b": "meta-models/Muse-Glimmer-30B"}
 DRAFTERS = {("qwen38-27b", "dflash2"): "z-lab/Qwen3.8-27B-DFlash2",
