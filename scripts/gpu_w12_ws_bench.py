@@ -16,7 +16,8 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    Per model: the sums over one token's linear layers (uses per token from the layer table).
    With --ab, the best ws config also on the planes with an empty escape list; with --vary SPEC
    (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_stages=4,ws_tail=1``)
-   every ws candidate also with those fields changed.
+   every ws candidate also with those fields changed (``--vary ws_rows=2,ws_ewarp=1``: the
+   32-row blocks of session 49).
 """
 from __future__ import annotations
 
@@ -45,11 +46,15 @@ MMA_CONFIGS = (MM.MmaConfig(2, 1, 2, 8, esc_mma=1), MM.MmaConfig(2, 1, 2, 4, esc
                                                                        esc_mma=1))
 # every candidate, the tail split (which splits every block of the shapes below 132 of them) with
 # and without the escape warp, ws2g128x2 without it and ws4 with it (at 8 rows: ws4 with it does
-# not fit at 16)
+# not fit at 16); the 32-row blocks (ws_rows 2) with the escape warp, with and without the tail
+# split
 CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_tail=1),
                                  WS.WsConfig(3, ws_tail=1, ws_ewarp=1), WS.WsConfig(2, 128, 2),
                                  WS.WsConfig(4, ws_ewarp=1)) + WS.CANDIDATES32 + (
-                                     WS.WsConfig(2, ws_tail=1, ws_ewarp=1),)
+                                     WS.WsConfig(2, ws_tail=1, ws_ewarp=1),) + (
+                                     WS.CANDIDATES_R2 + (
+                                         WS.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2),
+                                         WS.WsConfig(3, ws_tail=1, ws_ewarp=1, ws_rows=2)))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))

@@ -50,6 +50,13 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   (``_round``), four cross-warp sums and stores; 88 KB a stage, so two stages
   (``CANDIDATES32``); escapes only through the escape warp (two passes over each chunk, x rows
   16-31 in the second).
+* Blocks of 32 weight rows (``WsConfig.ws_rows`` 2, session 49, at 1-16 rows; off the tuner
+  unless ``$SPECPILOT_W12_WS_ROWS2=1`` until measured): an item is two adjacent 16-row blocks
+  whose planes share a stage and one copy of the round's x, so L2 delivers x once for twice the
+  weight (per weight byte 1.67 bytes from L2 at 16 rows instead of 2.33: session 49's profile
+  on the H200 put the 16-row kernel at about L2's bandwidth, docs/w12.md). The second block's
+  accumulators are the NT 4 ones (``ccc`` / ``dcc``), its outputs the third and fourth 8-token
+  slots (rows + 16); escapes only through the escape warp (one pass per block).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
@@ -89,12 +96,14 @@ S = 8           # H words per lane and round: one 128-byte tile row per warp
 TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
 MAX_M = 32       # 17-32 rows (NT 4) only behind $SPECPILOT_W12_WS32 in w12_matmul (ws32_enabled)
 ENV_WS32 = "SPECPILOT_W12_WS32"
+ENV_ROWS2 = "SPECPILOT_W12_WS_ROWS2"   # the tuner offers CANDIDATES_R2 (ws_rows_enabled)
 WS_PDL = True    # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
 SMEM_EXTRA = 256     # the kernel's own bytes besides the ring and SUM_BYTES (mbarriers)
 SUM_BYTES = WK * 16 * 8 * 4   # the cross-warp sums' buffer: [WK, 16 rows, 8 tokens] fp32
 CORR_BYTES = 16 * 8 * 4       # ws_ewarp: a block's escape products per 8-token tile, fp32
+                              # (and 16-row block: corr_slots)
 
 
 @dataclass(frozen=True)
@@ -105,24 +114,28 @@ class WsConfig:
     wave are split over K so that every program has work in it (``tail_plan``; split-K as
     ``MmaConfig.split``: fp32 partials in a workspace, the last to finish adds them in split
     order); ws_ewarp 1: a warp of their own (the escape warp) computes each block's escape
-    products ahead of the consumers, who add them in the cross-warp sum. Prefixed names: tune
-    files hold these next to ``mma.MmaConfig`` entries under the same keys."""
+    products ahead of the consumers, who add them in the cross-warp sum; ws_rows 2: blocks of
+    32 weight rows (two 16-row blocks on one copy of x a round; at most 16 activation rows).
+    Prefixed names: tune files hold these next to ``mma.MmaConfig`` entries under the same
+    keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
     ws_tail: int = 0
     ws_ewarp: int = 0
+    ws_rows: int = 1
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
-                and self.ws_tail in (0, 1) and self.ws_ewarp in (0, 1)):
+                and self.ws_tail in (0, 1) and self.ws_ewarp in (0, 1)
+                and self.ws_rows in (1, 2)):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
         return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
-                + ("w" if self.ws_ewarp else ""))
+                + ("w" if self.ws_ewarp else "") + ("r2" if self.ws_rows == 2 else ""))
 
 
 def nt_for(M: int) -> int:
@@ -137,9 +150,22 @@ def ws32_enabled() -> bool:
     return os.environ.get(ENV_WS32, "0") == "1"
 
 
-def smem_bytes(stages: int, nt: int) -> int:
-    """The ring's bytes: per stage three plane tiles and 2 nt x tiles of [16 WK, 32] int32."""
-    return stages * (3 + 2 * nt) * 16 * WK * TILE_W * 4
+def ws_rows_enabled() -> bool:
+    """Whether the tuner offers ``CANDIDATES_R2`` (``$SPECPILOT_W12_WS_ROWS2`` = 1; off by
+    default: built in session 49, not yet measured)."""
+    return os.environ.get(ENV_ROWS2, "0") == "1"
+
+
+def smem_bytes(stages: int, nt: int, rows: int = 1) -> int:
+    """The ring's bytes: per stage 3 ``rows`` plane tiles and 2 nt x tiles of [16 WK, 32]
+    int32."""
+    return stages * (3 * rows + 2 * nt) * 16 * WK * TILE_W * 4
+
+
+def corr_slots(nt: int, rows: int) -> int:
+    """The escape warp's [16 x 8] fp32 tiles per item: one per 8-token tile (nt) and 16-row
+    block; with 32-row blocks always four (the consumers' slots 0-3)."""
+    return 4 if rows == 2 else nt
 
 
 # the tuning space (sessions 44-45, H100: ws4 won most layers at 16 rows, ws3 most at 8 rows,
@@ -149,6 +175,9 @@ def smem_bytes(stages: int, nt: int) -> int:
 CANDIDATES = (WsConfig(3, ws_ewarp=1), WsConfig(3), WsConfig(4), WsConfig(2, 128, 2, ws_ewarp=1))
 # 17-32 rows (NT 4: 88 KB a stage, two stages fit): escapes only through the escape warp
 CANDIDATES32 = (WsConfig(2, ws_ewarp=1),)
+# 32-row blocks (escapes only through the escape warp; 64 KB a stage at 8 rows, 80 KB at 16),
+# with the tuner only where ws_rows_enabled()
+CANDIDATES_R2 = (WsConfig(3, ws_ewarp=1, ws_rows=2), WsConfig(2, ws_ewarp=1, ws_rows=2))
 # ws_tail offered on the first TAIL_BASES bases where it splits (the down and o_proj layers have
 # 320-416 blocks of 16 rows, 2.4-3.2 per SM: their last wave ran 40-80% full; session 45 call 6:
 # it won the downs at 16 rows by 4-9% and lost 2-8% elsewhere; session 47: ws3 with the escape
@@ -164,9 +193,13 @@ def supported(M: int, K: int, device: torch.device) -> bool:
 
 
 def fits(cfg: WsConfig, nt: int) -> bool:
-    """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's."""
-    need = (smem_bytes(cfg.ws_stages, nt) + SMEM_EXTRA + SUM_BYTES
-            + cfg.ws_ewarp * (nt * CORR_BYTES + SMEM_EXTRA))   # (its mbarriers: SMEM_EXTRA)
+    """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's
+    (32-row blocks: at most 16 activation rows)."""
+    if cfg.ws_rows == 2 and nt == 4:
+        return False
+    need = (smem_bytes(cfg.ws_stages, nt, cfg.ws_rows) + SMEM_EXTRA + SUM_BYTES
+            + cfg.ws_ewarp * (corr_slots(nt, cfg.ws_rows) * CORR_BYTES
+                              + SMEM_EXTRA))   # (its mbarriers: SMEM_EXTRA)
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 
@@ -180,7 +213,7 @@ def tail_plan(cfg: WsConfig, N: int, K: int, n_sm: int) -> tuple:
     """(full, splits, rounds per split) of cfg on an N x K weight: blocks [0, full) run whole;
     with ws_tail each of the last wave's blocks (n_blocks - full < programs) is split into
     ``splits`` runs of whole rounds so that the wave has about one item per program."""
-    blocks, progs, rounds = _cdiv(N, 16), cfg.ws_grid * n_sm, n_rounds(K)
+    blocks, progs, rounds = _cdiv(N, 16 * cfg.ws_rows), cfg.ws_grid * n_sm, n_rounds(K)
     full = blocks - blocks % progs
     if not cfg.ws_tail or full == blocks:
         return blocks, 1, rounds
@@ -191,14 +224,22 @@ def tail_plan(cfg: WsConfig, N: int, K: int, n_sm: int) -> tuple:
 
 def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
     """The configs of CANDIDATES that fit at M rows, where supported, and the first TAIL_BASES
-    of them with ws_tail where it splits the N x K weight's last wave."""
+    of them with ws_tail where it splits the N x K weight's last wave; with ws_rows_enabled()
+    also the first of CANDIDATES_R2 that fits, and its tail split likewise."""
     if not supported(M, K, device):
         return ()
     nt = nt_for(M)
-    out = [c for c in (CANDIDATES32 if nt == 4 else CANDIDATES) if fits(c, nt)]
     n_sm = _k._num_sms(device)
-    tails = [replace(c, ws_tail=1) for c in out[:TAIL_BASES]]
-    out += [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
+    out = []
+    groups = [CANDIDATES32 if nt == 4 else CANDIDATES]
+    if ws_rows_enabled():
+        groups.append(CANDIDATES_R2)
+    for group in groups:
+        fit = [c for c in group if fits(c, nt)]
+        if group is CANDIDATES_R2:
+            fit = fit[:1]
+        tails = [replace(c, ws_tail=1) for c in fit[:TAIL_BASES]]
+        out += fit + [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
     return tuple(out)
 
 
@@ -239,17 +280,18 @@ if HAS_WS:
     @gluon.jit
     def _producer(h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready, empty,
                   n_items, n_rounds, full, splits, rps, WK: gl.constexpr, NT: gl.constexpr,
-                  NS: gl.constexpr, PDL: gl.constexpr, BOX3: gl.constexpr):
+                  NS: gl.constexpr, PDL: gl.constexpr, BOX3: gl.constexpr, WR: gl.constexpr):
         """The producer warp: every (item, round) of the program into ring stage i % NS once
-        the consumers have released it (_item)."""
+        the consumers have released it (_item); with WR 2 both 16-row blocks' planes (plane
+        buffers WR st, WR st + 1) and one copy of x."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
-        nbytes: gl.constexpr = (3 + 2 * NT) * 16 * WK * _TW * 4
+        nbytes: gl.constexpr = (3 * WR + 2 * NT) * 16 * WK * _TW * 4
         _mm._gdc_wait(PDL > 0)
         i = 0
         for it in range(pid, n_items, npg):
             tile, sp, r0, r1 = _item(it, full, splits, rps, n_rounds)
-            n0 = tile * 16
+            n0 = tile * (16 * WR)
             for r in range(r0, r1):
                 st = i % NS
                 mbarrier.wait(empty.index(st), ((i // NS) & 1) ^ 1)
@@ -257,9 +299,13 @@ if HAS_WS:
                 mbarrier.expect(bar, nbytes)
                 if BOX3:   # one box per plane and x half / 8-token tile (3-D descriptors)
                     L3: gl.constexpr = h_desc.layout
-                    _tma_load(h_desc, [r * WK, n0, 0], bar, _box3(hs.index(st), WK, 16, L3))
-                    _tma_load(la_desc, [r * WK, n0, 0], bar, _box3(las.index(st), WK, 16, L3))
-                    _tma_load(lb_desc, [r * WK, n0, 0], bar, _box3(lbs.index(st), WK, 16, L3))
+                    for b in gl.static_range(WR):
+                        _tma_load(h_desc, [r * WK, n0 + 16 * b, 0], bar,
+                                  _box3(hs.index(WR * st + b), WK, 16, L3))
+                        _tma_load(la_desc, [r * WK, n0 + 16 * b, 0], bar,
+                                  _box3(las.index(WR * st + b), WK, 16, L3))
+                        _tma_load(lb_desc, [r * WK, n0 + 16 * b, 0], bar,
+                                  _box3(lbs.index(WR * st + b), WK, 16, L3))
                     for tt in gl.static_range(NT):
                         _tma_load(xa_desc, [2 * r * WK, 8 * tt, 0], bar, _box3(
                             xs.index(2 * st).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
@@ -267,11 +313,15 @@ if HAS_WS:
                             xs.index(2 * st + 1).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
                 else:
                     j = r * (_TW * WK)
-                    for w in gl.static_range(WK):
-                        c = j + _TW * w
-                        _tma_load(h_desc, [n0, c], bar, hs.index(st).slice(16 * w, 16))
-                        _tma_load(la_desc, [n0, c], bar, las.index(st).slice(16 * w, 16))
-                        _tma_load(lb_desc, [n0, c], bar, lbs.index(st).slice(16 * w, 16))
+                    for b in gl.static_range(WR):
+                        for w in gl.static_range(WK):
+                            c = j + _TW * w
+                            _tma_load(h_desc, [n0 + 16 * b, c], bar,
+                                      hs.index(WR * st + b).slice(16 * w, 16))
+                            _tma_load(la_desc, [n0 + 16 * b, c], bar,
+                                      las.index(WR * st + b).slice(16 * w, 16))
+                            _tma_load(lb_desc, [n0 + 16 * b, c], bar,
+                                      lbs.index(WR * st + b).slice(16 * w, 16))
                     _copy_x(xa_desc, xb_desc, xs.index(2 * st), xs.index(2 * st + 1), j, bar, WK,
                             NT)
                 i += 1
@@ -320,15 +370,21 @@ if HAS_WS:
         return r[:, None, None], 2 * c[None, None, :] + p[None, :, None]
 
     @gluon.jit
-    def _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT: gl.constexpr):
+    def _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT: gl.constexpr,
+                   WR: gl.constexpr = 1):
         """y at (tokens tok, rows row) from v and, with NT >= 2, at tokens tok + 8 from v1; with
-        NT 4 also at tok + 16, tok + 24 from v2, v3."""
+        NT 4 also at tok + 16, tok + 24 from v2, v3; with WR 2 at rows row + 16 from v2 (tokens
+        tok) and, with NT 2, v3 (tok + 8)."""
         gl.store(y_ptr + tok * sym + row, v.to(gl.bfloat16), mask=ok)
         if NT >= 2:
             gl.store(y_ptr + (tok + 8) * sym + row, v1.to(gl.bfloat16), mask=ok1)
         if NT == 4:
             gl.store(y_ptr + (tok + 16) * sym + row, v2.to(gl.bfloat16), mask=ok2)
             gl.store(y_ptr + (tok + 24) * sym + row, v3.to(gl.bfloat16), mask=ok3)
+        if WR == 2:
+            gl.store(y_ptr + tok * sym + row + 16, v2.to(gl.bfloat16), mask=ok2)
+            if NT == 2:
+                gl.store(y_ptr + (tok + 8) * sym + row + 16, v3.to(gl.bfloat16), mask=ok3)
 
     @gluon.jit
     def _item(it, full, splits, rps, n_rounds):
@@ -342,18 +398,23 @@ if HAS_WS:
                 gl.minimum(r0 + rps + (1 - tail) * n_rounds, n_rounds))
 
     @gluon.jit
-    def _round(hs, las, lbs, xs, ready, empty, i, hbw, acc01, acc23, bcc01, bcc23, ccc01, ccc23,
-               dcc01, dcc23, zero, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr,
+    def _round(hs, las, lbs, xs, ready, empty, i, hbw, hbw2, acc01, acc23, bcc01, bcc23, ccc01,
+               ccc23, dcc01, dcc23, zero, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr,
                P: gl.constexpr, Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr,
-               LX: gl.constexpr):
+               LX: gl.constexpr, WR: gl.constexpr):
         """The consumers' round i: its stage's planes and x from the ring (then the stage back
         to the producer), the decode and the MMAs into the accumulators (acc, bcc: tokens 0-7,
-        8-15; with NT 4 ccc, dcc: 16-23, 24-31, the same decoded words)."""
+        8-15; with NT 4 ccc, dcc: 16-23, 24-31, the same decoded words; with WR 2 ccc, dcc:
+        the second 16-row block's tokens 0-7, 8-15 on the same x, its bases hbw2)."""
         st = i % NS
         mbarrier.wait(ready.index(st), (i // NS) & 1)
-        h = _planes(hs.index(st), LP, P)
-        la = _planes(las.index(st), LP, P)
-        lb = _planes(lbs.index(st), LP, P)
+        h = _planes(hs.index(WR * st), LP, P)
+        la = _planes(las.index(WR * st), LP, P)
+        lb = _planes(lbs.index(WR * st), LP, P)
+        if WR == 2:
+            h2 = _planes(hs.index(WR * st + 1), LP, P)
+            la2 = _planes(las.index(WR * st + 1), LP, P)
+            lb2 = _planes(lbs.index(WR * st + 1), LP, P)
         xsa = xs.index(2 * st)
         xsb = xs.index(2 * st + 1)
         xa = _xtile(xsa.slice(0, 16 * WK), LX, X)
@@ -380,14 +441,21 @@ if HAS_WS:
             ccc01, ccc23, dcc01, dcc23 = _mm._round_mmas(alo, ahi, blo, bhi, xa2, xb2, xa3, xb3,
                                                          ccc01, ccc23, dcc01, dcc23, zero, _S, Q,
                                                          NT)
+        if WR == 2:
+            alo, ahi, blo, bhi = _mm._decode(la2, lb2, h2, hbw2)
+            ccc01, ccc23, dcc01, dcc23 = _mm._round_mmas(alo, ahi, blo, bhi, xa, xb, xa1, xb1,
+                                                         ccc01, ccc23, dcc01, dcc23, zero, _S, Q,
+                                                         NT)
         return acc01, acc23, bcc01, bcc23, ccc01, ccc23, dcc01, dcc23
 
     @gluon.jit
-    def _item_range(koff_ptr, it, n_items, N, G, full, splits, rps, n_rounds):
+    def _item_range(koff_ptr, it, n_items, N, G, full, splits, rps, n_rounds,
+                    WR: gl.constexpr = 1, B: gl.constexpr = 0):
         """(block, [lo, hi)) of item it's escapes (it clamped to the last item): its block's
-        entries, all K, in the block's first K run; none in the others."""
+        entries (with WR 2 those of its 16-row block B), all K, in the block's first K run;
+        none in the others."""
         tile, sp, r0, r1 = _item(gl.minimum(it, n_items - 1), full, splits, rps, n_rounds)
-        lo, hi = _mm._esc_range(koff_ptr, tile * 16, N, G, 1)
+        lo, hi = _mm._esc_range(koff_ptr, tile * (16 * WR) + 16 * B, N, G, 1)
         return tile, lo, lo + (hi - lo) * (sp == 0).to(gl.int32)
 
     @gluon.jit
@@ -398,11 +466,12 @@ if HAS_WS:
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr,
-                  EW: gl.constexpr, corr, cfull, cfree):
+                  EW: gl.constexpr, corr, cfull, cfree, WR: gl.constexpr):
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products (ESC; with EW those of the escape warp, from corr), the
         cross-warp sum (through red) and the bf16 stores."""
-        gl.static_assert(not (ESC and NT == 4), "17-32 rows: escapes only through the escape warp")
+        gl.static_assert(not (ESC and (NT == 4 or WR == 2)),
+                         "17-32 rows, 32-row blocks: escapes only through the escape warp")
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         SHAPE: gl.constexpr = [WK, 8, 2, 4, _S]
@@ -411,6 +480,7 @@ if HAS_WS:
         prow = _mm._i5(8, 1, P) + 8 * _mm._i5(2, 2, P)               # [1, 8, 2, 1, 1]
         if not HB_PER_ROW:
             hbw = gl.load(hb_ptr).to(gl.int32) * 0x01010101 + gl.zeros(SHAPE, gl.int32, P)
+            hbw2 = hbw
         _mm._gdc_wait(PDL > 0)
         if ESC:   # the first item's range and first chunk, and the second item's range
             t0, elo, ehi = _item_range(koff_ptr, pid, n_items, N, G, full, splits, rps, n_rounds)
@@ -421,10 +491,15 @@ if HAS_WS:
         jj = 0
         for it in range(pid, n_items, npg):
             tile, sp, r0, r1 = _item(it, full, splits, rps, n_rounds)
-            n0 = tile * 16
+            n0 = tile * (16 * WR)
             if HB_PER_ROW:
                 hbw = gl.load(hb_ptr + (n0 + prow) * 4, mask=n0 + prow < N, other=0) + gl.zeros(
                     SHAPE, gl.int32, P)
+                if WR == 2:
+                    hbw2 = gl.load(hb_ptr + (n0 + 16 + prow) * 4, mask=n0 + 16 + prow < N,
+                                   other=0) + gl.zeros(SHAPE, gl.int32, P)
+                else:
+                    hbw2 = hbw
             if ESC:
                 # this item's first chunk as MMA operands (its entries came during the last
                 # item; the x gathers are in flight during the main loop), the next item's
@@ -448,8 +523,8 @@ if HAS_WS:
             dcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             for r in range(r0, r1):
                 acc01, acc23, bcc01, bcc23, ccc01, ccc23, dcc01, dcc23 = _round(
-                    hs, las, lbs, xs, ready, empty, i, hbw, acc01, acc23, bcc01, bcc23, ccc01,
-                    ccc23, dcc01, dcc23, zero, WK, NT, NS, P, Q, X, LP, LX)
+                    hs, las, lbs, xs, ready, empty, i, hbw, hbw2, acc01, acc23, bcc01, bcc23,
+                    ccc01, ccc23, dcc01, dcc23, zero, WK, NT, NS, P, Q, X, LP, LX, WR)
                 i += 1
             if ESC:   # the escapes' exact products: the first chunk, then any further ones,
                 #       added before the cross-warp sum (no reduction of their own)
@@ -483,6 +558,15 @@ if HAS_WS:
                 v3 = _cross_sum(red, dcc01, dcc23, RL)
                 ok2 = (row < N) & (tok + 16 < M)
                 ok3 = (row < N) & (tok + 24 < M)
+            elif WR == 2:   # the second 16-row block: rows + 16
+                v2 = _cross_sum(red, ccc01, ccc23, RL)
+                ok2 = (row + 16 < N) & (tok < M)
+                if NT == 2:
+                    v3 = _cross_sum(red, dcc01, dcc23, RL)
+                    ok3 = (row + 16 < N) & (tok + 8 < M)
+                else:   # (not stored)
+                    v3 = v2
+                    ok3 = ok2
             else:   # (not stored)
                 v2 = v
                 v3 = v
@@ -494,15 +578,16 @@ if HAS_WS:
                 v += corr.index(0).load(SL)
                 if NT >= 2:
                     v1 += corr.index(1).load(SL)
-                if NT == 4:
+                if NT == 4 or WR == 2:
                     v2 += corr.index(2).load(SL)
+                if NT == 4 or (WR == 2 and NT == 2):
                     v3 += corr.index(3).load(SL)
                 mbarrier.arrive(cfree.index(0), count=1)
                 jj += 1
             if not TAIL:
-                _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT)
+                _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT, WR)
             elif it < full:
-                _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT)
+                _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT, WR)
             else:   # split-K: the fp32 partials into ws_ptr [splits, M, N]; the block's last
                 #     item to finish adds them in split order and stores y
                 wp = ws_ptr + sp.to(gl.int64) * M * N
@@ -512,6 +597,10 @@ if HAS_WS:
                 if NT == 4:
                     gl.store(wp + (tok + 16) * N + row, v2, mask=ok2)
                     gl.store(wp + (tok + 24) * N + row, v3, mask=ok3)
+                if WR == 2:
+                    gl.store(wp + tok * N + row + 16, v2, mask=ok2)
+                    if NT == 2:
+                        gl.store(wp + (tok + 8) * N + row + 16, v3, mask=ok3)
                 _mm._barrier()   # every thread's partial is written before the ticket is taken
                 ticket = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
                 if ticket == splits - 1:
@@ -530,25 +619,33 @@ if HAS_WS:
                                           cache_modifier=".cg")
                             v3 += gl.load(wp + (tok + 24) * N + row, mask=ok3, other=0.0,
                                           cache_modifier=".cg")
-                    _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT)
+                        if WR == 2:
+                            v2 += gl.load(wp + tok * N + row + 16, mask=ok2, other=0.0,
+                                          cache_modifier=".cg")
+                            if NT == 2:
+                                v3 += gl.load(wp + (tok + 8) * N + row + 16, mask=ok3,
+                                              other=0.0, cache_modifier=".cg")
+                    _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT, WR)
                     gl.atomic_xchg(lock_ptr + tile, 0)
         _mm._gdc_launch_dependents(PDL > 0)
 
     @gluon.jit
     def _esc_worker(x16_ptr, koff_ptr, kent_ptr, kval_ptr, corr, cfull, cfree, M, N, sxm, G,
                     n_items, n_rounds, full, splits, rps, NT: gl.constexpr, PDL: gl.constexpr,
-                    QE1: gl.constexpr, EL1: gl.constexpr):
+                    QE1: gl.constexpr, EL1: gl.constexpr, WR: gl.constexpr):
         """The escape warp (ws_ewarp): per item, its block's escape products as m16n8k16 MMAs
         (16 entries a chunk, the next chunk's entries loaded before this one's MMAs), then,
-        once the consumers have read the last item's, into corr ([NT, 16, 2, 4] fp32: the
-        cross-warp sum's [row, p, c]) and cfull arrived."""
+        once the consumers have read the last item's, into corr ([corr_slots, 16, 2, 4] fp32:
+        the cross-warp sum's [row, p, c]; with WR 2 the second 16-row block's in slots 2, 3)
+        and cfull arrived."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         _mm._gdc_wait(PDL > 0)
         jj = 0
         for it in range(pid, n_items, npg):
-            tile, lo, hi = _item_range(koff_ptr, it, n_items, N, G, full, splits, rps, n_rounds)
-            n0 = tile * 16
+            tile, lo, hi = _item_range(koff_ptr, it, n_items, N, G, full, splits, rps, n_rounds,
+                                       WR, 0)
+            n0 = tile * (16 * WR)
             e01 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
             e23 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
             f01 = gl.zeros([1, 8, 2, 4, 1], gl.float32, QE1)
@@ -567,15 +664,25 @@ if HAS_WS:
                 e01, e23, f01, f23 = _mm._esc_apply(e01, e23, f01, f23, ea, NT, QE1)
                 if NT == 4:
                     g01, g23, h01, h23 = _mm._esc_apply(g01, g23, h01, h23, eb, NT, QE1)
+            if WR == 2:   # the second 16-row block's, into g / h (tokens 0-7 / 8-15)
+                tile, lo, hi = _item_range(koff_ptr, it, n_items, N, G, full, splits, rps,
+                                           n_rounds, WR, 1)
+                ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, lo, hi, 0, n0 + 16, 1, 1, EL1)
+                for t in range(gl.cdiv(hi - lo, 16)):
+                    ea = _mm._esc_operands(ek, x16_ptr, sxm, M, 1, NT, QE1, EL1, True)
+                    ek = _mm._esc_mma_entries(kent_ptr, kval_ptr, lo, hi, t + 1, n0 + 16, 1, 1,
+                                              EL1)
+                    g01, g23, h01, h23 = _mm._esc_apply(g01, g23, h01, h23, ea, NT, QE1)
             mbarrier.wait(cfree.index(0), (jj & 1) ^ 1)
             corr.index(0).store(gl.reshape(_rows16(gl.sum(e01, axis=4), gl.sum(e23, axis=4)),
                                            [16, 2, 4]))
             if NT >= 2:
                 corr.index(1).store(gl.reshape(_rows16(gl.sum(f01, axis=4),
                                                        gl.sum(f23, axis=4)), [16, 2, 4]))
-            if NT == 4:
+            if NT == 4 or WR == 2:
                 corr.index(2).store(gl.reshape(_rows16(gl.sum(g01, axis=4),
                                                        gl.sum(g23, axis=4)), [16, 2, 4]))
+            if NT == 4 or (WR == 2 and NT == 2):
                 corr.index(3).store(gl.reshape(_rows16(gl.sum(h01, axis=4),
                                                        gl.sum(h23, axis=4)), [16, 2, 4]))
             mbarrier.arrive(cfull.index(0), count=1)
@@ -591,16 +698,17 @@ if HAS_WS:
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
                    BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0,
                    EW: gl.constexpr = False,
-                   QE1: gl.constexpr = None, EL1: gl.constexpr = None):
+                   QE1: gl.constexpr = None, EL1: gl.constexpr = None, WR: gl.constexpr = 1):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
         # Items (_item): blocks [0, full) whole, the others split over K (tail_plan); with TAIL
         # (splits > 1) ws_ptr fp32 [splits, M, N] partials and lock_ptr a zeroed ticket per
-        # block (left zero), else neither read (y twice)
-        hs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
-        las = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
-        lbs = gl.allocate_shared_memory(gl.int32, [NS, 16 * WK, _TW], SW)
+        # block (left zero), else neither read (y twice). WR 2: items of two 16-row blocks
+        # (32-row blocks; their plane buffers WR st, WR st + 1)
+        hs = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
+        las = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
+        lbs = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
         xs = gl.allocate_shared_memory(gl.int32, [2 * NS, 16 * WK * NT, _TW], SW)
         red = gl.allocate_shared_memory(gl.float32, [WK, 16, 2, 4],
                                         gl.SwizzledSharedLayout(1, 1, 1, [3, 2, 1, 0]))
@@ -610,7 +718,8 @@ if HAS_WS:
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
         if EW:   # the escape warp's products through corr (cfull: written, cfree: read)
-            corr = gl.allocate_shared_memory(gl.float32, [NT, 16, 2, 4],
+            CN: gl.constexpr = 4 if WR == 2 else NT   # (corr_slots)
+            corr = gl.allocate_shared_memory(gl.float32, [CN, 16, 2, 4],
                                              gl.SwizzledSharedLayout(1, 1, 1, [2, 1, 0]))
             cfull = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
             cfree = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
@@ -620,23 +729,25 @@ if HAS_WS:
                 (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr,
                              hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items,
                              n_rounds, full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL,
-                             False, HB_PER_ROW, PDL, red, RL, TAIL, True, corr, cfull, cfree)),
+                             False, HB_PER_ROW, PDL, red, RL, TAIL, True, corr, cfull, cfree,
+                             WR)),
                 (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs,
                              ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
-                             BOX3)),
+                             BOX3, WR)),
                 (_esc_worker, (x16_ptr, koff_ptr, kent_ptr, kval_ptr, corr, cfull, cfree, M, N,
                                sxm, G, n_items, n_rounds, full, splits, rps, NT, PDL, QE1,
-                               EL1)),
+                               EL1, WR)),
             ], [1, 1], [40, 96])
         else:
             gl.warp_specialize([
                 (_consumer, (hs, las, lbs, xs, ready, empty, y_ptr, ws_ptr, lock_ptr, x16_ptr,
                              hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items,
                              n_rounds, full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL,
-                             ESC, HB_PER_ROW, PDL, red, RL, TAIL, False, red, ready, empty)),
+                             ESC, HB_PER_ROW, PDL, red, RL, TAIL, False, red, ready, empty,
+                             WR)),
                 (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs,
                              ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
-                             BOX3)),
+                             BOX3, WR)),
             ], [1], [40])
 
 
@@ -715,11 +826,15 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
     HW = Kp // 8
     if not fits(cfg, NT):
         raise ValueError(f"w12_ws: {cfg.short} at {M} rows needs more shared memory than an SM "
-                         f"has")
+                         f"has" + (" (32-row blocks: at most 16 rows)" if cfg.ws_rows == 2
+                                   else ""))
     esc = planes.kent.numel() > 0
     if NT == 4 and esc and not cfg.ws_ewarp:
         raise ValueError(f"w12_ws: {cfg.short} at {M} rows: a weight with escapes needs the "
                          f"escape warp (ws_ewarp) above 16 rows")
+    if cfg.ws_rows == 2 and esc and not cfg.ws_ewarp:
+        raise ValueError(f"w12_ws: {cfg.short}: 32-row blocks on a weight with escapes need "
+                         f"the escape warp (ws_ewarp)")
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     sw = swizzle()
     # each half its own descriptor over a strided view: a last partial round reads zeros past
@@ -740,7 +855,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
                  TensorDescriptor.from_tensor(L32[:, HW:], [16, TILE_W], sw),
                  TensorDescriptor.from_tensor(x32[:, :2 * HW], [8, TILE_W], sw),
                  TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw))
-    n_tiles = _cdiv(N, 16)
+    n_tiles = _cdiv(N, 16 * cfg.ws_rows)
     n_sm = _k._num_sms(x.device)
     full, splits, rps = tail_plan(cfg, N, Kp, n_sm)
     n_items = full + (n_tiles - full) * splits
@@ -755,7 +870,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=esc,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, BOX3=box3, SW=sw,
-        EW=esc and cfg.ws_ewarp > 0, QE1=QE1, EL1=EL1,
+        EW=esc and cfg.ws_ewarp > 0, QE1=QE1, EL1=EL1, WR=cfg.ws_rows,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

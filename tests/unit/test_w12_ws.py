@@ -30,6 +30,11 @@ CASES = [(3, 0, 1, True, False, 2, False, False, False),
          (2, 0, 4, True, False, 2, False, True, True),
          (2, 0, 4, True, True, 2, True, True, True),
          (2, 0, 4, False, False, 0, False, False, False)]
+# 32-row blocks (WsConfig.ws_rows 2, WR in the kernel; the last field): at 8 and 16 rows,
+# escapes through the escape warp, or none
+CASES_R2 = [(3, 0, 1, True, False, 2, False, True, True, 2),
+            (2, 0, 2, True, True, 2, True, True, True, 2),
+            (2, 0, 2, False, False, 0, False, False, False, 2)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
 # and the candidates' counterparts with / without the escape warp
@@ -39,6 +44,11 @@ TAIL_CONFIGS = (ws.WsConfig(3, ws_tail=1), ws.WsConfig(4, ws_tail=1),
 # ... and at 17-32 rows (NT 4) the candidates, their tail split and ws2 without the escape warp
 # (weights without escapes only)
 NT4_CONFIGS = ws.CANDIDATES32 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1), ws.WsConfig(2))
+# ... and 32-row blocks (ws_rows 2) at 1-16 rows: with the escape warp, its tail split, and
+# without it (weights without escapes only)
+R2_CONFIGS = ws.CANDIDATES_R2 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2),
+                                 ws.WsConfig(3, ws_tail=1, ws_ewarp=1, ws_rows=2),
+                                 ws.WsConfig(2, ws_rows=2))
 SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
            koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
            sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
@@ -56,7 +66,8 @@ def _compile_all() -> dict:
     out = {}
     sw3 = ws.swizzle(3)
     QE1, EL1 = ws.esc_warp_layouts()
-    for stages, maxnreg, nt, esc, per_row, pdl, tail, box3, ew in CASES:
+    for stages, maxnreg, nt, esc, per_row, pdl, tail, box3, ew, wr in (
+            [c + (1,) for c in CASES] + CASES_R2):
         if box3:
             desc = f"tensordesc<i32[{ws.WK}, 16, {ws.TILE_W}],{sw3!r}>"
             xdesc = f"tensordesc<i32[{2 * ws.WK}, 8, {ws.TILE_W}],{sw3!r}>"
@@ -70,7 +81,7 @@ def _compile_all() -> dict:
             sig.update(ws_ptr="*bf16", lock_ptr="*bf16")
         consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
                       ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout(), TAIL=tail,
-                      BOX3=box3, SW=sw, EW=ew, QE1=QE1, EL1=EL1)
+                      BOX3=box3, SW=sw, EW=ew, QE1=QE1, EL1=EL1, WR=wr)
         sig.update({k: "constexpr" for k in consts})
         opts = {"num_warps": ws.WK, **({"maxnreg": maxnreg} if maxnreg else {})}
         k = triton.compile(GluonASTSource(ws._ws_kernel, sig, consts, {}),
@@ -85,9 +96,9 @@ def _compile_all() -> dict:
         body = ptx[head:ptx.find("$L__BB", start)]
         rep = ptxas_report(ptx) or ""
         name = (f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} "
-                f"box{int(box3)} ew{int(ew)}")
+                f"box{int(box3)} ew{int(ew)} wr{wr}")
         out[f"{name} tail{int(tail)}"] = {
-            "nt": nt, "pdl": pdl, "esc": esc, "ew": ew,
+            "nt": nt, "pdl": pdl, "esc": esc, "ew": ew, "wr": wr,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
             "tma": ptx.count("cp.async.bulk.tensor"),
             "lds_v4": loop.count("ld.shared.v4"), "lds": loop.count("ld.shared"),
@@ -95,7 +106,7 @@ def _compile_all() -> dict:
             "setmaxnreg": ptx.count("setmaxnreg"),
             "spills": [int(t.split("bytes spill stores")[0].split(",")[-1])
                        for t in rep.splitlines() if "spill stores" in t],
-            "smem": k.metadata.shared, "ring": ws.smem_bytes(stages, nt),
+            "smem": k.metadata.shared, "ring": ws.smem_bytes(stages, nt, wr),
             "bar": ptx.count("bar.sync"), "stages": stages, "tail": tail,
             "fence": ptx.count("fence.proxy.async"),
             "mb_arrive": ptx.count("mbarrier.arrive.shared::cta.b64"), "box3": box3,
@@ -111,25 +122,29 @@ def test_compiles_for_sm90():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert len(res) == len(CASES)
+    assert len(res) == len(CASES) + len(CASES_R2)
     for name, r in res.items():
-        nt = r["nt"]
-        # per round and 8-row activation tile: one MMA per H word and half (S = 8, pack 2);
-        # with escapes one per 8-row tile for a block's first chunk and one in the loop over
-        # further chunks, or with the escape warp (EW) one in its loop over chunks
-        esc_mma = nt * (1 if r["ew"] else 2) if r["esc"] else 0
-        assert r["mma"] == 2 * ws.S * nt + esc_mma, (name, r)
-        # per round: three plane tiles x two slot rows x two 16-byte reads, and per half and
-        # 8-token tile four (16 words), and no other shared-memory read
-        assert r["lds_v4"] == r["lds"] == 12 + 8 * nt, (name, r)
-        # the producer: per round and consumer warp three plane boxes and 2 x 2 nt x boxes; with
-        # BOX3 per round one 3-D box per plane and per x half and 8-token tile
+        nt, wr = r["nt"], r["wr"]
+        # per round and 8-row activation tile: one MMA per H word and half (S = 8, pack 2) and
+        # 16-row block (wr); with escapes one per 8-row tile for a block's first chunk and one
+        # in the loop over further chunks, or with the escape warp (EW) one in its loop over
+        # chunks, per 16-row block
+        esc_mma = nt * (wr if r["ew"] else 2) if r["esc"] else 0
+        assert r["mma"] == 2 * ws.S * nt * wr + esc_mma, (name, r)
+        # per round: three plane tiles x two slot rows x two 16-byte reads per 16-row block,
+        # and per half and 8-token tile four (16 words, read once for both blocks), and no
+        # other shared-memory read
+        assert r["lds_v4"] == r["lds"] == 12 * wr + 8 * nt, (name, r)
+        # the producer: per round and consumer warp three plane boxes per 16-row block and
+        # 2 x 2 nt x boxes; with BOX3 per round one 3-D box per plane and block and per x half
+        # and 8-token tile
         if r["box3"]:
-            assert r["tma"] == r["tma3"] == 3 + 2 * nt, (name, r)
+            assert r["tma"] == r["tma3"] == 3 * wr + 2 * nt, (name, r)
         else:
-            assert r["tma"] == ws.WK * (3 + 4 * nt) and r["tma3"] == 0, (name, r)
+            assert r["tma"] == ws.WK * (3 * wr + 4 * nt) and r["tma3"] == 0, (name, r)
         assert r["setmaxnreg"] > 0 and r["spills"] in ([0], []), (name, r)
-        extra = ws.SMEM_EXTRA + ws.SUM_BYTES + r["ew"] * (nt * ws.CORR_BYTES + ws.SMEM_EXTRA)
+        extra = ws.SMEM_EXTRA + ws.SUM_BYTES + r["ew"] * (ws.corr_slots(nt, wr) * ws.CORR_BYTES
+                                                          + ws.SMEM_EXTRA)
         assert r["ring"] <= r["smem"] <= r["ring"] + extra, (name, r)
         # named barriers (bar.sync in the PTX): at most one per stage at the start, two per
         # round (the wait on a stage, its release), the cross-warp sum's two per 8-token tile
@@ -137,15 +152,15 @@ def test_compiles_for_sm90():
         # with TAIL at most 5 in the split-K branch (the partials written before the ticket, an
         # atomic add; its broadcast; an exchange resets it), with EW one before the release of
         # the escape warp's buffer
-        assert r["bar"] <= r["stages"] + 1 + 2 * nt + 5 * r["tail"] + r["ew"], (name, r)
+        assert r["bar"] <= r["stages"] + 1 + 2 * nt * wr + 5 * r["tail"] + r["ew"], (name, r)
         # a stage's release: one mbarrier arrive, no proxy fence (session 46: up to 2.3% per
         # layer); with the escape warp one arrive each way on its buffer
         assert (r["fence"], r["mb_arrive"]) == (0, 1 + 2 * r["ew"]), (name, r)
         # a round's MMAs, each step from zero, their products summed over the S slots into the
         # accumulators (accumulating per slot over a block's rounds was 11% slower at 16 rows,
         # session 46)
-        assert r["loop_mma"] == 2 * ws.S * nt, (name, r)
-        assert r["loop_fadd"] == 4 * ws.S * nt, (name, r)
+        assert r["loop_mma"] == 2 * ws.S * nt * wr, (name, r)
+        assert r["loop_fadd"] == 4 * ws.S * nt * wr, (name, r)
         assert r["atom"] == 2 * r["tail"], (name, r)
         # PDL: a wait in each partition and one launch_dependents
         assert r["gdc"] == ((4 if r["ew"] else 3) if r["pdl"] else 0), (name, r)
@@ -183,6 +198,18 @@ def test_config_and_candidates():
     assert ws.tail_plan(t, 272, 6656, 132) == (0, 7, 1)         # 17 blocks, 7 rounds
     assert ws.tail_plan(ws.WsConfig(4), 5120, 17408, 132) == (320, 1, 17)
     assert ws.tail_plan(ws.WsConfig(2, 128, 2, 1), 5120, 17408, 132) == (264, 4, 5)
+    # 32-row blocks: 160 on N = 5120, 28 of them split in 4; 80 KB a stage at 16 rows (two
+    # fit), 64 KB at 8 (three fit); never above 16 rows
+    r2 = ws.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2)
+    assert r2.short == "ws2x1twr2" and ws.corr_slots(1, 2) == 4 and ws.corr_slots(2, 1) == 2
+    assert ws.tail_plan(r2, 5120, 17408, 132) == (132, 4, 5)
+    assert ws.smem_bytes(2, 2, 2) == 2 * 10 * 16 * 4 * 32 * 4
+    assert ws.fits(ws.WsConfig(2, ws_ewarp=1, ws_rows=2), 2)
+    assert not ws.fits(ws.WsConfig(3, ws_ewarp=1, ws_rows=2), 2)
+    assert ws.fits(ws.WsConfig(3, ws_ewarp=1, ws_rows=2), 1)
+    assert not ws.fits(ws.WsConfig(2, ws_ewarp=1, ws_rows=2), 4)
+    with pytest.raises(ValueError):
+        ws.WsConfig(ws_rows=4)
 
 
 def test_chunks_view_is_the_3d_boxes_layout():
@@ -210,6 +237,14 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     assert ws.candidates(32, 5120, 17408, dev) == ws.CANDIDATES32 + (
         ws.WsConfig(2, ws_tail=1, ws_ewarp=1),)
     assert ws.candidates(17, 16 * 264, 5120, dev) == ws.CANDIDATES32
+    # 32-row blocks only with $SPECPILOT_W12_WS_ROWS2=1: the first of CANDIDATES_R2 that fits
+    # (ws3 at 8 rows, ws2 at 16) and its tail split where it splits; none above 16 rows
+    monkeypatch.setenv(ws.ENV_ROWS2, "1")
+    assert ws.candidates(16, 5120, 17408, dev) == down + (
+        ws.WsConfig(2, ws_ewarp=1, ws_rows=2), ws.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2))
+    assert ws.candidates(8, 32 * 264, 5120, dev)[-1] == ws.WsConfig(3, ws_ewarp=1, ws_rows=2)
+    assert ws.candidates(32, 5120, 17408, dev) == ws.CANDIDATES32 + (
+        ws.WsConfig(2, ws_tail=1, ws_ewarp=1),)
 
 
 def test_17_to_32_rows_need_the_escape_warp_for_escapes(monkeypatch):
@@ -227,6 +262,11 @@ def test_17_to_32_rows_need_the_escape_warp_for_escapes(monkeypatch):
         ws.w12_ws(torch.randn(20, 64).bfloat16(), p, ws.WsConfig(3, ws_ewarp=1))
     with pytest.raises(ValueError, match="at most 16 rows"):
         mma.w12_mma(torch.randn(20, 64).bfloat16(), p, mma.CANDIDATES[0])
+    # 32-row blocks: the same rule at any row count, and at most 16 rows
+    with pytest.raises(ValueError, match="escape warp"):
+        ws.w12_ws(torch.randn(8, 64).bfloat16(), p, ws.WsConfig(3, ws_rows=2))
+    with pytest.raises(ValueError, match="at most 16 rows"):
+        ws.w12_ws(torch.randn(20, 64).bfloat16(), p, ws.WsConfig(2, ws_ewarp=1, ws_rows=2))
 
 
 def test_refuses_without_an_sm90_gpu():
@@ -284,10 +324,11 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
     esc = p.kent.numel() > 0
-    for cfg in ws.CANDIDATES + TAIL_CONFIGS + NT4_CONFIGS:
+    for cfg in ws.CANDIDATES + TAIL_CONFIGS + NT4_CONFIGS + R2_CONFIGS:
         for M in (1, 2, 3, 7, 8, 9, 16, 17, 24, 32):
             nt = ws.nt_for(M)
-            if ws.fits(cfg, nt) and not (nt == 4 and esc and not cfg.ws_ewarp):
+            if ws.fits(cfg, nt) and not ((nt == 4 or cfg.ws_rows == 2) and esc
+                                         and not cfg.ws_ewarp):
                 a = acts(M, K, M)
                 check_close(ws.w12_ws(a.cuda(), p, cfg), a, x)
     # x contiguous but not 16-byte aligned (a view 2 bytes into a buffer): copied for TMA
