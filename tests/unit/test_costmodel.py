@@ -220,9 +220,9 @@ def test_shipped_dspark_drafters(target, layers, rows, tmp_path, capsys):
 
 
 def test_cli_settings_final_engine(tmp_path, capsys):
-    """--engine final: stock plus the setting's landed --weight-format (W12 on the H100 DFlash2
-    settings, nothing on the H200 ones); a conflicting --weight-format, final without a setting,
-    and a landed flag the model does not count are errors."""
+    """--engine final: stock plus the setting's landed --weight-format (W12 on the H100 and H200
+    settings, nothing on the RTX PRO 6000 ones); a conflicting --weight-format, final without a
+    setting, and a landed flag the model does not count are errors."""
     from tests.workflow.conftest import make_setting
 
     reps = {}
@@ -235,19 +235,21 @@ def test_cli_settings_final_engine(tmp_path, capsys):
     capsys.readouterr()
     final, stock, h200 = reps["h100", "final"], reps["h100", "stock"], reps["h200", "final"]
     assert (final["engine"], stock["engine"], h200["engine"]) == ("final", "stock", "final")
-    assert final["step"]["weight_format"] == "w12"
-    assert stock["step"]["weight_format"] == h200["step"]["weight_format"] == "bf16"
+    assert final["step"]["weight_format"] == h200["step"]["weight_format"] == "w12"
+    assert stock["step"]["weight_format"] == "bf16"
     assert abs(final["totals"]["weight_bytes"] / stock["totals"]["weight_bytes"] - 0.75) < 0.01
-    assert h200["totals"]["bytes"] == stock["totals"]["bytes"]
+    assert h200["totals"]["bytes"] == final["totals"]["bytes"]
     # each setting's floors at its own card's nominal rates
     assert final["rates"] == stock["rates"] == dict(bw=3.35e12, flops=989e12,
                                                     source="nominal H100 80GB SXM")
     assert h200["rates"] == dict(bw=4.8e12, flops=989e12, source="nominal H200")
     assert stock["totals"]["floor_ms"] > h200["totals"]["floor_ms"]
     out = tmp_path / "rtx.json"
-    assert main(["--setting", "rtxpro6000_c1_qwen38-27b_dflash2", "--accept", "4.8", "--json",
-                 str(out)]) == 0
-    assert json.loads(out.read_text())["rates"]["source"] == "nominal RTX PRO 6000"
+    assert main(["--setting", "rtxpro6000_c1_qwen38-27b_dflash2", "--engine", "final",
+                 "--accept", "4.8", "--json", str(out)]) == 0
+    rtx = json.loads(out.read_text())
+    assert rtx["rates"]["source"] == "nominal RTX PRO 6000"
+    assert (rtx["engine"], rtx["step"]["weight_format"]) == ("final", "bf16")
     assert main(["--setting", "h100_c1_qwen38-27b_dflash2", "--engine", "final",
                  "--weight-format", "auto"]) == 2
     assert "final of h100_c1_qwen38-27b_dflash2 runs --weight-format w12" in \

@@ -370,9 +370,10 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
 
 @pytest.mark.gpu
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
-    """A chain of norm -> W12 layers on ws (every candidate at 8 and 16 rows) and on the
-    register loop gives the same bits eagerly and in a CUDA graph (the TMA descriptors captured
-    with the launches), with PDL off (pdl.ENABLED) and on (ws.WS_PDL, the default)."""
+    """A chain of norm -> W12 layers on ws (every candidate at 8 and 16 rows, the 32-row
+    blocks' among them) and on the register loop gives the same bits eagerly and in a CUDA graph
+    (the TMA descriptors captured with the launches), with PDL off (pdl.ENABLED) and on
+    (ws.WS_PDL, the default)."""
     from specpilot.kernels import norm
     from specpilot.w12 import kernel as Kn
 
@@ -381,8 +382,8 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     monkeypatch.setattr(ws, "WS_PDL", True)
     D = 2048
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
-              for i in range(6)]
-    cfgs = ws.CANDIDATES + (mma.MmaConfig(2, 1, 2, 8, esc_mma=1),)
+              for i in range(7)]
+    cfgs = ws.CANDIDATES + ws.CANDIDATES_R2 + (mma.MmaConfig(2, 1, 2, 8, esc_mma=1),)
     nw = torch.randn(D, device="cuda").bfloat16()
     for M in (8, 16):
         x0 = acts(M, D, M).cuda()
