@@ -71,7 +71,7 @@ def checks(res: dict) -> bool:
         ok_all &= GB.check_kernel(f"N{N} K{Kd} per_row={per_row}", WS.w12_ws, p, w,
                                   CHECK_CONFIGS, (1, 5, 8, 9, 16, 17, 32), skip=lambda cfg, M: (
                                       not WS.fits(cfg, WS.nt_for(M))
-                                      or (WS.nt_for(M) == 4 and not cfg.ws_ewarp)))
+                                      or WS.needs_ewarp(cfg, WS.nt_for(M), True)))
     res["check"] = WB.RESULTS["correctness"]
     return ok_all
 

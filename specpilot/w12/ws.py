@@ -203,6 +203,13 @@ def fits(cfg: WsConfig, nt: int) -> bool:
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
 
 
+def needs_ewarp(cfg: WsConfig, nt: int, esc: bool) -> bool:
+    """Whether cfg at nt 8-token tiles needs the escape warp it lacks for a weight with (esc)
+    escapes: the consumers have no escape code of their own at 17-32 rows (NT 4) or with
+    32-row blocks (static_assert in the kernel)."""
+    return esc and not cfg.ws_ewarp and (nt == 4 or cfg.ws_rows == 2)
+
+
 def n_rounds(K: int) -> int:
     """Rounds of a block on K columns (padded to 32: format.PAD_K): TILE_W H words per consumer
     warp, so 1024 columns a round."""
@@ -829,12 +836,9 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
                          f"has" + (" (32-row blocks: at most 16 rows)" if cfg.ws_rows == 2
                                    else ""))
     esc = planes.kent.numel() > 0
-    if NT == 4 and esc and not cfg.ws_ewarp:
+    if needs_ewarp(cfg, NT, esc):
         raise ValueError(f"w12_ws: {cfg.short} at {M} rows: a weight with escapes needs the "
-                         f"escape warp (ws_ewarp) above 16 rows")
-    if cfg.ws_rows == 2 and esc and not cfg.ws_ewarp:
-        raise ValueError(f"w12_ws: {cfg.short}: 32-row blocks on a weight with escapes need "
-                         f"the escape warp (ws_ewarp)")
+                         f"escape warp (ws_ewarp) above 16 rows and with 32-row blocks")
     y = torch.empty((M, N), dtype=torch.bfloat16, device=x.device)
     sw = swizzle()
     # each half its own descriptor over a strided view: a last partial round reads zeros past

@@ -210,6 +210,12 @@ def test_config_and_candidates():
     assert not ws.fits(ws.WsConfig(2, ws_ewarp=1, ws_rows=2), 4)
     with pytest.raises(ValueError):
         ws.WsConfig(ws_rows=4)
+    # escapes only through the escape warp at 17-32 rows and with 32-row blocks
+    assert ws.needs_ewarp(ws.WsConfig(2), 4, True)
+    assert ws.needs_ewarp(ws.WsConfig(3, ws_rows=2), 1, True)
+    assert not ws.needs_ewarp(ws.WsConfig(3), 2, True)
+    assert not ws.needs_ewarp(ws.WsConfig(2), 4, False)
+    assert not ws.needs_ewarp(ws.WsConfig(2, ws_ewarp=1, ws_rows=2), 2, True)
 
 
 def test_chunks_view_is_the_3d_boxes_layout():
@@ -327,8 +333,7 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
     for cfg in ws.CANDIDATES + TAIL_CONFIGS + NT4_CONFIGS + R2_CONFIGS:
         for M in (1, 2, 3, 7, 8, 9, 16, 17, 24, 32):
             nt = ws.nt_for(M)
-            if ws.fits(cfg, nt) and not ((nt == 4 or cfg.ws_rows == 2) and esc
-                                         and not cfg.ws_ewarp):
+            if ws.fits(cfg, nt) and not ws.needs_ewarp(cfg, nt, esc):
                 a = acts(M, K, M)
                 check_close(ws.w12_ws(a.cuda(), p, cfg), a, x)
     # x contiguous but not 16-byte aligned (a view 2 bytes into a buffer): copied for TMA
