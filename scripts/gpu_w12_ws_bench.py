@@ -17,7 +17,8 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    With --ab, the best ws config also on the planes with an empty escape list; with --vary SPEC
    (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_stages=4,ws_tail=1``)
    every ws candidate also with those fields changed (``--vary ws_rows=2,ws_ewarp=1``: the
-   32-row blocks of session 49).
+   32-row blocks of session 49; at 9-16 rows they fit only with ``ws_stages=2``, so add
+   ``--vary ws_rows=2,ws_ewarp=1,ws_stages=2``); a SPEC with no variant that fits is named.
 """
 from __future__ import annotations
 
@@ -81,6 +82,7 @@ def timing(args, res: dict, t0: float) -> None:
     variants = [{k: int(v) for k, v in (kv.split("=") for kv in spec.split(","))}
                 for spec in args.vary]
     dev = torch.device("cuda")
+    warned = set()
     print(f"{'model':16s} {'layer':28s} {'N':>6s} {'K':>6s} {'M':>2s} {'cuBLAS':>8s} {'mma':>8s} "
           f"{'ws':>8s} {'ws cfg':>10s} {'ws/mma':>7s} {'cuB/ws':>7s}")
     for model in args.models.split(","):
@@ -104,8 +106,15 @@ def timing(args, res: dict, t0: float) -> None:
                                                 len(ringb))
                 base = WS.candidates(M, N, Kd, dev)
                 nt = WS.nt_for(M)
-                wsc = base + tuple(v for v in (replace(c, **f) for f in variants for c in base)
-                                   if WS.fits(v, nt))   # (ws_ewarp's buffer: not ws4 at 16)
+                wsc = tuple(dict.fromkeys(base + tuple(   # (each config timed once)
+                    v for v in (replace(c, **f) for f in variants for c in base)
+                    if WS.fits(v, nt))))   # (ws_ewarp's buffer: not ws4 at 16)
+                for spec, f in zip(args.vary, variants):   # said once, not silently dropped
+                    if (spec, M) not in warned and not any(WS.fits(replace(c, **f), nt)
+                                                           for c in base):
+                        warned.add((spec, M))
+                        print(f"   --vary {spec}: no variant fits at M={M} (e.g. 32-row blocks "
+                              f"at 9-16 rows fit only with ws_stages=2)")
                 kinds = (("mma", MMA_CONFIGS), ("ws", wsc))
                 if M > MM.MAX_M:   # 17-32 rows: the template GEMM (tuned) in the mma column
                     c = K.get_config("w12", acts[0], p)

@@ -51,12 +51,13 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   (``CANDIDATES32``); escapes only through the escape warp (two passes over each chunk, x rows
   16-31 in the second).
 * Blocks of 32 weight rows (``WsConfig.ws_rows`` 2, session 49, at 1-16 rows; off the tuner
-  unless ``$SPECPILOT_W12_WS_ROWS2=1`` until measured): an item is two adjacent 16-row blocks
-  whose planes share a stage and one copy of the round's x, so L2 delivers x once for twice the
-  weight (per weight byte 1.67 bytes from L2 at 16 rows instead of 2.33: session 49's profile
-  on the H200 put the 16-row kernel at about L2's bandwidth, docs/w12.md). The second block's
-  accumulators are the NT 4 ones (``ccc`` / ``dcc``), its outputs the third and fourth 8-token
-  slots (rows + 16); escapes only through the escape warp (one pass per block).
+  unless ``$SPECPILOT_W12_WS_ROWS2=1``: no faster on an H100, not yet timed on an H200): an
+  item is two adjacent 16-row blocks whose planes share a stage and one copy of the round's
+  x, so L2 delivers x once for twice the weight (per weight byte 1.67 bytes from L2 at 16
+  rows instead of 2.33: session 49's profile on the H200 put the 16-row kernel at about L2's
+  bandwidth, docs/w12.md). The second block's accumulators are the NT 4 ones (``ccc`` /
+  ``dcc``), its outputs the third and fourth 8-token slots (rows + 16); escapes only through
+  the escape warp (one pass per block).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
@@ -152,7 +153,7 @@ def ws32_enabled() -> bool:
 
 def ws_rows_enabled() -> bool:
     """Whether the tuner offers ``CANDIDATES_R2`` (``$SPECPILOT_W12_WS_ROWS2`` = 1; off by
-    default: built in session 49, not yet measured)."""
+    default: no faster on an H100, session 50; not yet timed on an H200)."""
     return os.environ.get(ENV_ROWS2, "0") == "1"
 
 
