@@ -106,15 +106,14 @@ def timing(args, res: dict, t0: float) -> None:
                                                 len(ringb))
                 base = WS.candidates(M, N, Kd, dev)
                 nt = WS.nt_for(M)
-                wsc = tuple(dict.fromkeys(base + tuple(   # (each config timed once)
-                    v for v in (replace(c, **f) for f in variants for c in base)
-                    if WS.fits(v, nt))))   # (ws_ewarp's buffer: not ws4 at 16)
-                for spec, f in zip(args.vary, variants):   # said once, not silently dropped
-                    if (spec, M) not in warned and not any(WS.fits(replace(c, **f), nt)
-                                                           for c in base):
+                per_spec = [[v for v in (replace(c, **f) for c in base) if WS.fits(v, nt)]
+                            for f in variants]   # (ws_ewarp's buffer: not ws4 at 16)
+                for spec, vs in zip(args.vary, per_spec):   # said once, not silently dropped
+                    if not vs and (spec, M) not in warned:
                         warned.add((spec, M))
                         print(f"   --vary {spec}: no variant fits at M={M} (e.g. 32-row blocks "
                               f"at 9-16 rows fit only with ws_stages=2)")
+                wsc = tuple(dict.fromkeys(base + tuple(v for vs in per_spec for v in vs)))
                 kinds = (("mma", MMA_CONFIGS), ("ws", wsc))
                 if M > MM.MAX_M:   # 17-32 rows: the template GEMM (tuned) in the mma column
                     c = K.get_config("w12", acts[0], p)
