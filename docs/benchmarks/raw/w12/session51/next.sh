@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Session 51's device call (meant for an H200; on another GPU it stops at once): the 32-row
-# blocks (ws_rows 2) at 16 and 8 rows against the final candidate set (session 50's h200 mode),
+# blocks (ws_rows 2) at 16 rows against the final candidate set (session 50's h200 mode at 16 rows only: at 8 rows
+# x costs L2 1.67 bytes per weight byte already, and the H100 lost 4-19% per layer there),
 # then, only where they win per token at 16 rows on either model by more than 2%, W12 `stock`
 # on Muse-Glimmer-30B + DFlash2 at one request (16 verify rows) with the tuner offering them
-# ($SPECPILOT_W12_WS_ROWS2=1), in the same call (~9 min at most).
+# ($SPECPILOT_W12_WS_ROWS2=1), in the same call (~8 min at most).
 #   bash docs/benchmarks/raw/w12/session51/next.sh
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
@@ -11,7 +12,7 @@ T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=$OUT/next; mkdir -p $L
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee $L/gpu.txt
 grep -q H200 $L/gpu.txt || { echo "not an H200: stopped"; exit 3; }
-timeout 300 python3 scripts/gpu_w12_ws_bench.py --m 16,8 --time-limit 250 \
+timeout 260 python3 scripts/gpu_w12_ws_bench.py --m 16 --time-limit 200 \
   --vary ws_rows=2,ws_ewarp=1 --vary ws_rows=2,ws_ewarp=1,ws_stages=2 \
   --out $L/rows2.json > $L/rows2.log 2>&1
 el "ws bench rc=$?"; grep -vE "^PASS" $L/rows2.log | cut -c1-200
