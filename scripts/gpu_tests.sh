@@ -30,7 +30,9 @@ if [ $# -eq 0 ]; then
         tests/unit/test_dynconv_kernel.py tests/unit/test_gdn_kernel.py \
         tests/unit/test_kv_store_kernel.py tests/unit/test_noise_kernel.py \
         tests/unit/test_selector_kernel.py tests/unit/test_topk_kernel.py \
-        tests/unit/test_triton_attention.py tests/unit/test_costmodel.py tests/e2e/test_graph_path.py
+        tests/unit/test_triton_attention.py tests/unit/test_costmodel.py tests/e2e/test_graph_path.py \
+        tests/unit/test_w12_ws.py tests/unit/test_markov_kernel.py \
+        tests/e2e/test_w12_engine.py::test_gpu_w12_stock_graphs_equal_eager
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 T0=$(date +%s)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 51's device call (meant for an H200; on another GPU it stops at once): the 32-row
-# blocks (ws_rows 2) at 16 rows against the final candidate set (session 50's h200 mode at 16 rows only: at 8 rows
-# x costs L2 1.67 bytes per weight byte already, and the H100 lost 4-19% per layer there),
+# blocks (ws_rows 2) at 16 rows against the final candidate set (session 50's h200 mode at 16
+# rows only: at 8 rows x costs L2 1.67 bytes per weight byte already, and the H100 lost 4-19%
+# per layer there),
 # then, only where they win per token at 16 rows on either model by more than 2%, W12 `stock`
 # on Muse-Glimmer-30B + DFlash2 at one request (16 verify rows) with the tuner offering them
 # ($SPECPILOT_W12_WS_ROWS2=1), in the same call (~8 min at most).
