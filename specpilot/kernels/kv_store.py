@@ -8,9 +8,10 @@ Grid (T, head blocks): program (t, j) copies BLOCK_H heads of token t, of k and 
 loc[t]. k and v are read through (token, head) strides, so views split from a fused qkv output
 are read in place; the caches are contiguous [slots, Hkv, D]. No host sync and no data-dependent
 shape, so the launch can be captured in a CUDA graph. Slots are not range-checked (that would
-need a sync): they must lie in [0, slots). With a slot repeated in loc, one of its rows lands
-there, which one is unspecified (as for torch's index_put on CUDA); the engine repeats only the
-scratch slot 0 (padding rows).
+need a sync): they must lie in [0, slots). With a slot repeated in loc, the rows' programs
+race: each element of that slot ends up holding the same element of one of its rows, which row
+is unspecified and may differ between elements and between k and v (as for torch's index_put
+on CUDA); the engine repeats only the scratch slot 0 (padding rows), which no request reads.
 """
 
 from __future__ import annotations

@@ -76,15 +76,22 @@ def test_store_exact_bits_and_int32_loc():
 
 
 def test_store_repeated_slot():
-    """A repeated slot (padding rows all write the scratch slot 0) holds one of its rows; the
-    other slots are exact."""
+    """A repeated slot (padding rows all write the scratch slot 0): every element of it holds
+    that element of one of its rows (programs race on a GPU, so k and v, and different
+    elements, may come from different rows: session 52's H100 run saw that); the other slots
+    are exact."""
     kc, vc = caches(torch.float32)
     k, v = split_kv(5, torch.float32, seed=6)
     loc = torch.tensor([0, 6, 0, 1, 0], device=DEV)
     ref_k, ref_v = reference(kc, vc, loc, k, v)
     KS.store_kv(kc, vc, loc, k, v)
     assert torch.equal(kc[1:], ref_k[1:]) and torch.equal(vc[1:], ref_v[1:])
-    assert any(torch.equal(kc[0], k[i]) and torch.equal(vc[0], v[i]) for i in (0, 2, 4))
+    for got, rows in ((kc[0], k), (vc[0], v)):
+        from_some_row = torch.zeros_like(got, dtype=torch.bool)
+        for i in (0, 2, 4):
+            from_some_row |= got == rows[i]
+        assert bool(from_some_row.all())
+    assert not torch.equal(k[0], k[2])  # the check above can fail: the rows differ
 
 
 def test_store_empty_is_a_no_op():
