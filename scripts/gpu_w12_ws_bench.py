@@ -18,7 +18,9 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_stages=4,ws_tail=1``)
    every ws candidate also with those fields changed (``--vary ws_rows=2,ws_ewarp=1``: the
    32-row blocks of session 49; at 9-16 rows they fit only with ``ws_stages=2``, so add
-   ``--vary ws_rows=2,ws_ewarp=1,ws_stages=2``); a SPEC with no variant that fits is named.
+   ``--vary ws_rows=2,ws_ewarp=1,ws_stages=2``; x resident, session 52: ``--vary ws_xres=1
+   --vary ws_xres=1,ws_stages=2``); a SPEC with no variant that fits is named (variants that
+   are no valid WsConfig, e.g. x resident with the tail split, are left out).
 """
 from __future__ import annotations
 
@@ -55,7 +57,8 @@ CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_ta
                                      WS.WsConfig(2, ws_tail=1, ws_ewarp=1),) + (
                                      WS.CANDIDATES_R2 + (
                                          WS.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2),
-                                         WS.WsConfig(3, ws_tail=1, ws_ewarp=1, ws_rows=2)))
+                                         WS.WsConfig(3, ws_tail=1, ws_ewarp=1, ws_rows=2))
+                                 ) + WS.CANDIDATES_X + (WS.WsConfig(2, ws_xres=1),)
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))
@@ -71,10 +74,18 @@ def checks(res: dict) -> bool:
         p = K.prepare(encode(w.cpu(), per_row=per_row), "cuda")
         ok_all &= GB.check_kernel(f"N{N} K{Kd} per_row={per_row}", WS.w12_ws, p, w,
                                   CHECK_CONFIGS, (1, 5, 8, 9, 16, 17, 32), skip=lambda cfg, M: (
-                                      not WS.fits(cfg, WS.nt_for(M))
+                                      not WS.fits(cfg, WS.nt_for(M), Kd)
                                       or WS.needs_ewarp(cfg, WS.nt_for(M), True)))
     res["check"] = WB.RESULTS["correctness"]
     return ok_all
+
+
+def variant(cfg, fields: dict):
+    """cfg with fields changed, or None where that is no valid WsConfig."""
+    try:
+        return replace(cfg, **fields)
+    except ValueError:
+        return None
 
 
 def timing(args, res: dict, t0: float) -> None:
@@ -106,13 +117,14 @@ def timing(args, res: dict, t0: float) -> None:
                                                 len(ringb))
                 base = WS.candidates(M, N, Kd, dev)
                 nt = WS.nt_for(M)
-                per_spec = [[v for v in (replace(c, **f) for c in base) if WS.fits(v, nt)]
+                per_spec = [[v for v in (variant(c, f) for c in base)
+                             if v is not None and WS.fits(v, nt, Kd)]
                             for f in variants]   # (ws_ewarp's buffer: not ws4 at 16)
                 for spec, vs in zip(args.vary, per_spec):   # said once, not silently dropped
-                    if not vs and (spec, M) not in warned:
-                        warned.add((spec, M))
-                        print(f"   --vary {spec}: no variant fits at M={M} (e.g. 32-row blocks "
-                              f"at 9-16 rows fit only with ws_stages=2)")
+                    if not vs and (spec, M, Kd) not in warned:
+                        warned.add((spec, M, Kd))
+                        print(f"   --vary {spec}: no variant fits at M={M} K={Kd} (e.g. "
+                              f"32-row blocks at 9-16 rows fit only with ws_stages=2)")
                 wsc = tuple(dict.fromkeys(base + tuple(v for vs in per_spec for v in vs)))
                 kinds = (("mma", MMA_CONFIGS), ("ws", wsc))
                 if M > MM.MAX_M:   # 17-32 rows: the template GEMM (tuned) in the mma column

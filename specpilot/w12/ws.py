@@ -58,6 +58,15 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   bandwidth, docs/w12.md). The second block's accumulators are the NT 4 ones (``ccc`` /
   ``dcc``), its outputs the third and fourth 8-token slots (rows + 16); escapes only through
   the escape warp (one pass per block).
+* x resident (``WsConfig.ws_xres`` 1, session 52; off the tuner unless
+  ``$SPECPILOT_W12_WS_XRES=1``): x of every round of K stays in shared memory for the whole
+  launch (``XR`` = the rounds: its own [2 XR, 16 WK NT, 32] buffers). The producer loads a
+  round's x only in the program's first item, with its planes, on the same stage barrier; every
+  later item streams planes only and the consumers read round r's x from slot r. L2 then
+  delivers about 1 byte per weight byte plus x once per program (16 rows: 2.33 otherwise), for
+  fewer ring stages (x takes 32 KB a round at 16 rows: K = 5120 leaves room for two stages of
+  24 KB, K = 4096 for three). Whole blocks only (no tail split), 16-row blocks, the 3-D boxes
+  (K % 256 == 0).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
@@ -98,6 +107,7 @@ TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
 MAX_M = 32       # 17-32 rows (NT 4) only behind $SPECPILOT_W12_WS32 in w12_matmul (ws32_enabled)
 ENV_WS32 = "SPECPILOT_W12_WS32"
 ENV_ROWS2 = "SPECPILOT_W12_WS_ROWS2"   # the tuner offers CANDIDATES_R2 (ws_rows_enabled)
+ENV_XRES = "SPECPILOT_W12_WS_XRES"    # the tuner offers CANDIDATES_X (xres_enabled)
 WS_PDL = True    # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
@@ -116,8 +126,9 @@ class WsConfig:
     ``MmaConfig.split``: fp32 partials in a workspace, the last to finish adds them in split
     order); ws_ewarp 1: a warp of their own (the escape warp) computes each block's escape
     products ahead of the consumers, who add them in the cross-warp sum; ws_rows 2: blocks of
-    32 weight rows (two 16-row blocks on one copy of x a round; at most 16 activation rows).
-    Prefixed names: tune files hold these next to ``mma.MmaConfig`` entries under the same
+    32 weight rows (two 16-row blocks on one copy of x a round; at most 16 activation rows);
+    ws_xres 1: x of all K resident in shared memory, loaded once per program (whole 16-row
+    blocks only: ws_tail 0, ws_rows 1). Prefixed names: tune files hold these next to ``mma.MmaConfig`` entries under the same
     keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
@@ -125,18 +136,21 @@ class WsConfig:
     ws_tail: int = 0
     ws_ewarp: int = 0
     ws_rows: int = 1
+    ws_xres: int = 0
 
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
                 and self.ws_tail in (0, 1) and self.ws_ewarp in (0, 1)
-                and self.ws_rows in (1, 2)):
+                and self.ws_rows in (1, 2) and self.ws_xres in (0, 1)
+                and not (self.ws_xres and (self.ws_tail or self.ws_rows == 2))):
             raise ValueError(f"WsConfig: bad values {self}")
 
     @property
     def short(self) -> str:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
         return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
-                + ("w" if self.ws_ewarp else "") + ("r2" if self.ws_rows == 2 else ""))
+                + ("w" if self.ws_ewarp else "") + ("r2" if self.ws_rows == 2 else "")
+                + ("xr" if self.ws_xres else ""))
 
 
 def nt_for(M: int) -> int:
@@ -157,10 +171,16 @@ def ws_rows_enabled() -> bool:
     return os.environ.get(ENV_ROWS2, "0") == "1"
 
 
-def smem_bytes(stages: int, nt: int, rows: int = 1) -> int:
+def xres_enabled() -> bool:
+    """Whether the tuner offers ``CANDIDATES_X`` (``$SPECPILOT_W12_WS_XRES`` = 1; off by
+    default: built in session 52, not yet timed on an H200)."""
+    return os.environ.get(ENV_XRES, "0") == "1"
+
+
+def smem_bytes(stages: int, nt: int, rows: int = 1, xr: int = 0) -> int:
     """The ring's bytes: per stage 3 ``rows`` plane tiles and 2 nt x tiles of [16 WK, 32]
-    int32."""
-    return stages * (3 * rows + 2 * nt) * 16 * WK * TILE_W * 4
+    int32; with xr > 0 (x resident) the x tiles are per round of K instead (xr rounds)."""
+    return (stages * 3 * rows + (xr or stages) * 2 * nt) * 16 * WK * TILE_W * 4
 
 
 def corr_slots(nt: int, rows: int) -> int:
@@ -179,6 +199,9 @@ CANDIDATES32 = (WsConfig(2, ws_ewarp=1),)
 # 32-row blocks (escapes only through the escape warp; 64 KB a stage at 8 rows, 80 KB at 16),
 # with the tuner only where ws_rows_enabled()
 CANDIDATES_R2 = (WsConfig(3, ws_ewarp=1, ws_rows=2), WsConfig(2, ws_ewarp=1, ws_rows=2))
+# x resident (ws_xres; the escape warp; no tail split), with the tuner only where
+# xres_enabled(): the first that fits (most stages)
+CANDIDATES_X = tuple(WsConfig(s, ws_ewarp=1, ws_xres=1) for s in (4, 3, 2))
 # ws_tail offered on the first TAIL_BASES bases where it splits (the down and o_proj layers have
 # 320-416 blocks of 16 rows, 2.4-3.2 per SM: their last wave ran 40-80% full; session 45 call 6:
 # it won the downs at 16 rows by 4-9% and lost 2-8% elsewhere; session 47: ws3 with the escape
@@ -193,12 +216,20 @@ def supported(M: int, K: int, device: torch.device) -> bool:
             and torch.cuda.get_device_capability(device)[0] == 9)
 
 
-def fits(cfg: WsConfig, nt: int) -> bool:
+def fits(cfg: WsConfig, nt: int, K: int | None = None) -> bool:
     """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's
-    (32-row blocks: at most 16 activation rows)."""
+    (32-row blocks: at most 16 activation rows). With ws_xres the weight's K is needed (x of
+    all its rounds is resident), and K % 256 == 0 (the 3-D boxes, ``box3_ok``)."""
     if cfg.ws_rows == 2 and nt == 4:
         return False
-    need = (smem_bytes(cfg.ws_stages, nt, cfg.ws_rows) + SMEM_EXTRA + SUM_BYTES
+    xr = 0
+    if cfg.ws_xres:
+        if K is None:
+            raise ValueError("fits: a ws_xres config needs the weight's K")
+        if not box3_ok(K, _cdiv(K, 32) * 32):
+            return False
+        xr = n_rounds(K)
+    need = (smem_bytes(cfg.ws_stages, nt, cfg.ws_rows, xr) + SMEM_EXTRA + SUM_BYTES
             + cfg.ws_ewarp * (corr_slots(nt, cfg.ws_rows) * CORR_BYTES
                               + SMEM_EXTRA))   # (its mbarriers: SMEM_EXTRA)
     return need <= BLOCK_SMEM and cfg.ws_grid * (need + 1024) <= SM_SMEM
@@ -233,7 +264,8 @@ def tail_plan(cfg: WsConfig, N: int, K: int, n_sm: int) -> tuple:
 def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
     """The configs of CANDIDATES that fit at M rows, where supported, and the first TAIL_BASES
     of them with ws_tail where it splits the N x K weight's last wave; with ws_rows_enabled()
-    also the first of CANDIDATES_R2 that fits, and its tail split likewise."""
+    also the first of CANDIDATES_R2 that fits, and its tail split likewise; with
+    xres_enabled() the first of CANDIDATES_X that fits (no tail split)."""
     if not supported(M, K, device):
         return ()
     nt = nt_for(M)
@@ -248,6 +280,8 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
             fit = fit[:1]
         tails = [replace(c, ws_tail=1) for c in fit[:TAIL_BASES]]
         out += fit + [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
+    if xres_enabled():
+        out += [c for c in CANDIDATES_X if fits(c, nt, K)][:1]
     return tuple(out)
 
 
@@ -286,15 +320,28 @@ if HAS_WS:
                               xsb.slice(16 * WK * tt + 16 * w + 8 * b, 8))
 
     @gluon.jit
+    def _x_boxes(xa_desc, xb_desc, xs, xi, r, bar, WK: gl.constexpr, NT: gl.constexpr,
+                 L3: gl.constexpr):
+        """Round r's x, one 3-D box per half and 8-token tile, into x buffers 2 xi, 2 xi + 1."""
+        for tt in gl.static_range(NT):
+            _tma_load(xa_desc, [2 * r * WK, 8 * tt, 0], bar, _box3(
+                xs.index(2 * xi).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
+            _tma_load(xb_desc, [2 * r * WK, 8 * tt, 0], bar, _box3(
+                xs.index(2 * xi + 1).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
+
+    @gluon.jit
     def _producer(h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs, ready, empty,
                   n_items, n_rounds, full, splits, rps, WK: gl.constexpr, NT: gl.constexpr,
-                  NS: gl.constexpr, PDL: gl.constexpr, BOX3: gl.constexpr, WR: gl.constexpr):
+                  NS: gl.constexpr, PDL: gl.constexpr, BOX3: gl.constexpr, WR: gl.constexpr,
+                  XR: gl.constexpr = 0):
         """The producer warp: every (item, round) of the program into ring stage i % NS once
         the consumers have released it (_item); with WR 2 both 16-row blocks' planes (plane
-        buffers WR st, WR st + 1) and one copy of x."""
+        buffers WR st, WR st + 1) and one copy of x; with XR (x resident, BOX3 only) x of round
+        r into x buffers 2 r, 2 r + 1 in the program's first item only."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
-        nbytes: gl.constexpr = (3 * WR + 2 * NT) * 16 * WK * _TW * 4
+        pbytes: gl.constexpr = 3 * WR * 16 * WK * _TW * 4
+        xbytes: gl.constexpr = 2 * NT * 16 * WK * _TW * 4
         _mm._gdc_wait(PDL > 0)
         i = 0
         for it in range(pid, n_items, npg):
@@ -304,7 +351,13 @@ if HAS_WS:
                 st = i % NS
                 mbarrier.wait(empty.index(st), ((i // NS) & 1) ^ 1)
                 bar = ready.index(st)
-                mbarrier.expect(bar, nbytes)
+                if XR:
+                    if it == pid:
+                        mbarrier.expect(bar, pbytes + xbytes)
+                    else:
+                        mbarrier.expect(bar, pbytes)
+                else:
+                    mbarrier.expect(bar, pbytes + xbytes)
                 if BOX3:   # one box per plane and x half / 8-token tile (3-D descriptors)
                     L3: gl.constexpr = h_desc.layout
                     for b in gl.static_range(WR):
@@ -314,11 +367,11 @@ if HAS_WS:
                                   _box3(las.index(WR * st + b), WK, 16, L3))
                         _tma_load(lb_desc, [r * WK, n0 + 16 * b, 0], bar,
                                   _box3(lbs.index(WR * st + b), WK, 16, L3))
-                    for tt in gl.static_range(NT):
-                        _tma_load(xa_desc, [2 * r * WK, 8 * tt, 0], bar, _box3(
-                            xs.index(2 * st).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
-                        _tma_load(xb_desc, [2 * r * WK, 8 * tt, 0], bar, _box3(
-                            xs.index(2 * st + 1).slice(16 * WK * tt, 16 * WK), 2 * WK, 8, L3))
+                    if XR:
+                        if it == pid:
+                            _x_boxes(xa_desc, xb_desc, xs, r, r, bar, WK, NT, L3)
+                    else:
+                        _x_boxes(xa_desc, xb_desc, xs, st, r, bar, WK, NT, L3)
                 else:
                     j = r * (_TW * WK)
                     for b in gl.static_range(WR):
@@ -406,15 +459,19 @@ if HAS_WS:
                 gl.minimum(r0 + rps + (1 - tail) * n_rounds, n_rounds))
 
     @gluon.jit
-    def _round(hs, las, lbs, xs, ready, empty, i, hbw, hbw2, acc01, acc23, bcc01, bcc23, ccc01,
-               ccc23, dcc01, dcc23, zero, WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr,
-               P: gl.constexpr, Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr,
-               LX: gl.constexpr, WR: gl.constexpr):
+    def _round(hs, las, lbs, xs, ready, empty, i, r, hbw, hbw2, acc01, acc23, bcc01, bcc23,
+               ccc01, ccc23, dcc01, dcc23, zero, WK: gl.constexpr, NT: gl.constexpr,
+               NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr, X: gl.constexpr,
+               LP: gl.constexpr, LX: gl.constexpr, WR: gl.constexpr, XR: gl.constexpr = 0):
         """The consumers' round i: its stage's planes and x from the ring (then the stage back
         to the producer), the decode and the MMAs into the accumulators (acc, bcc: tokens 0-7,
         8-15; with NT 4 ccc, dcc: 16-23, 24-31, the same decoded words; with WR 2 ccc, dcc:
-        the second 16-row block's tokens 0-7, 8-15 on the same x, its bases hbw2)."""
+        the second 16-row block's tokens 0-7, 8-15 on the same x, its bases hbw2; with XR x of
+        round r from the resident x buffers 2 r, 2 r + 1)."""
         st = i % NS
+        xi = st
+        if XR:
+            xi = r
         mbarrier.wait(ready.index(st), (i // NS) & 1)
         h = _planes(hs.index(WR * st), LP, P)
         la = _planes(las.index(WR * st), LP, P)
@@ -423,8 +480,8 @@ if HAS_WS:
             h2 = _planes(hs.index(WR * st + 1), LP, P)
             la2 = _planes(las.index(WR * st + 1), LP, P)
             lb2 = _planes(lbs.index(WR * st + 1), LP, P)
-        xsa = xs.index(2 * st)
-        xsb = xs.index(2 * st + 1)
+        xsa = xs.index(2 * xi)
+        xsb = xs.index(2 * xi + 1)
         xa = _xtile(xsa.slice(0, 16 * WK), LX, X)
         xb = _xtile(xsb.slice(0, 16 * WK), LX, X)
         if NT >= 2:
@@ -474,7 +531,7 @@ if HAS_WS:
                   X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr, QE: gl.constexpr,
                   EL: gl.constexpr, ESC: gl.constexpr, HB_PER_ROW: gl.constexpr,
                   PDL: gl.constexpr, red, RL: gl.constexpr, TAIL: gl.constexpr,
-                  EW: gl.constexpr, corr, cfull, cfree, WR: gl.constexpr):
+                  EW: gl.constexpr, corr, cfull, cfree, WR: gl.constexpr, XR: gl.constexpr = 0):
         """The WK consumer warps: per item, its rounds from the ring (decode + MMAs), the
         escapes' exact products (ESC; with EW those of the escape warp, from corr), the
         cross-warp sum (through red) and the bf16 stores."""
@@ -531,8 +588,8 @@ if HAS_WS:
             dcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             for r in range(r0, r1):
                 acc01, acc23, bcc01, bcc23, ccc01, ccc23, dcc01, dcc23 = _round(
-                    hs, las, lbs, xs, ready, empty, i, hbw, hbw2, acc01, acc23, bcc01, bcc23,
-                    ccc01, ccc23, dcc01, dcc23, zero, WK, NT, NS, P, Q, X, LP, LX, WR)
+                    hs, las, lbs, xs, ready, empty, i, r, hbw, hbw2, acc01, acc23, bcc01,
+                    bcc23, ccc01, ccc23, dcc01, dcc23, zero, WK, NT, NS, P, Q, X, LP, LX, WR, XR)
                 i += 1
             if ESC:   # the escapes' exact products: the first chunk, then any further ones,
                 #       added before the cross-warp sum (no reduction of their own)
@@ -706,18 +763,23 @@ if HAS_WS:
                    HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
                    BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0,
                    EW: gl.constexpr = False,
-                   QE1: gl.constexpr = None, EL1: gl.constexpr = None, WR: gl.constexpr = 1):
+                   QE1: gl.constexpr = None, EL1: gl.constexpr = None, WR: gl.constexpr = 1,
+                   XR: gl.constexpr = 0):
         # x16_ptr: x [M, K] bf16 (row stride 2 sxm), for the escapes' gathers; y_ptr bf16 [M, N]
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
         # Items (_item): blocks [0, full) whole, the others split over K (tail_plan); with TAIL
         # (splits > 1) ws_ptr fp32 [splits, M, N] partials and lock_ptr a zeroed ticket per
         # block (left zero), else neither read (y twice). WR 2: items of two 16-row blocks
-        # (32-row blocks; their plane buffers WR st, WR st + 1)
+        # (32-row blocks; their plane buffers WR st, WR st + 1). XR > 0: x resident, XR rounds
+        # (whole blocks, BOX3), x buffers 2 r, 2 r + 1 for round r
         hs = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
         las = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
         lbs = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
-        xs = gl.allocate_shared_memory(gl.int32, [2 * NS, 16 * WK * NT, _TW], SW)
+        if XR:
+            xs = gl.allocate_shared_memory(gl.int32, [2 * XR, 16 * WK * NT, _TW], SW)
+        else:
+            xs = gl.allocate_shared_memory(gl.int32, [2 * NS, 16 * WK * NT, _TW], SW)
         red = gl.allocate_shared_memory(gl.float32, [WK, 16, 2, 4],
                                         gl.SwizzledSharedLayout(1, 1, 1, [3, 2, 1, 0]))
         ready = gl.allocate_shared_memory(gl.int64, [NS, 1], mbarrier.MBarrierLayout())
@@ -738,10 +800,10 @@ if HAS_WS:
                              hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items,
                              n_rounds, full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL,
                              False, HB_PER_ROW, PDL, red, RL, TAIL, True, corr, cfull, cfree,
-                             WR)),
+                             WR, XR)),
                 (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs,
                              ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
-                             BOX3, WR)),
+                             BOX3, WR, XR)),
                 (_esc_worker, (x16_ptr, koff_ptr, kent_ptr, kval_ptr, corr, cfull, cfree, M, N,
                                sxm, G, n_items, n_rounds, full, splits, rps, NT, PDL, QE1,
                                EL1, WR)),
@@ -752,10 +814,10 @@ if HAS_WS:
                              hb_ptr, koff_ptr, kent_ptr, kval_ptr, M, N, sxm, sym, G, n_items,
                              n_rounds, full, splits, rps, WK, NT, NS, P, Q, X, LP, LX, QE, EL,
                              ESC, HB_PER_ROW, PDL, red, RL, TAIL, False, red, ready, empty,
-                             WR)),
+                             WR, XR)),
                 (_producer, (h_desc, la_desc, lb_desc, xa_desc, xb_desc, hs, las, lbs, xs,
                              ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
-                             BOX3, WR)),
+                             BOX3, WR, XR)),
             ], [1], [40])
 
 
@@ -832,10 +894,13 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         x = x.clone()
     N, Kp = planes.N, planes.Kp
     HW = Kp // 8
-    if not fits(cfg, NT):
+    box3 = box3_ok(K, Kp)
+    if cfg.ws_xres and not box3:
+        raise ValueError(f"w12_ws: {cfg.short} (x resident) needs K % 256 == 0; got K = {K}")
+    if not fits(cfg, NT, K):
         raise ValueError(f"w12_ws: {cfg.short} at {M} rows needs more shared memory than an SM "
                          f"has" + (" (32-row blocks: at most 16 rows)" if cfg.ws_rows == 2
-                                   else ""))
+                                   else f" (x resident: K = {K})" if cfg.ws_xres else ""))
     esc = planes.kent.numel() > 0
     if needs_ewarp(cfg, NT, esc):
         raise ValueError(f"w12_ws: {cfg.short} at {M} rows: a weight with escapes needs the "
@@ -845,7 +910,6 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
     # each half its own descriptor over a strided view: a last partial round reads zeros past
     # the half's end (and x's second half past K, where K < Kp), not the next half
     L32, H32, x32 = planes.L.view(torch.int32), planes.H.view(torch.int32), x.view(torch.int32)
-    box3 = box3_ok(K, Kp)
     if box3:   # [chunks of 32 words, rows, 32]: a round's WK (2 WK for x) chunks in one box
         sw3 = swizzle(3)
         descs = (TensorDescriptor.from_tensor(_chunks(H32, 0, HW), [WK, 16, TILE_W], sw3),
@@ -876,6 +940,7 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
         ESC=esc,
         HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, BOX3=box3, SW=sw,
         EW=esc and cfg.ws_ewarp > 0, QE1=QE1, EL1=EL1, WR=cfg.ws_rows,
+        XR=n_rounds(Kp) if cfg.ws_xres else 0,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
     return y

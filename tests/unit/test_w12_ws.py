@@ -35,6 +35,12 @@ CASES = [(3, 0, 1, True, False, 2, False, False, False),
 CASES_R2 = [(3, 0, 1, True, False, 2, False, True, True, 2),
             (2, 0, 2, True, True, 2, True, True, True, 2),
             (2, 0, 2, False, False, 0, False, False, False, 2)]
+# x resident (WsConfig.ws_xres, XR in the kernel: the rounds of K; the last field): 16 rows at
+# K = 5120 with the escape warp, 8 rows with the consumers' escapes and per-row bases, 16 rows
+# at K = 4096 without escapes (3-D boxes, whole blocks only)
+CASES_X = [(2, 0, 2, True, False, 2, False, True, True, 1, 5),
+           (4, 0, 1, True, True, 2, False, True, False, 1, 5),
+           (3, 0, 2, False, False, 0, False, True, False, 1, 4)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
 # and the candidates' counterparts with / without the escape warp
@@ -49,6 +55,9 @@ NT4_CONFIGS = ws.CANDIDATES32 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1), ws.WsCon
 R2_CONFIGS = ws.CANDIDATES_R2 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2),
                                  ws.WsConfig(3, ws_tail=1, ws_ewarp=1, ws_rows=2),
                                  ws.WsConfig(2, ws_rows=2))
+# ... and x resident (ws_xres) where K % 256 == 0 and it fits: with and without the escape warp
+X_CONFIGS = ws.CANDIDATES_X + (ws.WsConfig(2, ws_xres=1), ws.WsConfig(4, ws_xres=1),
+                               ws.WsConfig(2, 128, 2, ws_xres=1))
 SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
            koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
            sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
@@ -66,8 +75,8 @@ def _compile_all() -> dict:
     out = {}
     sw3 = ws.swizzle(3)
     QE1, EL1 = ws.esc_warp_layouts()
-    for stages, maxnreg, nt, esc, per_row, pdl, tail, box3, ew, wr in (
-            [c + (1,) for c in CASES] + CASES_R2):
+    for stages, maxnreg, nt, esc, per_row, pdl, tail, box3, ew, wr, xr in (
+            [c + (1, 0) for c in CASES] + [c + (0,) for c in CASES_R2] + CASES_X):
         if box3:
             desc = f"tensordesc<i32[{ws.WK}, 16, {ws.TILE_W}],{sw3!r}>"
             xdesc = f"tensordesc<i32[{2 * ws.WK}, 8, {ws.TILE_W}],{sw3!r}>"
@@ -81,7 +90,7 @@ def _compile_all() -> dict:
             sig.update(ws_ptr="*bf16", lock_ptr="*bf16")
         consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
                       ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout(), TAIL=tail,
-                      BOX3=box3, SW=sw, EW=ew, QE1=QE1, EL1=EL1, WR=wr)
+                      BOX3=box3, SW=sw, EW=ew, QE1=QE1, EL1=EL1, WR=wr, XR=xr)
         sig.update({k: "constexpr" for k in consts})
         opts = {"num_warps": ws.WK, **({"maxnreg": maxnreg} if maxnreg else {})}
         k = triton.compile(GluonASTSource(ws._ws_kernel, sig, consts, {}),
@@ -96,9 +105,9 @@ def _compile_all() -> dict:
         body = ptx[head:ptx.find("$L__BB", start)]
         rep = ptxas_report(ptx) or ""
         name = (f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} "
-                f"box{int(box3)} ew{int(ew)} wr{wr}")
+                f"box{int(box3)} ew{int(ew)} wr{wr} xr{xr}")
         out[f"{name} tail{int(tail)}"] = {
-            "nt": nt, "pdl": pdl, "esc": esc, "ew": ew, "wr": wr,
+            "nt": nt, "pdl": pdl, "esc": esc, "ew": ew, "wr": wr, "xr": xr,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
             "tma": ptx.count("cp.async.bulk.tensor"),
             "lds_v4": loop.count("ld.shared.v4"), "lds": loop.count("ld.shared"),
@@ -106,7 +115,7 @@ def _compile_all() -> dict:
             "setmaxnreg": ptx.count("setmaxnreg"),
             "spills": [int(t.split("bytes spill stores")[0].split(",")[-1])
                        for t in rep.splitlines() if "spill stores" in t],
-            "smem": k.metadata.shared, "ring": ws.smem_bytes(stages, nt, wr),
+            "smem": k.metadata.shared, "ring": ws.smem_bytes(stages, nt, wr, xr),
             "bar": ptx.count("bar.sync"), "stages": stages, "tail": tail,
             "fence": ptx.count("fence.proxy.async"),
             "mb_arrive": ptx.count("mbarrier.arrive.shared::cta.b64"), "box3": box3,
@@ -122,7 +131,7 @@ def test_compiles_for_sm90():
     from tests.unit.sm90 import run_in_subprocess
 
     res = run_in_subprocess(__file__)
-    assert len(res) == len(CASES) + len(CASES_R2)
+    assert len(res) == len(CASES) + len(CASES_R2) + len(CASES_X)
     for name, r in res.items():
         nt, wr = r["nt"], r["wr"]
         # per round and 8-row activation tile: one MMA per H word and half (S = 8, pack 2) and
@@ -218,6 +227,31 @@ def test_config_and_candidates():
     assert not ws.needs_ewarp(ws.WsConfig(2, ws_ewarp=1, ws_rows=2), 2, True)
 
 
+def test_x_resident_config_and_shared_memory():
+    """ws_xres: whole 16-row blocks only; x of every round of K in shared memory (32 KB a
+    round at 16 rows, 16 KB at 8), so the ring's stages are what is left of an SM's."""
+    x = ws.WsConfig(2, ws_ewarp=1, ws_xres=1)
+    assert x.short == "ws2x1wxr" and ws.WsConfig(3).short == "ws3x1"
+    for bad in (dict(ws_xres=2), dict(ws_xres=1, ws_tail=1), dict(ws_xres=1, ws_rows=2)):
+        with pytest.raises(ValueError):
+            ws.WsConfig(**bad)
+    tile = 16 * ws.WK * ws.TILE_W * 4
+    assert ws.smem_bytes(2, 2, 1, 5) == (2 * 3 + 5 * 2 * 2) * tile   # 208 KB
+    assert ws.smem_bytes(3, 2, 1, 0) == ws.smem_bytes(3, 2)
+    with pytest.raises(ValueError, match="needs the weight's K"):
+        ws.fits(x, 2)
+    # 16 rows: K = 5120 (5 rounds) leaves room for two stages, K = 4096 for three; 6144 none
+    assert ws.fits(x, 2, 5120) and not ws.fits(ws.WsConfig(3, ws_ewarp=1, ws_xres=1), 2, 5120)
+    assert ws.fits(ws.WsConfig(3, ws_ewarp=1, ws_xres=1), 2, 4096)
+    assert not ws.fits(x, 2, 6144)
+    # 8 rows, K = 5120: four stages; K not a multiple of 256 (no 3-D boxes): never
+    assert ws.fits(ws.WsConfig(4, ws_ewarp=1, ws_xres=1), 1, 5120)
+    assert not ws.fits(x, 1, 5120 + 32) and not ws.fits(x, 1, 160)
+    # two blocks per SM need two copies of x
+    assert not ws.fits(ws.WsConfig(2, 128, 2, ws_xres=1), 1, 5120)
+    assert ws.fits(ws.WsConfig(2, 128, 2, ws_xres=1), 1, 1024)
+
+
 def test_chunks_view_is_the_3d_boxes_layout():
     # _chunks(t, start, width)[c, r, w] is t[r, start + 32 c + w]: what a [WK, 16, 32] box at
     # chunk r * WK reads for row block n0 (the producer's 3-D copies)
@@ -251,6 +285,16 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     assert ws.candidates(8, 32 * 264, 5120, dev)[-1] == ws.WsConfig(3, ws_ewarp=1, ws_rows=2)
     assert ws.candidates(32, 5120, 17408, dev) == ws.CANDIDATES32 + (
         ws.WsConfig(2, ws_tail=1, ws_ewarp=1),)
+    # x resident only with $SPECPILOT_W12_WS_XRES=1: the first of CANDIDATES_X that fits, no
+    # tail split; none where it does not fit (K = 17408 at 16 rows) or K % 256 != 0
+    monkeypatch.delenv(ws.ENV_ROWS2)
+    assert ws.candidates(16, 16 * 264, 5120, dev) == base
+    monkeypatch.setenv(ws.ENV_XRES, "1")
+    assert ws.candidates(16, 16 * 264, 5120, dev) == base + (ws.WsConfig(2, ws_ewarp=1,
+                                                                         ws_xres=1),)
+    assert ws.candidates(8, 16 * 264, 5120, dev)[-1] == ws.WsConfig(4, ws_ewarp=1, ws_xres=1)
+    assert ws.candidates(16, 5120, 17408, dev) == down
+    assert ws.candidates(16, 16 * 264, 5120 + 32, dev) == base
 
 
 def test_17_to_32_rows_need_the_escape_warp_for_escapes(monkeypatch):
@@ -268,6 +312,12 @@ def test_17_to_32_rows_need_the_escape_warp_for_escapes(monkeypatch):
         ws.w12_ws(torch.randn(20, 64).bfloat16(), p, ws.WsConfig(3, ws_ewarp=1))
     with pytest.raises(ValueError, match="at most 16 rows"):
         mma.w12_mma(torch.randn(20, 64).bfloat16(), p, mma.CANDIDATES[0])
+    # x resident: 3-D boxes only (K % 256 == 0), and x of all K must fit
+    with pytest.raises(ValueError, match="K % 256"):
+        ws.w12_ws(torch.randn(8, 64).bfloat16(), p, ws.WsConfig(2, ws_ewarp=1, ws_xres=1))
+    big = Kn.prepare(encode(make_weight(32, 8192, 3)))
+    with pytest.raises(ValueError, match="x resident"):
+        ws.w12_ws(torch.randn(16, 8192).bfloat16(), big, ws.WsConfig(2, ws_ewarp=1, ws_xres=1))
     # 32-row blocks: the same rule at any row count, and at most 16 rows
     with pytest.raises(ValueError, match="escape warp"):
         ws.w12_ws(torch.randn(8, 64).bfloat16(), p, ws.WsConfig(3, ws_rows=2))
@@ -330,10 +380,10 @@ def test_matches_torch_on_gpu(N, K, per_row, narrow):
                                                                         n_edges=N * K // 500)
     p = Kn.prepare(encode(x, per_row=per_row), "cuda")
     esc = p.kent.numel() > 0
-    for cfg in ws.CANDIDATES + TAIL_CONFIGS + NT4_CONFIGS + R2_CONFIGS:
+    for cfg in ws.CANDIDATES + TAIL_CONFIGS + NT4_CONFIGS + R2_CONFIGS + X_CONFIGS:
         for M in (1, 2, 3, 7, 8, 9, 16, 17, 24, 32):
             nt = ws.nt_for(M)
-            if ws.fits(cfg, nt) and not ws.needs_ewarp(cfg, nt, esc):
+            if ws.fits(cfg, nt, K) and not ws.needs_ewarp(cfg, nt, esc):
                 a = acts(M, K, M)
                 check_close(ws.w12_ws(a.cuda(), p, cfg), a, x)
     # x contiguous but not 16-byte aligned (a view 2 bytes into a buffer): copied for TMA
@@ -376,7 +426,7 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
 @pytest.mark.gpu
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     """A chain of norm -> W12 layers on ws (every candidate at 8 and 16 rows, the 32-row
-    blocks' among them) and on the register loop gives the same bits eagerly and in a CUDA graph
+    blocks' and x resident's among them) and on the register loop gives the same bits eagerly and in a CUDA graph
     (the TMA descriptors captured with the launches), with PDL off (pdl.ENABLED) and on
     (ws.WS_PDL, the default)."""
     from specpilot.kernels import norm
@@ -386,9 +436,10 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
         pytest.skip("the warp-specialized kernel runs on sm_90")
     monkeypatch.setattr(ws, "WS_PDL", True)
     D = 2048
+    cfgs = (ws.CANDIDATES + ws.CANDIDATES_R2 + ws.CANDIDATES_X[1:]
+            + (mma.MmaConfig(2, 1, 2, 8, esc_mma=1),))
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
-              for i in range(7)]
-    cfgs = ws.CANDIDATES + ws.CANDIDATES_R2 + (mma.MmaConfig(2, 1, 2, 8, esc_mma=1),)
+              for i in range(len(cfgs))]
     nw = torch.randn(D, device="cuda").bfloat16()
     for M in (8, 16):
         x0 = acts(M, D, M).cuda()
@@ -397,7 +448,7 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
             h, outs = x0, []
             for i, p in enumerate(layers):
                 cfg = cfgs[i % len(cfgs)]
-                if isinstance(cfg, ws.WsConfig) and not ws.fits(cfg, ws.nt_for(M)):
+                if isinstance(cfg, ws.WsConfig) and not ws.fits(cfg, ws.nt_for(M), D):
                     cfg = ws.CANDIDATES[0]
                 h = mma.w12_mma(norm.rms_norm(h, nw, 1e-6), p, cfg)
                 outs.append(h)
