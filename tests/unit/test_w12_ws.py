@@ -388,11 +388,13 @@ def test_w12_mma_runs_a_ws_config_and_the_tune_file_holds_one(tmp_path, monkeypa
     key = Kn.MMA_KEY_PREFIX + "w12|H100|m16|n64|k64"
     Kn._TUNED[key] = ws.WsConfig(4)
     Kn._TUNED[key.replace("m16", "m2")] = mma.MmaConfig(2, 1, 2, 8, esc_mma=1)
+    Kn._TUNED[key.replace("m16", "m8")] = ws.WsConfig(4, ws_ewarp=1, ws_xres=3)
     path = str(tmp_path / "tune.json")
     Kn.save_tuning(path)
     Kn._TUNED.clear()
-    assert Kn.load_tuning(path) == 2
+    assert Kn.load_tuning(path) == 3
     assert Kn._TUNED[key] == ws.WsConfig(4)
+    assert Kn._TUNED[key.replace("m16", "m8")] == ws.WsConfig(4, ws_ewarp=1, ws_xres=3)
     assert Kn._TUNED[key.replace("m16", "m2")] == mma.MmaConfig(2, 1, 2, 8, esc_mma=1)
 
 
