@@ -35,15 +35,12 @@ CASES = [(3, 0, 1, True, False, 2, False, False, False),
 CASES_R2 = [(3, 0, 1, True, False, 2, False, True, True, 2),
             (2, 0, 2, True, True, 2, True, True, True, 2),
             (2, 0, 2, False, False, 0, False, False, False, 2)]
-# x resident (WsConfig.ws_xres, XR in the kernel: the resident rounds; the last field): 16 rows
-# at K = 5120 with the escape warp, 8 rows with the consumers' escapes and per-row bases, 16 rows
-# at K = 4096 without escapes (3-D boxes, whole blocks); K in parts (every block split, TAIL):
-# 16 rows, 3 rounds a part, with the escape warp, and 8 rows with the consumers' escapes
+# x resident (WsConfig.ws_xres, XR in the kernel: the rounds of K; the last field): 16 rows at
+# K = 5120 with the escape warp, 8 rows with the consumers' escapes and per-row bases, 16 rows
+# at K = 4096 without escapes (3-D boxes, whole blocks only)
 CASES_X = [(2, 0, 2, True, False, 2, False, True, True, 1, 5),
            (4, 0, 1, True, True, 2, False, True, False, 1, 5),
-           (3, 0, 2, False, False, 0, False, True, False, 1, 4),
-           (4, 0, 2, True, False, 2, True, True, True, 1, 3),
-           (4, 0, 1, True, True, 0, True, True, False, 1, 6)]
+           (3, 0, 2, False, False, 0, False, True, False, 1, 4)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
 # and the candidates' counterparts with / without the escape warp
@@ -58,12 +55,9 @@ NT4_CONFIGS = ws.CANDIDATES32 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1), ws.WsCon
 R2_CONFIGS = ws.CANDIDATES_R2 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2),
                                  ws.WsConfig(3, ws_tail=1, ws_ewarp=1, ws_rows=2),
                                  ws.WsConfig(2, ws_rows=2))
-# ... and x resident (ws_xres) where K % 256 == 0 and it fits: with and without the escape
-# warp, whole K and in 2 or 3 parts (every block split)
+# ... and x resident (ws_xres) where K % 256 == 0 and it fits: with and without the escape warp
 X_CONFIGS = ws.CANDIDATES_X + (ws.WsConfig(2, ws_xres=1), ws.WsConfig(4, ws_xres=1),
-                               ws.WsConfig(2, 128, 2, ws_xres=1),
-                               ws.WsConfig(4, ws_ewarp=1, ws_xres=2), ws.WsConfig(4, ws_xres=3),
-                               ws.WsConfig(3, ws_ewarp=1, ws_xres=3))
+                               ws.WsConfig(2, 128, 2, ws_xres=1))
 SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
            koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
            sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
@@ -234,14 +228,11 @@ def test_config_and_candidates():
 
 
 def test_x_resident_config_and_shared_memory():
-    """ws_xres: 16-row blocks, no tail split of its own; x of every round of K, or of one part
-    of K, in shared memory (32 KB a round at 16 rows, 16 KB at 8), so the ring's stages are what
-    is left of an SM's."""
+    """ws_xres: whole 16-row blocks only; x of every round of K in shared memory (32 KB a
+    round at 16 rows, 16 KB at 8), so the ring's stages are what is left of an SM's."""
     x = ws.WsConfig(2, ws_ewarp=1, ws_xres=1)
     assert x.short == "ws2x1wxr" and ws.WsConfig(3).short == "ws3x1"
-    assert ws.WsConfig(4, ws_xres=3).short == "ws4x1xr3"
-    for bad in (dict(ws_xres=-1), dict(ws_xres=ws.MAX_XRES_PARTS + 1), dict(ws_xres=1, ws_tail=1),
-                dict(ws_xres=1, ws_rows=2)):
+    for bad in (dict(ws_xres=2), dict(ws_xres=1, ws_tail=1), dict(ws_xres=1, ws_rows=2)):
         with pytest.raises(ValueError):
             ws.WsConfig(**bad)
     tile = 16 * ws.WK * ws.TILE_W * 4
@@ -259,29 +250,6 @@ def test_x_resident_config_and_shared_memory():
     # two blocks per SM need two copies of x
     assert not ws.fits(ws.WsConfig(2, 128, 2, ws_xres=1), 1, 5120)
     assert ws.fits(ws.WsConfig(2, 128, 2, ws_xres=1), 1, 1024)
-    # parts of K: 16 rows at K = 5120 in two parts (3 rounds resident): four stages fit;
-    # K = 19968 (20 rounds) in 7 parts of 3
-    assert ws.xres_rounds(ws.WsConfig(4, ws_xres=2), 5120) == 3
-    assert ws.fits(ws.WsConfig(4, ws_ewarp=1, ws_xres=2), 2, 5120)
-    assert ws.xres_rounds(ws.WsConfig(4, ws_xres=7), 19968) == 3
-    assert ws.fits(ws.WsConfig(4, ws_ewarp=1, ws_xres=7), 2, 19968)
-    assert not ws.fits(ws.WsConfig(2, ws_ewarp=1, ws_xres=3), 2, 19968)   # 7 rounds
-
-
-def test_x_resident_plan():
-    """(full, splits, rounds per split, programs): whole K on up to one program per SM; in
-    parts every block split, on a multiple of the parts (a program keeps one part of x)."""
-    one, two, seven = (ws.WsConfig(2, ws_xres=p) for p in (1, 2, 7))
-    assert ws.xres_plan(one, 5120, 5120, 132) == (320, 1, 5, 132)
-    assert ws.xres_plan(one, 1040, 5120, 132) == (65, 1, 5, 65)
-    assert ws.xres_plan(two, 5120, 5120, 132) == (0, 2, 3, 132)
-    assert ws.xres_plan(seven, 6656, 19968, 132) == (0, 7, 3, 126)     # 20 rounds: 6 x 3 + 2
-    assert ws.xres_plan(seven, 64, 19968, 132) == (0, 7, 3, 28)        # 4 blocks
-    # parts that would be empty are dropped: 5 rounds in 4 parts of 2 -> 3 splits
-    assert ws.xres_plan(ws.WsConfig(2, ws_xres=4), 5120, 5120, 132) == (0, 3, 2, 132)
-    # a K of one round: whole
-    assert ws.xres_plan(two, 512, 1024, 132) == (32, 1, 1, 32)
-    assert ws.xres_plan(ws.WsConfig(2, 128, 2, ws_xres=3), 5120, 5120, 132) == (0, 3, 2, 264)
 
 
 def test_chunks_view_is_the_3d_boxes_layout():
@@ -317,21 +285,15 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     assert ws.candidates(8, 32 * 264, 5120, dev)[-1] == ws.WsConfig(3, ws_ewarp=1, ws_rows=2)
     assert ws.candidates(32, 5120, 17408, dev) == ws.CANDIDATES32 + (
         ws.WsConfig(2, ws_tail=1, ws_ewarp=1),)
-    # x resident only with $SPECPILOT_W12_WS_XRES=1 (xres_candidates): the fewest parts of K
-    # that fit (most stages), and the fewest with four stages; none where K % 256 != 0
+    # x resident only with $SPECPILOT_W12_WS_XRES=1: the first of CANDIDATES_X that fits, no
+    # tail split; none where it does not fit (K = 17408 at 16 rows) or K % 256 != 0
     monkeypatch.delenv(ws.ENV_ROWS2)
     assert ws.candidates(16, 16 * 264, 5120, dev) == base
     monkeypatch.setenv(ws.ENV_XRES, "1")
-    xr = dict(ws_ewarp=1)
-    assert ws.candidates(16, 16 * 264, 5120, dev) == base + (
-        ws.WsConfig(2, ws_xres=1, **xr), ws.WsConfig(4, ws_xres=2, **xr))
-    assert ws.xres_candidates(8, 16 * 264, 5120, dev) == (ws.WsConfig(4, ws_xres=1, **xr),)
-    assert ws.xres_candidates(16, 5120, 17408, dev) == (ws.WsConfig(2, ws_xres=4, **xr),
-                                                         ws.WsConfig(4, ws_xres=6, **xr))
-    assert ws.xres_candidates(16, 6656, 19968, dev) == (ws.WsConfig(2, ws_xres=4, **xr),
-                                                         ws.WsConfig(4, ws_xres=7, **xr))
-    assert ws.xres_candidates(16, 8704, 6656, dev) == (ws.WsConfig(3, ws_xres=2, **xr),
-                                                        ws.WsConfig(4, ws_xres=3, **xr))
+    assert ws.candidates(16, 16 * 264, 5120, dev) == base + (ws.WsConfig(2, ws_ewarp=1,
+                                                                         ws_xres=1),)
+    assert ws.candidates(8, 16 * 264, 5120, dev)[-1] == ws.WsConfig(4, ws_ewarp=1, ws_xres=1)
+    assert ws.candidates(16, 5120, 17408, dev) == down
     assert ws.candidates(16, 16 * 264, 5120 + 32, dev) == base
 
 
@@ -388,13 +350,13 @@ def test_w12_mma_runs_a_ws_config_and_the_tune_file_holds_one(tmp_path, monkeypa
     key = Kn.MMA_KEY_PREFIX + "w12|H100|m16|n64|k64"
     Kn._TUNED[key] = ws.WsConfig(4)
     Kn._TUNED[key.replace("m16", "m2")] = mma.MmaConfig(2, 1, 2, 8, esc_mma=1)
-    Kn._TUNED[key.replace("m16", "m8")] = ws.WsConfig(4, ws_ewarp=1, ws_xres=3)
+    Kn._TUNED[key.replace("m16", "m8")] = ws.WsConfig(4, ws_ewarp=1, ws_xres=1)
     path = str(tmp_path / "tune.json")
     Kn.save_tuning(path)
     Kn._TUNED.clear()
     assert Kn.load_tuning(path) == 3
     assert Kn._TUNED[key] == ws.WsConfig(4)
-    assert Kn._TUNED[key.replace("m16", "m8")] == ws.WsConfig(4, ws_ewarp=1, ws_xres=3)
+    assert Kn._TUNED[key.replace("m16", "m8")] == ws.WsConfig(4, ws_ewarp=1, ws_xres=1)
     assert Kn._TUNED[key.replace("m16", "m2")] == mma.MmaConfig(2, 1, 2, 8, esc_mma=1)
 
 
