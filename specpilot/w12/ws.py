@@ -66,7 +66,8 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   delivers about 1 byte per weight byte plus x once per program (16 rows: 2.33 otherwise), for
   fewer ring stages (x takes 32 KB a round at 16 rows: K = 5120 leaves room for two stages of
   24 KB, K = 4096 for three). Whole blocks only (no tail split), 16-row blocks, the 3-D boxes
-  (K % 256 == 0).
+  (K % 256 == 0). H100 (session 52): even with the candidates above (not held by L2 there);
+  in parts of K, every block split so as to reach K >= 6144, 1.13-1.73x slower (removed).
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
@@ -128,8 +129,8 @@ class WsConfig:
     products ahead of the consumers, who add them in the cross-warp sum; ws_rows 2: blocks of
     32 weight rows (two 16-row blocks on one copy of x a round; at most 16 activation rows);
     ws_xres 1: x of all K resident in shared memory, loaded once per program (whole 16-row
-    blocks only: ws_tail 0, ws_rows 1). Prefixed names: tune files hold these next to ``mma.MmaConfig`` entries under the same
-    keys."""
+    blocks only: ws_tail 0, ws_rows 1). Prefixed names: tune files hold these next to
+    ``mma.MmaConfig`` entries under the same keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
@@ -173,7 +174,8 @@ def ws_rows_enabled() -> bool:
 
 def xres_enabled() -> bool:
     """Whether the tuner offers ``CANDIDATES_X`` (``$SPECPILOT_W12_WS_XRES`` = 1; off by
-    default: built in session 52, not yet timed on an H200)."""
+    default: built in session 52, even with today's kernel on an H100, not yet timed on an
+    H200)."""
     return os.environ.get(ENV_XRES, "0") == "1"
 
 
