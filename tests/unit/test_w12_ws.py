@@ -428,9 +428,9 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
 @pytest.mark.gpu
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     """A chain of norm -> W12 layers on ws (every candidate at 8 and 16 rows, the 32-row
-    blocks' and x resident's among them) and on the register loop gives the same bits eagerly and in a CUDA graph
-    (the TMA descriptors captured with the launches), with PDL off (pdl.ENABLED) and on
-    (ws.WS_PDL, the default)."""
+    blocks' and x resident's among them) and on the register loop gives the same bits eagerly
+    and in a CUDA graph (the TMA descriptors captured with the launches), with PDL off
+    (pdl.ENABLED) and on (ws.WS_PDL, the default)."""
     from specpilot.kernels import norm
     from specpilot.w12 import kernel as Kn
 
