@@ -78,8 +78,8 @@ def test_store_exact_bits_and_int32_loc():
 def test_store_repeated_slot():
     """A repeated slot (padding rows all write the scratch slot 0): every element of it holds
     that element of one of its rows (programs race on a GPU, so k and v, and different
-    elements, may come from different rows: session 52's H100 run saw that); the other slots
-    are exact."""
+    elements, may come from different rows; asking for one whole row in both failed on an H100
+    in session 52); the other slots are exact."""
     kc, vc = caches(torch.float32)
     k, v = split_kv(5, torch.float32, seed=6)
     loc = torch.tensor([0, 6, 0, 1, 0], device=DEV)
