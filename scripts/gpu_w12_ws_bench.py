@@ -18,9 +18,11 @@ and per token against the few-row register loop (mma.py) and cuBLAS (< 4 min).
    (repeatable; SPEC ``field=value[,field=value]`` of WsConfig, e.g. ``ws_stages=4,ws_tail=1``)
    every ws candidate also with those fields changed (``--vary ws_rows=2,ws_ewarp=1``: the
    32-row blocks of session 49; at 9-16 rows they fit only with ``ws_stages=2``, so add
-   ``--vary ws_rows=2,ws_ewarp=1,ws_stages=2``; x resident, session 52: ``--vary ws_xres=1
-   --vary ws_xres=1,ws_stages=2``); a SPEC with no variant that fits is named (variants that
-   are no valid WsConfig, e.g. x resident with the tail split, are left out).
+   ``--vary ws_rows=2,ws_ewarp=1,ws_stages=2``; x resident on all of K, session 52: ``--vary
+   ws_xres=1 --vary ws_xres=1,ws_stages=2``); a SPEC with no variant that fits is named
+   (variants that are no valid WsConfig, e.g. x resident with the tail split, are left out).
+   With --xres also ``ws.xres_candidates`` per layer (x resident, K in the fewest parts that
+   fit, and in the fewest with four stages), counted as --vary's variants.
 """
 from __future__ import annotations
 
@@ -58,7 +60,9 @@ CHECK_CONFIGS = WS.CANDIDATES + (WS.WsConfig(3, ws_tail=1), WS.WsConfig(4, ws_ta
                                      WS.CANDIDATES_R2 + (
                                          WS.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2),
                                          WS.WsConfig(3, ws_tail=1, ws_ewarp=1, ws_rows=2))
-                                 ) + WS.CANDIDATES_X + (WS.WsConfig(2, ws_xres=1),)
+                                 ) + WS.CANDIDATES_X + (WS.WsConfig(2, ws_xres=1),
+                                                        WS.WsConfig(4, ws_ewarp=1, ws_xres=2),
+                                                        WS.WsConfig(4, ws_xres=3))
 CHECKS = ((256, 1024, False, WB.ALL_EDGES), (300, 1024, True, WB.FINITE_EDGES),
           (200, 1184, False, WB.ALL_EDGES), (1000, 6656, False, WB.FINITE_EDGES),
           (4096, 5120, False, WB.FINITE_EDGES))
@@ -125,6 +129,8 @@ def timing(args, res: dict, t0: float) -> None:
                         warned.add((spec, M, Kd))
                         print(f"   --vary {spec}: no variant fits at M={M} K={Kd} (e.g. "
                               f"32-row blocks at 9-16 rows fit only with ws_stages=2)")
+                if args.xres:
+                    per_spec.append(list(WS.xres_candidates(M, N, Kd, dev)))
                 wsc = tuple(dict.fromkeys(base + tuple(v for vs in per_spec for v in vs)))
                 kinds = (("mma", MMA_CONFIGS), ("ws", wsc))
                 if M > MM.MAX_M:   # 17-32 rows: the template GEMM (tuned) in the mma column
@@ -160,7 +166,7 @@ def timing(args, res: dict, t0: float) -> None:
             rows = [r for r in res["timing"] if r["model"] == model and r["M"] == M]
             tot = {k: sum(r[k] * r["count"] for r in rows) for k in ("cublas", "mma")}
             tot["best"] = sum(min(r["mma"], r.get("ws", 1e30)) * r["count"] for r in rows)
-            if variants:
+            if variants or args.xres:
                 tot["best_base"] = sum(min(r["mma"], r.get("ws_base", 1e30)) * r["count"]
                                        for r in rows)
                 print(f"{model} M={M} per token without the --vary variants: best of both per "
@@ -184,6 +190,8 @@ def main() -> int:
     ap.add_argument("--vary", action="append", default=[], metavar="SPEC",
                     help="also every ws candidate with these WsConfig fields changed "
                     "(field=value[,field=value]; repeatable)")
+    ap.add_argument("--xres", action="store_true",
+                    help="also ws.xres_candidates per layer (x resident), as --vary's variants")
     ap.add_argument("--ab", action="store_true", help="also the best ws config on the planes "
                     "without escapes (timing only: the outputs are wrong)")
     args = ap.parse_args()

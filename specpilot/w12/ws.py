@@ -58,16 +58,21 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   bandwidth, docs/w12.md). The second block's accumulators are the NT 4 ones (``ccc`` /
   ``dcc``), its outputs the third and fourth 8-token slots (rows + 16); escapes only through
   the escape warp (one pass per block).
-* x resident (``WsConfig.ws_xres`` 1, session 52; off the tuner unless
-  ``$SPECPILOT_W12_WS_XRES=1``): x of every round of K stays in shared memory for the whole
-  launch (``XR`` = the rounds: its own [2 XR, 16 WK NT, 32] buffers). The producer loads a
-  round's x only in the program's first item, with its planes, on the same stage barrier; every
-  later item streams planes only and the consumers read round r's x from slot r. L2 then
-  delivers about 1 byte per weight byte plus x once per program (16 rows: 2.33 otherwise), for
-  fewer ring stages (x takes 32 KB a round at 16 rows: K = 5120 leaves room for two stages of
-  24 KB, K = 4096 for three). Whole blocks only (no tail split), 16-row blocks, the 3-D boxes
-  (K % 256 == 0). H100 (session 52): even with the candidates above (not held by L2 there);
-  in parts of K, every block split so as to reach K >= 6144, 1.13-1.73x slower (removed).
+* x resident (``WsConfig.ws_xres`` = P >= 1, sessions 52-53; off the tuner unless
+  ``$SPECPILOT_W12_WS_XRES=1``): K in P parts of ``XR`` = ceil(rounds / P) rounds, and x of a
+  program's part stays in shared memory for the whole launch (its own [2 XR, 16 WK NT, 32]
+  buffers). The producer loads a round's x only in the program's first item, with its planes,
+  on the same stage barrier; later items stream planes only and the consumers read the part's
+  round r from buffers 2 r, 2 r + 1. L2 then delivers about 1 byte per weight byte plus x once
+  per program (16 rows: 2.33 otherwise), for fewer ring stages (x takes 32 KB a round at 16
+  rows: whole K = 5120 leaves room for two stages of 24 KB; in two parts, four). 16-row blocks,
+  the 3-D boxes (K % 256 == 0), no tail split of its own. With P > 1 (to reach K >= 6144 at 16
+  rows) every block is split into the parts (``xres_plan``) on a multiple of P programs, so
+  that a program's items all share one part; each item stores its fp32 partials (``TAIL`` 2)
+  and a second, PDL-chained launch (``sum_parts``) adds them in part order into y. H100
+  (session 52): whole K even with the candidates above (not held by L2 there); in parts with a
+  ticket per block instead (the tail split's way) 1.13-1.73x slower: each item waited for its
+  partials' fence and ticket, about 2 us.
 * PDL (``kernels/pdl.py``): the producer waits (``griddepcontrol.wait``) before its first copy,
   the consumers before their first read of x or write of y; the next kernel may launch after the
   consumers' last block (``WS_PDL``; ``test_gpu_graph_with_pdl_equals_without`` checks a CUDA
@@ -108,7 +113,8 @@ TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
 MAX_M = 32       # 17-32 rows (NT 4) only behind $SPECPILOT_W12_WS32 in w12_matmul (ws32_enabled)
 ENV_WS32 = "SPECPILOT_W12_WS32"
 ENV_ROWS2 = "SPECPILOT_W12_WS_ROWS2"   # the tuner offers CANDIDATES_R2 (ws_rows_enabled)
-ENV_XRES = "SPECPILOT_W12_WS_XRES"    # the tuner offers CANDIDATES_X (xres_enabled)
+ENV_XRES = "SPECPILOT_W12_WS_XRES"    # the tuner offers xres_candidates (xres_enabled)
+MAX_XRES_PARTS = 12   # WsConfig.ws_xres: parts of K at most
 WS_PDL = True    # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
 SM_SMEM = 233472     # ... and one SM holds (each block also takes 1 KB of it for the system)
@@ -128,9 +134,10 @@ class WsConfig:
     order); ws_ewarp 1: a warp of their own (the escape warp) computes each block's escape
     products ahead of the consumers, who add them in the cross-warp sum; ws_rows 2: blocks of
     32 weight rows (two 16-row blocks on one copy of x a round; at most 16 activation rows);
-    ws_xres 1: x of all K resident in shared memory, loaded once per program (whole 16-row
-    blocks only: ws_tail 0, ws_rows 1). Prefixed names: tune files hold these next to
-    ``mma.MmaConfig`` entries under the same keys."""
+    ws_xres P >= 1: x resident in shared memory, loaded once per program: all of K (P = 1) or
+    one of P parts of K, every block split into them (16-row blocks, ws_tail 0: ``xres_plan``).
+    Prefixed names: tune files hold these next to ``mma.MmaConfig`` entries under the same
+    keys."""
     ws_stages: int = 3
     ws_maxnreg: int = 0
     ws_grid: int = 1
@@ -142,7 +149,7 @@ class WsConfig:
     def __post_init__(self):
         if not (2 <= self.ws_stages <= 6 and self.ws_maxnreg >= 0 and self.ws_grid in (1, 2)
                 and self.ws_tail in (0, 1) and self.ws_ewarp in (0, 1)
-                and self.ws_rows in (1, 2) and self.ws_xres in (0, 1)
+                and self.ws_rows in (1, 2) and 0 <= self.ws_xres <= MAX_XRES_PARTS
                 and not (self.ws_xres and (self.ws_tail or self.ws_rows == 2))):
             raise ValueError(f"WsConfig: bad values {self}")
 
@@ -151,7 +158,8 @@ class WsConfig:
         reg = f"g{self.ws_maxnreg}" if self.ws_maxnreg else ""
         return (f"ws{self.ws_stages}{reg}x{self.ws_grid}" + ("t" if self.ws_tail else "")
                 + ("w" if self.ws_ewarp else "") + ("r2" if self.ws_rows == 2 else "")
-                + ("xr" if self.ws_xres else ""))
+                + ("xr" if self.ws_xres == 1 else f"xr{self.ws_xres}" if self.ws_xres
+                   else ""))
 
 
 def nt_for(M: int) -> int:
@@ -173,7 +181,7 @@ def ws_rows_enabled() -> bool:
 
 
 def xres_enabled() -> bool:
-    """Whether the tuner offers ``CANDIDATES_X`` (``$SPECPILOT_W12_WS_XRES`` = 1; off by
+    """Whether the tuner offers ``xres_candidates`` (``$SPECPILOT_W12_WS_XRES`` = 1; off by
     default: built in session 52, even with today's kernel on an H100, not yet timed on an
     H200)."""
     return os.environ.get(ENV_XRES, "0") == "1"
@@ -201,8 +209,7 @@ CANDIDATES32 = (WsConfig(2, ws_ewarp=1),)
 # 32-row blocks (escapes only through the escape warp; 64 KB a stage at 8 rows, 80 KB at 16),
 # with the tuner only where ws_rows_enabled()
 CANDIDATES_R2 = (WsConfig(3, ws_ewarp=1, ws_rows=2), WsConfig(2, ws_ewarp=1, ws_rows=2))
-# x resident (ws_xres; the escape warp; no tail split), with the tuner only where
-# xres_enabled(): the first that fits (most stages)
+# x resident (ws_xres), with the escape warp, most stages first: xres_candidates
 CANDIDATES_X = tuple(WsConfig(s, ws_ewarp=1, ws_xres=1) for s in (4, 3, 2))
 # ws_tail offered on the first TAIL_BASES bases where it splits (the down and o_proj layers have
 # 320-416 blocks of 16 rows, 2.4-3.2 per SM: their last wave ran 40-80% full; session 45 call 6:
@@ -221,7 +228,7 @@ def supported(M: int, K: int, device: torch.device) -> bool:
 def fits(cfg: WsConfig, nt: int, K: int | None = None) -> bool:
     """Whether cfg's blocks fit: one in a block's shared memory, ws_grid of them in an SM's
     (32-row blocks: at most 16 activation rows). With ws_xres the weight's K is needed (x of
-    all its rounds is resident), and K % 256 == 0 (the 3-D boxes, ``box3_ok``)."""
+    ``xres_rounds`` rounds is resident), and K % 256 == 0 (the 3-D boxes, ``box3_ok``)."""
     if cfg.ws_rows == 2 and nt == 4:
         return False
     xr = 0
@@ -230,7 +237,7 @@ def fits(cfg: WsConfig, nt: int, K: int | None = None) -> bool:
             raise ValueError("fits: a ws_xres config needs the weight's K")
         if not box3_ok(K, _cdiv(K, 32) * 32):
             return False
-        xr = n_rounds(K)
+        xr = xres_rounds(cfg, K)
     need = (smem_bytes(cfg.ws_stages, nt, cfg.ws_rows, xr) + SMEM_EXTRA + SUM_BYTES
             + cfg.ws_ewarp * (corr_slots(nt, cfg.ws_rows) * CORR_BYTES
                               + SMEM_EXTRA))   # (its mbarriers: SMEM_EXTRA)
@@ -250,6 +257,26 @@ def n_rounds(K: int) -> int:
     return _cdiv(_cdiv(K, 32) * 4, TILE_W * WK)
 
 
+def xres_rounds(cfg: WsConfig, K: int) -> int:
+    """Rounds of x a ws_xres config keeps resident: K's rounds in ws_xres parts (the last
+    part may be shorter)."""
+    return _cdiv(n_rounds(K), cfg.ws_xres)
+
+
+def xres_plan(cfg: WsConfig, N: int, K: int, n_sm: int) -> tuple:
+    """(full, splits, rounds per split, programs) of a ws_xres config on an N x K weight: one
+    part (blocks whole, up to ws_grid programs per SM), or every block split into ``splits``
+    parts of ``xres_rounds`` rounds (parts that would be empty dropped) on a multiple of
+    ``splits`` programs, so that each program keeps one part of x (its items' split index is
+    its id modulo ``splits``)."""
+    rps = xres_rounds(cfg, K)
+    splits = _cdiv(n_rounds(K), rps)
+    blocks, progs = _cdiv(N, 16), cfg.ws_grid * n_sm
+    if splits == 1:
+        return blocks, 1, rps, min(blocks, progs)
+    return 0, splits, rps, min(blocks * splits, progs // splits * splits)
+
+
 def tail_plan(cfg: WsConfig, N: int, K: int, n_sm: int) -> tuple:
     """(full, splits, rounds per split) of cfg on an N x K weight: blocks [0, full) run whole;
     with ws_tail each of the last wave's blocks (n_blocks - full < programs) is split into
@@ -267,7 +294,7 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
     """The configs of CANDIDATES that fit at M rows, where supported, and the first TAIL_BASES
     of them with ws_tail where it splits the N x K weight's last wave; with ws_rows_enabled()
     also the first of CANDIDATES_R2 that fits, and its tail split likewise; with
-    xres_enabled() the first of CANDIDATES_X that fits (no tail split)."""
+    xres_enabled() also ``xres_candidates``."""
     if not supported(M, K, device):
         return ()
     nt = nt_for(M)
@@ -283,7 +310,26 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
         tails = [replace(c, ws_tail=1) for c in fit[:TAIL_BASES]]
         out += fit + [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
     if xres_enabled():
-        out += [c for c in CANDIDATES_X if fits(c, nt, K)][:1]
+        out += xres_candidates(M, N, K, device)
+    return tuple(out)
+
+
+def xres_candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
+    """x resident at M rows on an N x K weight, where supported: the fewest parts of K with
+    which a config of CANDIDATES_X fits (its most stages), and the fewest with which the first
+    (four stages) fits, where that differs."""
+    if not supported(M, K, device):
+        return ()
+    nt, out = nt_for(M), []
+    for parts in range(1, MAX_XRES_PARTS + 1):
+        fit = [replace(c, ws_xres=parts) for c in CANDIDATES_X
+               if fits(replace(c, ws_xres=parts), nt, K)]
+        if fit and not out:
+            out.append(fit[0])
+        if fit and fit[0].ws_stages == CANDIDATES_X[0].ws_stages:
+            if fit[0] != out[0]:
+                out.append(fit[0])
+            break
     return tuple(out)
 
 
@@ -339,7 +385,8 @@ if HAS_WS:
         """The producer warp: every (item, round) of the program into ring stage i % NS once
         the consumers have released it (_item); with WR 2 both 16-row blocks' planes (plane
         buffers WR st, WR st + 1) and one copy of x; with XR (x resident, BOX3 only) x of round
-        r into x buffers 2 r, 2 r + 1 in the program's first item only."""
+        r into x buffers 2 (r - r0), 2 (r - r0) + 1 in the program's first item only (every
+        item of a program has the same K part, xres_plan)."""
         pid = gl.program_id(0)
         npg = gl.num_programs(0)
         pbytes: gl.constexpr = 3 * WR * 16 * WK * _TW * 4
@@ -371,7 +418,7 @@ if HAS_WS:
                                   _box3(lbs.index(WR * st + b), WK, 16, L3))
                     if XR:
                         if it == pid:
-                            _x_boxes(xa_desc, xb_desc, xs, r, r, bar, WK, NT, L3)
+                            _x_boxes(xa_desc, xb_desc, xs, r - r0, r, bar, WK, NT, L3)
                     else:
                         _x_boxes(xa_desc, xb_desc, xs, st, r, bar, WK, NT, L3)
                 else:
@@ -450,6 +497,22 @@ if HAS_WS:
                 gl.store(y_ptr + (tok + 8) * sym + row + 16, v3.to(gl.bfloat16), mask=ok3)
 
     @gluon.jit
+    def _store_parts(ws_ptr, sp, M, N, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3,
+                     NT: gl.constexpr, WR: gl.constexpr = 1):
+        """_store_out's values as fp32 partials into split sp of ws_ptr [splits, M, N]."""
+        wp = ws_ptr + sp.to(gl.int64) * M * N
+        gl.store(wp + tok * N + row, v, mask=ok)
+        if NT >= 2:
+            gl.store(wp + (tok + 8) * N + row, v1, mask=ok1)
+        if NT == 4:
+            gl.store(wp + (tok + 16) * N + row, v2, mask=ok2)
+            gl.store(wp + (tok + 24) * N + row, v3, mask=ok3)
+        if WR == 2:
+            gl.store(wp + tok * N + row + 16, v2, mask=ok2)
+            if NT == 2:
+                gl.store(wp + (tok + 8) * N + row + 16, v3, mask=ok3)
+
+    @gluon.jit
     def _item(it, full, splits, rps, n_rounds):
         """(block, K run, first round, end round) of item it: items [0, full) are whole blocks,
         the others the last blocks' K in ``splits`` runs of rps rounds (tail_plan)."""
@@ -461,19 +524,19 @@ if HAS_WS:
                 gl.minimum(r0 + rps + (1 - tail) * n_rounds, n_rounds))
 
     @gluon.jit
-    def _round(hs, las, lbs, xs, ready, empty, i, r, hbw, hbw2, acc01, acc23, bcc01, bcc23,
+    def _round(hs, las, lbs, xs, ready, empty, i, xr, hbw, hbw2, acc01, acc23, bcc01, bcc23,
                ccc01, ccc23, dcc01, dcc23, zero, WK: gl.constexpr, NT: gl.constexpr,
                NS: gl.constexpr, P: gl.constexpr, Q: gl.constexpr, X: gl.constexpr,
                LP: gl.constexpr, LX: gl.constexpr, WR: gl.constexpr, XR: gl.constexpr = 0):
         """The consumers' round i: its stage's planes and x from the ring (then the stage back
         to the producer), the decode and the MMAs into the accumulators (acc, bcc: tokens 0-7,
         8-15; with NT 4 ccc, dcc: 16-23, 24-31, the same decoded words; with WR 2 ccc, dcc:
-        the second 16-row block's tokens 0-7, 8-15 on the same x, its bases hbw2; with XR x of
-        round r from the resident x buffers 2 r, 2 r + 1)."""
+        the second 16-row block's tokens 0-7, 8-15 on the same x, its bases hbw2; with XR x from
+        the resident x buffers 2 xr, 2 xr + 1: xr, the round within the item's K part)."""
         st = i % NS
         xi = st
         if XR:
-            xi = r
+            xi = xr
         mbarrier.wait(ready.index(st), (i // NS) & 1)
         h = _planes(hs.index(WR * st), LP, P)
         la = _planes(las.index(WR * st), LP, P)
@@ -590,7 +653,7 @@ if HAS_WS:
             dcc23 = gl.zeros([WK, 8, 2, 4], gl.float32, ACC)
             for r in range(r0, r1):
                 acc01, acc23, bcc01, bcc23, ccc01, ccc23, dcc01, dcc23 = _round(
-                    hs, las, lbs, xs, ready, empty, i, r, hbw, hbw2, acc01, acc23, bcc01,
+                    hs, las, lbs, xs, ready, empty, i, r - r0, hbw, hbw2, acc01, acc23, bcc01,
                     bcc23, ccc01, ccc23, dcc01, dcc23, zero, WK, NT, NS, P, Q, X, LP, LX, WR, XR)
                 i += 1
             if ESC:   # the escapes' exact products: the first chunk, then any further ones,
@@ -651,24 +714,18 @@ if HAS_WS:
                     v3 += corr.index(3).load(SL)
                 mbarrier.arrive(cfree.index(0), count=1)
                 jj += 1
-            if not TAIL:
+            if TAIL == 0:
                 _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT, WR)
+            elif TAIL == 2:   # x resident in parts: the partials only (sum_parts adds them)
+                _store_parts(ws_ptr, sp, M, N, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT,
+                             WR)
             elif it < full:
                 _store_out(y_ptr, sym, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT, WR)
             else:   # split-K: the fp32 partials into ws_ptr [splits, M, N]; the block's last
                 #     item to finish adds them in split order and stores y
-                wp = ws_ptr + sp.to(gl.int64) * M * N
-                gl.store(wp + tok * N + row, v, mask=ok)
-                if NT >= 2:
-                    gl.store(wp + (tok + 8) * N + row, v1, mask=ok1)
-                if NT == 4:
-                    gl.store(wp + (tok + 16) * N + row, v2, mask=ok2)
-                    gl.store(wp + (tok + 24) * N + row, v3, mask=ok3)
-                if WR == 2:
-                    gl.store(wp + tok * N + row + 16, v2, mask=ok2)
-                    if NT == 2:
-                        gl.store(wp + (tok + 8) * N + row + 16, v3, mask=ok3)
-                _mm._barrier()   # every thread's partial is written before the ticket is taken
+                _store_parts(ws_ptr, sp, M, N, v, v1, v2, v3, row, tok, ok, ok1, ok2, ok3, NT,
+                             WR)
+                _mm._barrier()   # every thread's partial is written before the ticket
                 ticket = gl.atomic_add(lock_ptr + tile, 1, sem="acq_rel", scope="gpu")
                 if ticket == splits - 1:
                     v = gl.zeros_like(v)
@@ -677,7 +734,8 @@ if HAS_WS:
                     v3 = gl.zeros_like(v)
                     for k in range(splits):
                         wp = ws_ptr + k * M * N
-                        v += gl.load(wp + tok * N + row, mask=ok, other=0.0, cache_modifier=".cg")
+                        v += gl.load(wp + tok * N + row, mask=ok, other=0.0,
+                                     cache_modifier=".cg")
                         if NT >= 2:
                             v1 += gl.load(wp + (tok + 8) * N + row, mask=ok1, other=0.0,
                                           cache_modifier=".cg")
@@ -762,7 +820,7 @@ if HAS_WS:
                    WK: gl.constexpr, NT: gl.constexpr, NS: gl.constexpr, P: gl.constexpr,
                    Q: gl.constexpr, X: gl.constexpr, LP: gl.constexpr, LX: gl.constexpr,
                    QE: gl.constexpr, EL: gl.constexpr, ESC: gl.constexpr,
-                   HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = False,
+                   HB_PER_ROW: gl.constexpr, RL: gl.constexpr, TAIL: gl.constexpr = 0,
                    BOX3: gl.constexpr = False, SW: gl.constexpr = None, PDL: gl.constexpr = 0,
                    EW: gl.constexpr = False,
                    QE1: gl.constexpr = None, EL1: gl.constexpr = None, WR: gl.constexpr = 1,
@@ -771,10 +829,11 @@ if HAS_WS:
         # (row stride sym); hb_ptr: the per-tensor base (u8) or the per-row bases as int32 words
         # (kernel_hb's [N, 16] bytes); koff / kent / kval: the 16-row escape index (W12Planes).
         # Items (_item): blocks [0, full) whole, the others split over K (tail_plan); with TAIL
-        # (splits > 1) ws_ptr fp32 [splits, M, N] partials and lock_ptr a zeroed ticket per
-        # block (left zero), else neither read (y twice). WR 2: items of two 16-row blocks
+        # 1 (splits > 1) ws_ptr fp32 [splits, M, N] partials and lock_ptr a zeroed ticket per
+        # block (left zero), TAIL 2 (x resident in parts) the partials only (lock_ptr not
+        # read; sum_parts adds them), else neither read (y twice). WR 2: items of two 16-row blocks
         # (32-row blocks; their plane buffers WR st, WR st + 1). XR > 0: x resident, XR rounds
-        # (whole blocks, BOX3), x buffers 2 r, 2 r + 1 for round r
+        # of the program's K part (BOX3; xres_plan), x buffers 2 r, 2 r + 1 for its round r
         hs = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
         las = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
         lbs = gl.allocate_shared_memory(gl.int32, [WR * NS, 16 * WK, _TW], SW)
@@ -821,6 +880,41 @@ if HAS_WS:
                              ready, empty, n_items, n_rounds, full, splits, rps, WK, NT, NS, PDL,
                              BOX3, WR, XR)),
             ], [1], [40])
+
+
+if _k.HAS_TRITON:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _sum_parts_kernel(ws_ptr, y_ptr, M, N, sym, PARTS: tl.constexpr, BLOCK: tl.constexpr,
+                          PDL: tl.constexpr = 0):
+        """y [M, N] (bf16, row stride sym) = the sum of ws [PARTS, M, N] (fp32) in part order:
+        the partials of x resident in parts of K (TAIL 2)."""
+        _pdl.start(PDL)
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        ok = offs < M * N
+        acc = tl.load(ws_ptr + offs, mask=ok, other=0.0)
+        for p in tl.static_range(1, PARTS):
+            acc += tl.load(ws_ptr + p * M * N + offs, mask=ok, other=0.0)
+        tl.store(y_ptr + (offs // N) * sym + offs % N, acc.to(tl.bfloat16), mask=ok)
+
+
+SUM_BLOCK = 1024   # outputs per program of _sum_parts_kernel
+
+
+def sum_parts(ws: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """y[:] = ws.sum(0) in part order (fp32, then bf16): ``_sum_parts_kernel`` (GPU, PDL where
+    active; or the Triton interpreter on CPU tensors)."""
+    parts, M, N = ws.shape
+    if y.shape != (M, N) or y.stride(1) != 1 or not ws.is_contiguous():
+        raise ValueError(f"sum_parts: ws {tuple(ws.shape)} contiguous, y [M, N] rows dense; got "
+                         f"y {tuple(y.shape)}")
+    _k._check_device(ws, y)
+    _sum_parts_kernel[(_cdiv(M * N, SUM_BLOCK),)](ws, y, M, N, y.stride(0), PARTS=parts,
+                                                  BLOCK=SUM_BLOCK, num_warps=4,
+                                                  **_pdl.launch_args(y))
+    return y
 
 
 def swizzle(rank: int = 2):
@@ -928,21 +1022,33 @@ def w12_ws(x: torch.Tensor, planes: W12Planes, cfg: WsConfig | None = None) -> t
                  TensorDescriptor.from_tensor(x32[:, 2 * HW:], [8, TILE_W], sw))
     n_tiles = _cdiv(N, 16 * cfg.ws_rows)
     n_sm = _k._num_sms(x.device)
-    full, splits, rps = tail_plan(cfg, N, Kp, n_sm)
+    if cfg.ws_xres:
+        full, splits, rps, progs = xres_plan(cfg, N, Kp, n_sm)
+    else:
+        full, splits, rps = tail_plan(cfg, N, Kp, n_sm)
+        progs = cfg.ws_grid * n_sm
     n_items = full + (n_tiles - full) * splits
-    wsb, locks = _k.split_buffers(y, splits, n_tiles)
+    parts = cfg.ws_xres and splits > 1   # every block split, no tickets: sum_parts adds them
+    if parts:
+        wsb = torch.empty((splits, M, N), dtype=torch.float32, device=x.device)
+        locks = y
+    else:
+        wsb, locks = _k.split_buffers(y, splits, n_tiles)
     P, Q, X, LP, LX, QE, EL = layouts()
     QE1, EL1 = esc_warp_layouts()
     hb = planes.hb.view(torch.int32) if planes.per_row else planes.hb
-    _ws_kernel[(min(n_items, cfg.ws_grid * n_sm),)](
+    _ws_kernel[(min(n_items, progs),)](
         *descs, y, wsb, locks, x, hb, planes.koff, planes.kent, planes.kval, M, N,
         x.stride(0) // 2, y.stride(0), _cdiv(Kp // 2, GROUP), n_items,
         n_rounds(Kp), full, splits, rps,
         WK=WK, NT=NT, NS=cfg.ws_stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
         ESC=esc,
-        HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=splits > 1, BOX3=box3, SW=sw,
+        HB_PER_ROW=planes.per_row, RL=sum_layout(), TAIL=2 if parts else int(splits > 1),
+        BOX3=box3, SW=sw,
         EW=esc and cfg.ws_ewarp > 0, QE1=QE1, EL1=EL1, WR=cfg.ws_rows,
-        XR=n_rounds(Kp) if cfg.ws_xres else 0,
+        XR=rps if cfg.ws_xres else 0,
         **(_pdl.launch_args(x, 2) if WS_PDL else {}), num_warps=WK,
         **({"maxnreg": cfg.ws_maxnreg} if cfg.ws_maxnreg else {}))
+    if parts:
+        sum_parts(wsb, y)
     return y

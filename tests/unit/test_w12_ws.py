@@ -35,12 +35,16 @@ CASES = [(3, 0, 1, True, False, 2, False, False, False),
 CASES_R2 = [(3, 0, 1, True, False, 2, False, True, True, 2),
             (2, 0, 2, True, True, 2, True, True, True, 2),
             (2, 0, 2, False, False, 0, False, False, False, 2)]
-# x resident (WsConfig.ws_xres, XR in the kernel: the rounds of K; the last field): 16 rows at
-# K = 5120 with the escape warp, 8 rows with the consumers' escapes and per-row bases, 16 rows
-# at K = 4096 without escapes (3-D boxes, whole blocks only)
+# x resident (WsConfig.ws_xres, XR in the kernel: the resident rounds; the last field): 16 rows
+# at K = 5120 with the escape warp, 8 rows with the consumers' escapes and per-row bases, 16 rows
+# at K = 4096 without escapes (3-D boxes, whole blocks); K in parts (every block split, TAIL 2:
+# the partials only, no ticket): 16 rows, 3 rounds a part, with the escape warp, and 8 rows with
+# the consumers' escapes
 CASES_X = [(2, 0, 2, True, False, 2, False, True, True, 1, 5),
            (4, 0, 1, True, True, 2, False, True, False, 1, 5),
-           (3, 0, 2, False, False, 0, False, True, False, 1, 4)]
+           (3, 0, 2, False, False, 0, False, True, False, 1, 4),
+           (4, 0, 2, True, False, 2, 2, True, True, 1, 3),
+           (4, 0, 1, True, True, 0, 2, True, False, 1, 6)]
 # ws_tail configs the GPU tests run next to the candidates (on weights of fewer blocks than
 # programs every block is split: 2 to 7 ways over the shapes of test_matches_torch_on_gpu)
 # and the candidates' counterparts with / without the escape warp
@@ -55,9 +59,12 @@ NT4_CONFIGS = ws.CANDIDATES32 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1), ws.WsCon
 R2_CONFIGS = ws.CANDIDATES_R2 + (ws.WsConfig(2, ws_tail=1, ws_ewarp=1, ws_rows=2),
                                  ws.WsConfig(3, ws_tail=1, ws_ewarp=1, ws_rows=2),
                                  ws.WsConfig(2, ws_rows=2))
-# ... and x resident (ws_xres) where K % 256 == 0 and it fits: with and without the escape warp
+# ... and x resident (ws_xres) where K % 256 == 0 and it fits: with and without the escape
+# warp, whole K and in 2 or 3 parts (every block split)
 X_CONFIGS = ws.CANDIDATES_X + (ws.WsConfig(2, ws_xres=1), ws.WsConfig(4, ws_xres=1),
-                               ws.WsConfig(2, 128, 2, ws_xres=1))
+                               ws.WsConfig(2, 128, 2, ws_xres=1),
+                               ws.WsConfig(4, ws_ewarp=1, ws_xres=2), ws.WsConfig(4, ws_xres=3),
+                               ws.WsConfig(3, ws_ewarp=1, ws_xres=3))
 SIG = dict(y_ptr="*bf16", ws_ptr="*fp32", lock_ptr="*i32", x16_ptr="*bf16", hb_ptr="*u8",
            koff_ptr="*i32", kent_ptr="*i32", kval_ptr="*i16", M="i32", N="i32", sxm="i32",
            sym="i32", G="i32", n_items="i32", n_rounds="i32", full="i32", splits="i32", rps="i32")
@@ -88,6 +95,8 @@ def _compile_all() -> dict:
             sig["hb_ptr"] = "*i32"
         if not tail:   # the launcher passes y as the (unread) workspace and tickets
             sig.update(ws_ptr="*bf16", lock_ptr="*bf16")
+        elif tail == 2:   # ... and as the (unread) tickets of x resident in parts
+            sig.update(lock_ptr="*bf16")
         consts = dict(WK=ws.WK, NT=nt, NS=stages, P=P, Q=Q, X=X, LP=LP, LX=LX, QE=QE, EL=EL,
                       ESC=esc, HB_PER_ROW=per_row, PDL=pdl, RL=ws.sum_layout(), TAIL=tail,
                       BOX3=box3, SW=sw, EW=ew, QE1=QE1, EL1=EL1, WR=wr, XR=xr)
@@ -107,6 +116,7 @@ def _compile_all() -> dict:
         name = (f"ws{stages}g{maxnreg} nt{nt} esc{int(esc)} row{int(per_row)} pdl{pdl} "
                 f"box{int(box3)} ew{int(ew)} wr{wr} xr{xr}")
         out[f"{name} tail{int(tail)}"] = {
+            "st_global": ptx.count("st.global"),
             "nt": nt, "pdl": pdl, "esc": esc, "ew": ew, "wr": wr, "xr": xr,
             "mma": ptx.count("mma.sync.aligned.m16n8k16"),
             "tma": ptx.count("cp.async.bulk.tensor"),
@@ -158,10 +168,11 @@ def test_compiles_for_sm90():
         # named barriers (bar.sync in the PTX): at most one per stage at the start, two per
         # round (the wait on a stage, its release), the cross-warp sum's two per 8-token tile
         # and one before a block's first store (gl.sum's reduction took 6 or more per tile), and
-        # with TAIL at most 5 in the split-K branch (the partials written before the ticket, an
-        # atomic add; its broadcast; an exchange resets it), with EW one before the release of
-        # the escape warp's buffer
-        assert r["bar"] <= r["stages"] + 1 + 2 * nt * wr + 5 * r["tail"] + r["ew"], (name, r)
+        # with TAIL 1 at most 5 in the split-K branch (the partials written before the ticket,
+        # an atomic add; its broadcast; an exchange resets it), with EW one before the release
+        # of the escape warp's buffer
+        ticketed = int(r["tail"] == 1)
+        assert r["bar"] <= r["stages"] + 1 + 2 * nt * wr + 5 * ticketed + r["ew"], (name, r)
         # a stage's release: one mbarrier arrive, no proxy fence (session 46: up to 2.3% per
         # layer); with the escape warp one arrive each way on its buffer
         assert (r["fence"], r["mb_arrive"]) == (0, 1 + 2 * r["ew"]), (name, r)
@@ -170,7 +181,11 @@ def test_compiles_for_sm90():
         # session 46)
         assert r["loop_mma"] == 2 * ws.S * nt * wr, (name, r)
         assert r["loop_fadd"] == 4 * ws.S * nt * wr, (name, r)
-        assert r["atom"] == 2 * r["tail"], (name, r)
+        # the ticket's add and reset (TAIL 1); TAIL 2 (x resident in parts) takes none and
+        # stores its partials only: the stores of y's tiles are not compiled in
+        assert r["atom"] == 2 * ticketed, (name, r)
+        if r["tail"] == 2:
+            assert 0 < r["st_global"] <= nt, (name, r)
         # PDL: a wait in each partition and one launch_dependents
         assert r["gdc"] == ((4 if r["ew"] else 3) if r["pdl"] else 0), (name, r)
 
@@ -228,11 +243,14 @@ def test_config_and_candidates():
 
 
 def test_x_resident_config_and_shared_memory():
-    """ws_xres: whole 16-row blocks only; x of every round of K in shared memory (32 KB a
-    round at 16 rows, 16 KB at 8), so the ring's stages are what is left of an SM's."""
+    """ws_xres: 16-row blocks, no tail split of its own; x of every round of K, or of one part
+    of K, in shared memory (32 KB a round at 16 rows, 16 KB at 8), so the ring's stages are what
+    is left of an SM's."""
     x = ws.WsConfig(2, ws_ewarp=1, ws_xres=1)
     assert x.short == "ws2x1wxr" and ws.WsConfig(3).short == "ws3x1"
-    for bad in (dict(ws_xres=2), dict(ws_xres=1, ws_tail=1), dict(ws_xres=1, ws_rows=2)):
+    assert ws.WsConfig(4, ws_xres=3).short == "ws4x1xr3"
+    for bad in (dict(ws_xres=-1), dict(ws_xres=ws.MAX_XRES_PARTS + 1), dict(ws_xres=1, ws_tail=1),
+                dict(ws_xres=1, ws_rows=2)):
         with pytest.raises(ValueError):
             ws.WsConfig(**bad)
     tile = 16 * ws.WK * ws.TILE_W * 4
@@ -250,6 +268,29 @@ def test_x_resident_config_and_shared_memory():
     # two blocks per SM need two copies of x
     assert not ws.fits(ws.WsConfig(2, 128, 2, ws_xres=1), 1, 5120)
     assert ws.fits(ws.WsConfig(2, 128, 2, ws_xres=1), 1, 1024)
+    # parts of K: 16 rows at K = 5120 in two parts (3 rounds resident): four stages fit;
+    # K = 19968 (20 rounds) in 7 parts of 3
+    assert ws.xres_rounds(ws.WsConfig(4, ws_xres=2), 5120) == 3
+    assert ws.fits(ws.WsConfig(4, ws_ewarp=1, ws_xres=2), 2, 5120)
+    assert ws.xres_rounds(ws.WsConfig(4, ws_xres=7), 19968) == 3
+    assert ws.fits(ws.WsConfig(4, ws_ewarp=1, ws_xres=7), 2, 19968)
+    assert not ws.fits(ws.WsConfig(2, ws_ewarp=1, ws_xres=3), 2, 19968)   # 7 rounds
+
+
+def test_x_resident_plan():
+    """(full, splits, rounds per split, programs): whole K on up to one program per SM; in
+    parts every block split, on a multiple of the parts (a program keeps one part of x)."""
+    one, two, seven = (ws.WsConfig(2, ws_xres=p) for p in (1, 2, 7))
+    assert ws.xres_plan(one, 5120, 5120, 132) == (320, 1, 5, 132)
+    assert ws.xres_plan(one, 1040, 5120, 132) == (65, 1, 5, 65)
+    assert ws.xres_plan(two, 5120, 5120, 132) == (0, 2, 3, 132)
+    assert ws.xres_plan(seven, 6656, 19968, 132) == (0, 7, 3, 126)     # 20 rounds: 6 x 3 + 2
+    assert ws.xres_plan(seven, 64, 19968, 132) == (0, 7, 3, 28)        # 4 blocks
+    # parts that would be empty are dropped: 5 rounds in 4 parts of 2 -> 3 splits
+    assert ws.xres_plan(ws.WsConfig(2, ws_xres=4), 5120, 5120, 132) == (0, 3, 2, 132)
+    # a K of one round: whole
+    assert ws.xres_plan(two, 512, 1024, 132) == (32, 1, 1, 32)
+    assert ws.xres_plan(ws.WsConfig(2, 128, 2, ws_xres=3), 5120, 5120, 132) == (0, 3, 2, 264)
 
 
 def test_chunks_view_is_the_3d_boxes_layout():
@@ -285,15 +326,21 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     assert ws.candidates(8, 32 * 264, 5120, dev)[-1] == ws.WsConfig(3, ws_ewarp=1, ws_rows=2)
     assert ws.candidates(32, 5120, 17408, dev) == ws.CANDIDATES32 + (
         ws.WsConfig(2, ws_tail=1, ws_ewarp=1),)
-    # x resident only with $SPECPILOT_W12_WS_XRES=1: the first of CANDIDATES_X that fits, no
-    # tail split; none where it does not fit (K = 17408 at 16 rows) or K % 256 != 0
+    # x resident only with $SPECPILOT_W12_WS_XRES=1 (xres_candidates): the fewest parts of K
+    # that fit (most stages), and the fewest with four stages; none where K % 256 != 0
     monkeypatch.delenv(ws.ENV_ROWS2)
     assert ws.candidates(16, 16 * 264, 5120, dev) == base
     monkeypatch.setenv(ws.ENV_XRES, "1")
-    assert ws.candidates(16, 16 * 264, 5120, dev) == base + (ws.WsConfig(2, ws_ewarp=1,
-                                                                         ws_xres=1),)
-    assert ws.candidates(8, 16 * 264, 5120, dev)[-1] == ws.WsConfig(4, ws_ewarp=1, ws_xres=1)
-    assert ws.candidates(16, 5120, 17408, dev) == down
+    xr = dict(ws_ewarp=1)
+    assert ws.candidates(16, 16 * 264, 5120, dev) == base + (
+        ws.WsConfig(2, ws_xres=1, **xr), ws.WsConfig(4, ws_xres=2, **xr))
+    assert ws.xres_candidates(8, 16 * 264, 5120, dev) == (ws.WsConfig(4, ws_xres=1, **xr),)
+    assert ws.xres_candidates(16, 5120, 17408, dev) == (ws.WsConfig(2, ws_xres=4, **xr),
+                                                         ws.WsConfig(4, ws_xres=6, **xr))
+    assert ws.xres_candidates(16, 6656, 19968, dev) == (ws.WsConfig(2, ws_xres=4, **xr),
+                                                         ws.WsConfig(4, ws_xres=7, **xr))
+    assert ws.xres_candidates(16, 8704, 6656, dev) == (ws.WsConfig(3, ws_xres=2, **xr),
+                                                        ws.WsConfig(4, ws_xres=3, **xr))
     assert ws.candidates(16, 16 * 264, 5120 + 32, dev) == base
 
 
@@ -350,14 +397,49 @@ def test_w12_mma_runs_a_ws_config_and_the_tune_file_holds_one(tmp_path, monkeypa
     key = Kn.MMA_KEY_PREFIX + "w12|H100|m16|n64|k64"
     Kn._TUNED[key] = ws.WsConfig(4)
     Kn._TUNED[key.replace("m16", "m2")] = mma.MmaConfig(2, 1, 2, 8, esc_mma=1)
-    Kn._TUNED[key.replace("m16", "m8")] = ws.WsConfig(4, ws_ewarp=1, ws_xres=1)
+    Kn._TUNED[key.replace("m16", "m8")] = ws.WsConfig(4, ws_ewarp=1, ws_xres=3)
     path = str(tmp_path / "tune.json")
     Kn.save_tuning(path)
     Kn._TUNED.clear()
     assert Kn.load_tuning(path) == 3
     assert Kn._TUNED[key] == ws.WsConfig(4)
-    assert Kn._TUNED[key.replace("m16", "m8")] == ws.WsConfig(4, ws_ewarp=1, ws_xres=1)
+    assert Kn._TUNED[key.replace("m16", "m8")] == ws.WsConfig(4, ws_ewarp=1, ws_xres=3)
     assert Kn._TUNED[key.replace("m16", "m2")] == mma.MmaConfig(2, 1, 2, 8, esc_mma=1)
+
+
+def test_sum_parts_adds_the_partials_in_order():
+    """sum_parts (the second launch of x resident in parts of K): y = the fp32 sum of ws's
+    parts in part order, rounded to bf16, into y's rows at its row stride (a view into a wider
+    buffer: the columns past N stay as they were); bad shapes are refused. CPU: the Triton
+    interpreter, on integer partials whose sums bf16 holds exactly (its bf16 conversion does
+    not round to nearest); on a GPU also random partials against torch's rounding."""
+    from specpilot.w12 import kernel as Kn
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if dev == "cpu" and not Kn.INTERPRET:
+        pytest.skip("needs a GPU or the Triton interpreter")
+    g = torch.Generator().manual_seed(0)
+    for parts, M, N in ((2, 3, 70), (3, 16, 1100), (6, 1, 5)):
+        w = torch.randint(-30, 31, (parts, M, N), generator=g).float()
+        if parts >= 3:   # in part order 2^24 + 1 rounds to 2^24, so the column sums to 0
+            w[:3, 0, 0] = torch.tensor([2.0 ** 24, 1.0, -2.0 ** 24])
+            w[3:, 0, 0] = 0
+        cases = [w] + ([torch.randn(parts, M, N, generator=g) * 100] if dev == "cuda" else [])
+        for i, w in enumerate(cases):
+            w = w.to(dev)
+            buf = torch.full((M, N + 8), 7.0, dtype=torch.bfloat16, device=dev)
+            y = buf[:, :N]
+            assert ws.sum_parts(w, y) is y
+            ref = w[0].clone()
+            for p in range(1, parts):
+                ref += w[p]
+            assert torch.equal(y, ref.bfloat16()), (parts, M, N)
+            assert (buf[:, N:] == 7.0).all()
+            if parts >= 3 and i == 0:
+                assert y[0, 0] == 0
+    with pytest.raises(ValueError, match="sum_parts"):
+        ws.sum_parts(torch.zeros(2, 3, 4, device=dev), torch.zeros(3, 5, dtype=torch.bfloat16,
+                                                                    device=dev))
 
 
 def _sm90() -> bool:
@@ -428,9 +510,10 @@ def test_tuner_offers_ws_on_sm90(monkeypatch):
 @pytest.mark.gpu
 def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     """A chain of norm -> W12 layers on ws (every candidate at 8 and 16 rows, the 32-row
-    blocks' and x resident's among them) and on the register loop gives the same bits eagerly
-    and in a CUDA graph (the TMA descriptors captured with the launches), with PDL off
-    (pdl.ENABLED) and on (ws.WS_PDL, the default)."""
+    blocks' and x resident's among them, x resident in two parts of K with its second launch,
+    sum_parts) and on the register loop gives the same bits eagerly and in a CUDA graph (the
+    TMA descriptors captured with the launches), with PDL off (pdl.ENABLED) and on (ws.WS_PDL,
+    the default)."""
     from specpilot.kernels import norm
     from specpilot.w12 import kernel as Kn
 
@@ -439,7 +522,7 @@ def test_gpu_graph_with_pdl_equals_without(monkeypatch):
     monkeypatch.setattr(ws, "WS_PDL", True)
     D = 2048
     cfgs = (ws.CANDIDATES + ws.CANDIDATES_R2 + ws.CANDIDATES_X[1:]
-            + (mma.MmaConfig(2, 1, 2, 8, esc_mma=1),))
+            + (ws.WsConfig(4, ws_ewarp=1, ws_xres=2), mma.MmaConfig(2, 1, 2, 8, esc_mma=1)))
     layers = [Kn.prepare(encode(make_weight(D, D, i, edges=FINITE_EDGE, n_edges=200)), "cuda")
               for i in range(len(cfgs))]
     nw = torch.randn(D, device="cuda").bfloat16()
