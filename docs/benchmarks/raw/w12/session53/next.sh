@@ -9,7 +9,7 @@
 # 32-row blocks (exit status: 0 where x resident, whole or parts, wins on Qwen3.8-27B at 16
 # rows by more than 2% per token). ~6-7 min. Where it wins on an H200, the next call: W12
 # `stock` on Qwen3.8-27B + DFlash2 at two requests with it offered (the command at the end).
-#   bash docs/benchmarks/raw/w12/session53/next.sh
+#   [TL=270] [MODELS=qwen38-27b,muse-glimmer-30b] bash docs/benchmarks/raw/w12/session53/next.sh
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
@@ -20,7 +20,8 @@ OUT=$L/t WORKERS=12 PER_TEST=150 LIMIT=170 bash scripts/gpu_tests.sh \
 el "test_w12_ws.py rc=$?"; tail -3 $L/t/gpu_tests.log
 VARY=(--xres)
 grep -q H200 $L/gpu.txt && VARY+=(--vary ws_rows=2,ws_ewarp=1,ws_stages=2)
-timeout 320 python3 scripts/gpu_w12_ws_bench.py --m 16 --time-limit 270 "${VARY[@]}" \
+timeout $(( ${TL:-270} + 50 )) python3 scripts/gpu_w12_ws_bench.py --m 16 --time-limit ${TL:-270} \
+  --models ${MODELS:-qwen38-27b,muse-glimmer-30b} "${VARY[@]}" \
   --out $L/xres.json > $L/xres.log 2>&1
 el "ws bench rc=$?"; grep -vE "^PASS" $L/xres.log | cut -c1-200
 python3 - $L/xres.json <<'PY' > $L/gate.txt; rc=$?; cat $L/gate.txt; el "gate rc=$rc"
