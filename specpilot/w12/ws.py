@@ -69,7 +69,8 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   the 3-D boxes (K % 256 == 0), no tail split of its own. With P > 1 (to reach K >= 6144 at 16
   rows) every block is split into the parts (``xres_plan``) on a multiple of P programs, so
   that a program's items all share one part; each item stores its fp32 partials (``TAIL`` 2)
-  and a second, PDL-chained launch (``sum_parts``) adds them in part order into y. H100
+  and a second, PDL-chained launch (``sum_parts``) adds them in part order into y (not yet
+  run on a GPU: the tuner offers whole K only, ``candidates``). H100
   (session 52): whole K even with the candidates above (not held by L2 there); in parts with a
   ticket per block instead (the tail split's way) 1.13-1.73x slower: each item waited for its
   partials' fence and ticket, about 2 us.
@@ -294,7 +295,8 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
     """The configs of CANDIDATES that fit at M rows, where supported, and the first TAIL_BASES
     of them with ws_tail where it splits the N x K weight's last wave; with ws_rows_enabled()
     also the first of CANDIDATES_R2 that fits, and its tail split likewise; with
-    xres_enabled() also ``xres_candidates``."""
+    xres_enabled() also those of ``xres_candidates`` on all of K (``ws_xres`` 1; in parts of
+    K, built in session 53 and not yet run on a GPU, only the bench's ``--xres`` times them)."""
     if not supported(M, K, device):
         return ()
     nt = nt_for(M)
@@ -309,8 +311,8 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
             fit = fit[:1]
         tails = [replace(c, ws_tail=1) for c in fit[:TAIL_BASES]]
         out += fit + [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
-    if xres_enabled():
-        out += xres_candidates(M, N, K, device)
+    if xres_enabled():   # whole K only: the parts (TAIL 2) have not yet run on a GPU
+        out += [c for c in xres_candidates(M, N, K, device) if c.ws_xres == 1]
     return tuple(out)
 
 

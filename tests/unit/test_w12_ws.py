@@ -326,14 +326,17 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     assert ws.candidates(8, 32 * 264, 5120, dev)[-1] == ws.WsConfig(3, ws_ewarp=1, ws_rows=2)
     assert ws.candidates(32, 5120, 17408, dev) == ws.CANDIDATES32 + (
         ws.WsConfig(2, ws_tail=1, ws_ewarp=1),)
-    # x resident only with $SPECPILOT_W12_WS_XRES=1 (xres_candidates): the fewest parts of K
-    # that fit (most stages), and the fewest with four stages; none where K % 256 != 0
+    # x resident only with $SPECPILOT_W12_WS_XRES=1, and on all of K only (xres_candidates:
+    # the fewest parts of K that fit, most stages, and the fewest with four stages; the parts
+    # not in the tuner until they have run on a GPU); none where K % 256 != 0
     monkeypatch.delenv(ws.ENV_ROWS2)
     assert ws.candidates(16, 16 * 264, 5120, dev) == base
     monkeypatch.setenv(ws.ENV_XRES, "1")
     xr = dict(ws_ewarp=1)
-    assert ws.candidates(16, 16 * 264, 5120, dev) == base + (
-        ws.WsConfig(2, ws_xres=1, **xr), ws.WsConfig(4, ws_xres=2, **xr))
+    assert ws.candidates(16, 16 * 264, 5120, dev) == base + (ws.WsConfig(2, ws_xres=1, **xr),)
+    assert ws.xres_candidates(16, 16 * 264, 5120, dev) == (ws.WsConfig(2, ws_xres=1, **xr),
+                                                            ws.WsConfig(4, ws_xres=2, **xr))
+    assert ws.candidates(16, 5120, 17408, dev) == down
     assert ws.xres_candidates(8, 16 * 264, 5120, dev) == (ws.WsConfig(4, ws_xres=1, **xr),)
     assert ws.xres_candidates(16, 5120, 17408, dev) == (ws.WsConfig(2, ws_xres=4, **xr),
                                                          ws.WsConfig(4, ws_xres=6, **xr))

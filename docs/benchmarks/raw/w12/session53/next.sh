@@ -50,7 +50,8 @@ for model in ("qwen38-27b", "muse-glimmer-30b"):
             gain = base / new
 sys.exit(0 if gain > 1.02 else 1)
 PY
-# (W12 `stock` with x resident offered, where the gate passes on an H200:
+# (W12 `stock` with x resident offered, where the gate passes on an H200; if the parts won,
+#  first let ws.candidates offer them (it offers whole K only until they pass the GPU tests):
 #  SPECPILOT_W12_WS_XRES=1 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock
 #  --drafter dflash2 --accept 4.8 --batch 2 --rounds 2 --one-engine: a call of its own)
 exit 0
