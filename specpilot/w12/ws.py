@@ -324,8 +324,7 @@ def xres_candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
         return ()
     nt, out = nt_for(M), []
     for parts in range(1, MAX_XRES_PARTS + 1):
-        fit = [replace(c, ws_xres=parts) for c in CANDIDATES_X
-               if fits(replace(c, ws_xres=parts), nt, K)]
+        fit = [v for v in (replace(c, ws_xres=parts) for c in CANDIDATES_X) if fits(v, nt, K)]
         if fit and not out:
             out.append(fit[0])
         if fit and fit[0].ws_stages == CANDIDATES_X[0].ws_stages:
