@@ -114,7 +114,7 @@ TILE_W = 32     # int32 words per tile row (the 128-byte swizzle's width)
 MAX_M = 32       # 17-32 rows (NT 4) only behind $SPECPILOT_W12_WS32 in w12_matmul (ws32_enabled)
 ENV_WS32 = "SPECPILOT_W12_WS32"
 ENV_ROWS2 = "SPECPILOT_W12_WS_ROWS2"   # the tuner offers CANDIDATES_R2 (ws_rows_enabled)
-ENV_XRES = "SPECPILOT_W12_WS_XRES"    # the tuner offers xres_candidates (xres_enabled)
+ENV_XRES = "SPECPILOT_W12_WS_XRES"    # the tuner offers xres_candidates (xres_mode)
 MAX_XRES_PARTS = 12   # WsConfig.ws_xres: parts of K at most
 WS_PDL = True    # launch with programmatic dependent launch (see the module notes)
 BLOCK_SMEM = 232448   # bytes of shared memory one block may use on an H100 / H200
@@ -181,11 +181,16 @@ def ws_rows_enabled() -> bool:
     return os.environ.get(ENV_ROWS2, "0") == "1"
 
 
-def xres_enabled() -> bool:
-    """Whether the tuner offers ``xres_candidates`` (``$SPECPILOT_W12_WS_XRES`` = 1; off by
+def xres_mode() -> int:
+    """Which x-resident configs the tuner offers (``$SPECPILOT_W12_WS_XRES``): 0 none (the
     default: built in session 52, even with today's kernel on an H100, not yet timed on an
-    H200)."""
-    return os.environ.get(ENV_XRES, "0") == "1"
+    H200), 1 those of ``xres_candidates`` on all of K, ``parts`` (2) those in parts of K too
+    (built in session 53, not yet run on a GPU). Any other value is refused."""
+    value = os.environ.get(ENV_XRES, "0").strip().lower()
+    modes = {"0": 0, "": 0, "1": 1, "parts": 2}
+    if value not in modes:
+        raise ValueError(f"${ENV_XRES}={value!r}: expected 0, 1 or parts")
+    return modes[value]
 
 
 def smem_bytes(stages: int, nt: int, rows: int = 1, xr: int = 0) -> int:
@@ -295,8 +300,9 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
     """The configs of CANDIDATES that fit at M rows, where supported, and the first TAIL_BASES
     of them with ws_tail where it splits the N x K weight's last wave; with ws_rows_enabled()
     also the first of CANDIDATES_R2 that fits, and its tail split likewise; with
-    xres_enabled() also those of ``xres_candidates`` on all of K (``ws_xres`` 1; in parts of
-    K, built in session 53 and not yet run on a GPU, only the bench's ``--xres`` times them)."""
+    xres_mode() 1 also those of ``xres_candidates`` on all of K (``ws_xres`` 1), with 2 those
+    in parts of K too (built in session 53 and not yet run on a GPU; the bench's ``--xres``
+    times them all)."""
     if not supported(M, K, device):
         return ()
     nt = nt_for(M)
@@ -311,8 +317,9 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
             fit = fit[:1]
         tails = [replace(c, ws_tail=1) for c in fit[:TAIL_BASES]]
         out += fit + [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
-    if xres_enabled():   # whole K only: the parts (TAIL 2) have not yet run on a GPU
-        out += [c for c in xres_candidates(M, N, K, device) if c.ws_xres == 1]
+    mode = xres_mode()
+    if mode:   # 1: whole K only (the parts, TAIL 2, have not yet run on a GPU); 2: the parts too
+        out += [c for c in xres_candidates(M, N, K, device) if mode == 2 or c.ws_xres == 1]
     return tuple(out)
 
 

@@ -345,6 +345,14 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     assert ws.xres_candidates(16, 8704, 6656, dev) == (ws.WsConfig(3, ws_xres=2, **xr),
                                                         ws.WsConfig(4, ws_xres=3, **xr))
     assert ws.candidates(16, 16 * 264, 5120 + 32, dev) == base
+    # $SPECPILOT_W12_WS_XRES=parts: the parts too; a value it does not know is refused
+    monkeypatch.setenv(ws.ENV_XRES, "parts")
+    assert ws.candidates(16, 5120, 17408, dev) == down + ws.xres_candidates(16, 5120, 17408, dev)
+    assert ws.candidates(16, 16 * 264, 5120, dev) == base + ws.xres_candidates(
+        16, 16 * 264, 5120, dev)
+    monkeypatch.setenv(ws.ENV_XRES, "2")
+    with pytest.raises(ValueError, match="expected 0, 1 or parts"):
+        ws.candidates(16, 5120, 17408, dev)
 
 
 def test_17_to_32_rows_need_the_escape_warp_for_escapes(monkeypatch):
