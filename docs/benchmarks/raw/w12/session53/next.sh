@@ -9,15 +9,17 @@
 # 32-row blocks (exit status: 0 where x resident, whole or parts, wins on Qwen3.8-27B at 16
 # rows by more than 2% per token). ~6-7 min. Where it wins on an H200, the next call: W12
 # `stock` on Qwen3.8-27B + DFlash2 at two requests with it offered (the command at the end).
-#   [TL=270] [MODELS=qwen38-27b,muse-glimmer-30b] bash docs/benchmarks/raw/w12/session53/next.sh
+#   [TL=270] [MODELS=qwen38-27b,muse-glimmer-30b] [TESTS=0] bash docs/benchmarks/raw/w12/session53/next.sh
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=$OUT/next; mkdir -p $L/t
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee $L/gpu.txt
-OUT=$L/t WORKERS=12 PER_TEST=150 LIMIT=170 bash scripts/gpu_tests.sh \
-  tests/unit/test_w12_ws.py > $L/tests.log 2>&1
-el "test_w12_ws.py rc=$?"; tail -3 $L/t/gpu_tests.log
+if [ "${TESTS:-1}" = 1 ]; then   # TESTS=0: the bench alone (its checks compare every config)
+  OUT=$L/t WORKERS=12 PER_TEST=150 LIMIT=170 bash scripts/gpu_tests.sh \
+    tests/unit/test_w12_ws.py > $L/tests.log 2>&1
+  el "test_w12_ws.py rc=$?"; tail -3 $L/t/gpu_tests.log
+fi
 VARY=(--xres)
 grep -q H200 $L/gpu.txt && VARY+=(--vary ws_rows=2,ws_ewarp=1,ws_stages=2)
 timeout $(( ${TL:-270} + 50 )) python3 scripts/gpu_w12_ws_bench.py --m 16 --time-limit ${TL:-270} \
