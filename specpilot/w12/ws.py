@@ -69,8 +69,10 @@ warps only read shared memory, decode (``kernel.DECODE_PTX``) and run ``mma.sync
   the 3-D boxes (K % 256 == 0), no tail split of its own. With P > 1 (to reach K >= 6144 at 16
   rows) every block is split into the parts (``xres_plan``) on a multiple of P programs, so
   that a program's items all share one part; each item stores its fp32 partials (``TAIL`` 2)
-  and a second, PDL-chained launch (``sum_parts``) adds them in part order into y (not yet
-  run on a GPU: the tuner offers whole K only, ``candidates``). H100
+  and a second, PDL-chained launch (``sum_parts``) adds them in part order into y (H100,
+  session 54: correct, in the PDL graph chain too, but slower than today's candidates at 16
+  rows, o_proj 1.14x and down 1.26-2.0x the time: the tuner offers them only with
+  ``$SPECPILOT_W12_WS_XRES=parts``, ``candidates``; not yet timed on an H200). H100
   (session 52): whole K even with the candidates above (not held by L2 there); in parts with a
   ticket per block instead (the tail split's way) 1.13-1.73x slower: each item waited for its
   partials' fence and ticket, about 2 us.
@@ -185,7 +187,8 @@ def xres_mode() -> int:
     """Which x-resident configs the tuner offers (``$SPECPILOT_W12_WS_XRES``): 0 none (the
     default: built in session 52, even with today's kernel on an H100, not yet timed on an
     H200), 1 those of ``xres_candidates`` on all of K, ``parts`` (2) those in parts of K too
-    (built in session 53, not yet run on a GPU). Any other value is refused."""
+    (built in session 53; correct on an H100 but slower there, session 54). Any other value
+    is refused."""
     value = os.environ.get(ENV_XRES, "0").strip().lower()
     modes = {"0": 0, "": 0, "1": 1, "parts": 2}
     if value not in modes:
@@ -301,7 +304,7 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
     of them with ws_tail where it splits the N x K weight's last wave; with ws_rows_enabled()
     also the first of CANDIDATES_R2 that fits, and its tail split likewise; with
     xres_mode() 1 also those of ``xres_candidates`` on all of K (``ws_xres`` 1), with 2 those
-    in parts of K too (built in session 53 and not yet run on a GPU; the bench's ``--xres``
+    in parts of K too (correct on an H100 but slower there, session 54; the bench's ``--xres``
     times them all)."""
     if not supported(M, K, device):
         return ()
@@ -318,7 +321,7 @@ def candidates(M: int, N: int, K: int, device: torch.device) -> tuple:
         tails = [replace(c, ws_tail=1) for c in fit[:TAIL_BASES]]
         out += fit + [c for c in tails if tail_plan(c, N, K, n_sm)[1] > 1]
     mode = xres_mode()
-    if mode:   # 1: whole K only (the parts, TAIL 2, have not yet run on a GPU); 2: the parts too
+    if mode:   # 1: whole K only (the parts, TAIL 2, were slower on an H100); 2: the parts too
         out += [c for c in xres_candidates(M, N, K, device) if mode == 2 or c.ws_xres == 1]
     return tuple(out)
 
