@@ -327,8 +327,8 @@ def test_candidates_add_the_tail_split_where_it_splits(monkeypatch):
     assert ws.candidates(32, 5120, 17408, dev) == ws.CANDIDATES32 + (
         ws.WsConfig(2, ws_tail=1, ws_ewarp=1),)
     # x resident only with $SPECPILOT_W12_WS_XRES=1, and on all of K only (xres_candidates:
-    # the fewest parts of K that fit, most stages, and the fewest with four stages; the parts
-    # not in the tuner until they have run on a GPU); none where K % 256 != 0
+    # the fewest parts of K that fit, most stages, and the fewest with four stages; the parts,
+    # slower on an H100, only with =parts, below); none where K % 256 != 0
     monkeypatch.delenv(ws.ENV_ROWS2)
     assert ws.candidates(16, 16 * 264, 5120, dev) == base
     monkeypatch.setenv(ws.ENV_XRES, "1")

@@ -20,8 +20,8 @@ if [ "${TESTS:-1}" = 1 ]; then   # TESTS=0: the bench alone (its checks compare 
     tests/unit/test_w12_ws.py > $L/tests.log 2>&1
   el "test_w12_ws.py rc=$?"; tail -3 $L/t/gpu_tests.log
 fi
-VARY=(--xres)   # the bench's checks compile every config (over 110 s on a fresh H100, session
-# 54) and count against TL: skipped where test_w12_ws.py ran (it checks every config too)
+VARY=(--xres)   # the bench's checks compile every config (not done after 160 s on a fresh
+# H100, session 54) and count against TL: skipped where test_w12_ws.py ran (it checks them too)
 [ "${TESTS:-1}" = 1 ] && VARY+=(--skip-check)
 grep -q H200 $L/gpu.txt && VARY+=(--vary ws_rows=2,ws_ewarp=1,ws_stages=2)
 timeout $(( ${TL:-270} + 50 )) python3 scripts/gpu_w12_ws_bench.py --m 16 --time-limit ${TL:-270} \
@@ -54,8 +54,8 @@ for model in ("qwen38-27b", "muse-glimmer-30b"):
             gain = base / new
 sys.exit(0 if gain > 1.02 else 1)
 PY
-# (W12 `stock` with x resident offered, where the gate passes on an H200; if the parts won,
-#  first let ws.candidates offer them (it offers whole K only until they pass the GPU tests):
+# (W12 `stock` with x resident offered, where the gate passes on an H200; =1 offers whole K
+#  only, =parts the parts too (where they won):
 #  SPECPILOT_W12_WS_XRES=1 python3 scripts/gpu_w12_e2e.py --target qwen38-27b --stock
 #  --drafter dflash2 --accept 4.8 --batch 2 --rounds 2 --one-engine: a call of its own)
 exit 0

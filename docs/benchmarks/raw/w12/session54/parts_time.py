@@ -1,13 +1,14 @@
 """A first look at x resident in parts on the GPU: us per call at 16 rows, cuBLAS bf16, the
-first of today's ws candidates and the xres_candidates; o_proj's weights rotated (3 copies), down's 134 MB (one) exceed L2."""
+first of today's ws candidates and the xres_candidates; o_proj's weights rotated (3 copies),
+down's (134 MB, more than L2) one copy."""
 import torch
 from specpilot.w12 import kernel as Kn, ws
 from specpilot.w12.format import encode
 
 dev = torch.device("cuda")
 for name, N, K, R in (("qwen o_proj", 5120, 6144, 3), ("qwen down", 5120, 17408, 1)):
-    ws_ = [torch.randn(N, K, device=dev).bfloat16() * 0.02 for _ in range(R)]
-    ps = [Kn.prepare(encode(w.cpu()), "cuda") for w in ws_]
+    wts = [torch.randn(N, K, device=dev).bfloat16() * 0.02 for _ in range(R)]
+    ps = [Kn.prepare(encode(w.cpu()), "cuda") for w in wts]
     a = torch.randn(16, K, device=dev).bfloat16()
 
     def t(f, n=30):   # a CUDA graph of n calls (w12_ws's host side is not timed), replayed
@@ -25,7 +26,7 @@ for name, N, K, R in (("qwen o_proj", 5120, 6144, 3), ("qwen down", 5120, 17408,
             g.replay()
         e.record(); torch.cuda.synchronize()
         return s.elapsed_time(e) * 1e3 / (5 * n)
-    row = {"cuBLAS": t(lambda i: a @ ws_[i].T)}
+    row = {"cuBLAS": t(lambda i: a @ wts[i].T)}
     cands = ws.candidates(16, N, K, dev)[:1] + ws.xres_candidates(16, N, K, dev)
     for c in cands:
         row[f"ws{c.ws_stages}xr{c.ws_xres}"] = t(lambda i: ws.w12_ws(a, ps[i], c))
