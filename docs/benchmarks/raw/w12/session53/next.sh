@@ -7,8 +7,9 @@
 # stages) and, on an H200, the 32-row blocks varied too, side by side. The gate prints, per
 # model, the per-token gain over today's candidates of: x resident whole, in parts, both, the
 # 32-row blocks (exit status: 0 where x resident, whole or parts, wins on Qwen3.8-27B at 16
-# rows by more than 2% per token). 215 s on an H100 (session 55), the bench 41 s of it. Where it wins on an H200, the next call: W12
-# `stock` on Qwen3.8-27B + DFlash2 at two requests with it offered (the command at the end).
+# rows by more than 2% per token). 215 s on an H100 (session 55), the bench 41 s of it. Where
+# it wins on an H200, the next call: W12 `stock` on Qwen3.8-27B + DFlash2 at two requests with
+# it offered (the command at the end).
 #   [TL=270] [MODELS=qwen38-27b,muse-glimmer-30b] [TESTS=0 [CHECK=0]] bash docs/benchmarks/raw/w12/session53/next.sh
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
