@@ -1,5 +1,7 @@
 """Model classes keyed by the `architectures` string of a Hugging Face config.json."""
 
+import importlib
+
 _REGISTRY: dict = {}
 
 
@@ -9,9 +11,8 @@ def register(architecture: str, cls) -> None:
 
 def resolve(hf_config):
     """Returns the model class for the config's first supported architecture, or raises."""
-    import specpilot.models.llama  # noqa: F401  (registers on import)
-    import specpilot.models.qwen3_5  # noqa: F401
-    import specpilot.models.muse_glimmer  # noqa: F401
+    for module in ("llama", "qwen3_5", "muse_glimmer"):   # each registers its classes
+        importlib.import_module(f"specpilot.models.{module}")
 
     archs = list(getattr(hf_config, "architectures", None) or [])
     for arch in archs:
