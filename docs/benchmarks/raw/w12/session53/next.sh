@@ -16,16 +16,17 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 T0=$(date +%s); el() { echo "[t+$(( $(date +%s) - T0 ))s] $*"; }
 L=$OUT/next; mkdir -p $L/t
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee $L/gpu.txt
+TRC=1
 if [ "${TESTS:-1}" = 1 ]; then   # TESTS=0: the bench alone (its checks compare every config)
   OUT=$L/t WORKERS=12 PER_TEST=150 LIMIT=170 bash scripts/gpu_tests.sh \
     tests/unit/test_w12_ws.py > $L/tests.log 2>&1
-  el "test_w12_ws.py rc=$?"; tail -3 $L/t/gpu_tests.log
+  TRC=$?; el "test_w12_ws.py rc=$TRC"; tail -3 $L/t/gpu_tests.log
 fi
 VARY=(--xres)   # the bench's checks compile every config (not done after 160 s on a fresh
-# H100, session 54) and count against TL: skipped where test_w12_ws.py ran (it checks them too)
-# CHECK=0 with TESTS=0: timing alone (where test_w12_ws.py passed on another sm_90 GPU at this
-# tree, e.g. session 55's H100, and the device time left is short)
-{ [ "${TESTS:-1}" = 1 ] || [ "${CHECK:-1}" = 0 ]; } && VARY+=(--skip-check)
+# H100, session 54) and count against TL: skipped where test_w12_ws.py passed (it checks them
+# too); CHECK=0 with TESTS=0: timing alone (where test_w12_ws.py passed on another sm_90 GPU
+# at this tree, e.g. session 55's H100, and the device time left is short)
+{ [ $TRC = 0 ] || [ "${CHECK:-1}" = 0 ]; } && VARY+=(--skip-check)
 grep -q H200 $L/gpu.txt && VARY+=(--vary ws_rows=2,ws_ewarp=1,ws_stages=2)
 timeout $(( ${TL:-270} + 50 )) python3 scripts/gpu_w12_ws_bench.py --m 16 --time-limit ${TL:-270} \
   --models ${MODELS:-qwen38-27b,muse-glimmer-30b} "${VARY[@]}" \
