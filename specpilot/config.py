@@ -27,7 +27,10 @@ class ServerArgs:
     device: Optional[str] = None  # None: cuda if available else cpu
     context_length: Optional[int] = None  # None: the model's max_position_embeddings
     mem_fraction_static: float = 0.85  # GPU: share of total memory for weights + KV pool
-    max_total_tokens: Optional[int] = None  # KV pool size in tokens; None: from memory
+    # KV pool size in tokens, the most a request may hold (a server request's max_tokens is
+    # clamped to it); None: from memory. The pool has 64 slots more, never counted here: a
+    # request that long still has room for a verify block
+    max_total_tokens: Optional[int] = None
     max_running_requests: int = 64
     chunked_prefill_size: int = 2048  # <= 0 disables chunking
     max_prefill_tokens: int = 16384

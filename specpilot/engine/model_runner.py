@@ -26,6 +26,9 @@ _DTYPES = {"float32": torch.float32, "float": torch.float32, "bfloat16": torch.b
            "float16": torch.float16, "half": torch.float16}
 CPU_KV_BUDGET_BYTES = 2 << 30  # default KV pool on CPU when --max-total-tokens is not given
 SPARE_POSITIONS = 64  # verify rows may run past the context end; they are never committed
+# KV slots beyond num_kv_slots (the tokens a request may hold, max_total_tokens): a request as
+# long as the pool allows still has room for its verify block (up to SPARE_POSITIONS rows)
+SPARE_KV_SLOTS = SPARE_POSITIONS
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,13 @@ class RunnerInfo:
     dtype: str
     context_length: int
     vocab_size: int
-    num_kv_slots: int  # usable KV slots (tokens), scratch slot excluded
+    num_kv_slots: int  # tokens a request may hold (max_total_tokens), scratch slot excluded
     num_req_rows: int
     eos_token_ids: tuple[int, ...]
     architecture: str
     decode_len: int = 1  # KV rows a DECODE step writes per request (the verify block when speculating)
     speculative_algorithm: Optional[str] = None
+    kv_spare_slots: int = 0  # KV slots beyond num_kv_slots, for a verify block at the pool's end
 
 
 def forced_checks(logits: torch.Tensor) -> list[tuple[int, float]]:
@@ -168,11 +172,13 @@ class ModelRunner:
         self._pdl_setting()
         num_layers, kv_heads, head_dim = self.model.kv_cache_spec()
         per_token = KVCache.bytes_per_token(num_layers, kv_heads, head_dim, self.dtype)
-        num_slots = max_total_tokens or self._auto_kv_slots(per_token, mem_fraction_static)
+        num_slots = max_total_tokens or (self._auto_kv_slots(per_token, mem_fraction_static)
+                                         - SPARE_KV_SLOTS)
         num_slots = min(num_slots, ctx * max_running_requests)
         if num_slots < 2:
             raise RuntimeError("no memory left for the KV cache: raise --mem-fraction-static")
-        self.kv = KVCache(num_layers, num_slots + 1, kv_heads, head_dim, self.dtype, self.device)
+        self.kv = KVCache(num_layers, num_slots + 1 + SPARE_KV_SLOTS, kv_heads, head_dim,
+                          self.dtype, self.device)
         num_rows = max_running_requests + 2  # + one partially prefilled request, + spare
         self.req_to_token = ReqToTokenTable(num_rows, self.max_positions, self.device)
         self.states = None  # recurrent state slots (hybrid targets), one per table row
@@ -195,11 +201,12 @@ class ModelRunner:
         self.info = RunnerInfo(
             device=str(self.device), dtype=str(self.dtype).replace("torch.", ""),
             context_length=ctx, vocab_size=self.model.config.vocab_size, num_kv_slots=num_slots,
+            kv_spare_slots=SPARE_KV_SLOTS,
             num_req_rows=num_rows, eos_token_ids=eos_ids(model_path, self.model.config),
             architecture=type(self.model).__name__)
-        log.info("KV cache: %d tokens (%.2f GiB), context %d, %s on %s, %s attention", num_slots,
-                 num_slots * per_token / 2**30, ctx, self.info.dtype, self.device,
-                 self.attention_backend)
+        log.info("KV cache: %d tokens + %d spare (%.2f GiB), context %d, %s on %s, %s attention",
+                 num_slots, SPARE_KV_SLOTS, (num_slots + SPARE_KV_SLOTS) * per_token / 2**30, ctx,
+                 self.info.dtype, self.device, self.attention_backend)
 
     def graph_support(self) -> str | None:
         """None if CUDA graphs can serve this runner, else why not."""

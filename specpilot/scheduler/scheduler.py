@@ -39,7 +39,11 @@ class Scheduler:
         self.max_running = max_running_requests
         self.chunked_prefill_size = chunked_prefill_size
         self.max_prefill_tokens = max_prefill_tokens
-        self.alloc = KVAllocator(info.num_kv_slots, info.num_req_rows)
+        # a request holds at most num_kv_slots tokens; the spare slots give one that long the
+        # room for its verify block (decode_len rows)
+        self.num_kv_slots = info.num_kv_slots
+        self.alloc = KVAllocator(info.num_kv_slots + getattr(info, "kv_spare_slots", 0),
+                                 info.num_req_rows)
         self.decode_len = getattr(info, "decode_len", 1)  # KV rows per request per DECODE step
         self.waiting: collections.deque[Req] = collections.deque()
         self.running: list[Req] = []
@@ -93,8 +97,8 @@ class Scheduler:
             return "the prompt is empty"
         if n >= self.context_length:
             return f"the prompt has {n} tokens; the context length is {self.context_length}"
-        if n + 1 > self.alloc.slots.capacity:
-            return f"the prompt has {n} tokens; the KV cache holds {self.alloc.slots.capacity}"
+        if n + 1 > self.num_kv_slots:
+            return f"the prompt has {n} tokens; the KV cache holds {self.num_kv_slots}"
         bad = [t for t in inp.input_ids if not 0 <= t < self.vocab_size]
         if bad:
             return f"token id {bad[0]} is outside the vocabulary (size {self.vocab_size})"
@@ -131,7 +135,7 @@ class Scheduler:
         span = (now - recent[0][0]) if recent else 0.0
         return {"num_running": len(self.running), "num_waiting": len(self.waiting),
                 "kv_used_tokens": self.alloc.used_tokens,
-                "kv_total_tokens": self.alloc.slots.capacity,
+                "kv_total_tokens": self.num_kv_slots,  # the spare slots not counted
                 "num_retractions": self.num_retractions,
                 "gen_throughput": toks / span if span > 0 else 0.0,
                 **self._spec_stats()}
@@ -216,8 +220,11 @@ class Scheduler:
     def _next_overlapped(self, prev: "_InFlight"):
         """(reqs, a function that queues their DECODE step) for the step to queue behind prev,
         or None when the host has to read prev first."""
-        if self.waiting:
+        head = self.waiting[0] if self.waiting else None
+        if head is not None and (head.row is not None or len(self.running) < self.max_running):
             return None  # a prefill is due: it runs after prev's results are in
+        # (a queue held back by --max-running-requests waits for a request to end: that shows
+        # in prev's results, and the prefill comes one step later)
         if self.decode_len > 1:
             return self._next_lagged_spec(prev)
         # requests whose prev token will end them for length need no further step
@@ -273,9 +280,12 @@ class Scheduler:
             return None
         chunking = self.chunked_prefill_size > 0
         budget = self.chunked_prefill_size if chunking else self.max_prefill_tokens
-        reserve = len(self.running)  # one decode slot per running request
         reqs, prefix_lens, extend_lens = [], [], []
         for req in self.waiting:
+            # room for the next DECODE step of the running requests, of those taken and of this
+            # one (alone, nothing is held back: the pool's spare slots hold its verify block)
+            others = len(self.running) + len(reqs)
+            reserve = (others + 1) * self.decode_len if others else 0
             remaining = req.seq_len - req.kv_len
             if budget <= 0 or (not chunking and reqs and remaining > budget):
                 break

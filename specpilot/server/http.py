@@ -139,11 +139,11 @@ def create_app(client, args) -> FastAPI:
     # ------------------------------------------------------------------ running requests
     def start(group: RequestGroup) -> list[str]:
         rids = [inp.rid for inp in group.inputs]
-        metrics.request_started(rids)
+        fresh = metrics.request_started(rids)
         try:
             group.submit()
-        except Exception:
-            metrics.forget(rids)
+        except Exception:  # e.g. a duplicate rid: the running request keeps its clock
+            metrics.forget(fresh)
             raise
         return rids
 

@@ -6,7 +6,8 @@ Contracts:
   * Per-request metrics come from `on_output`, which the EngineClient calls on the scheduler
     thread for every RequestOutput; it must be cheap and never raise. The front end calls
     `request_started(rids)` before submitting (the clock for TTFT / e2e) and `forget(rids)`
-    when it is done with them (aborted requests may never produce a finished output).
+    when it is done with them (aborted requests may never produce a finished output); a
+    submission that fails forgets only the rids `request_started` returned.
   * Engine gauges (running / waiting requests, KV usage, throughput) are read from
     `client.stats()` when /metrics is scraped.
 
@@ -73,11 +74,17 @@ class ServerMetrics:
         self._lock = threading.Lock()
 
     # ---- front end (event loop) ----
-    def request_started(self, rids: Iterable[str]) -> None:
+    def request_started(self, rids: Iterable[str]) -> list[str]:
+        """Starts the clock of each rid not already running; returns those (a request refused
+        for a duplicate rid must not touch the running request's clock: forget only these)."""
         now = time.perf_counter()
+        fresh = []
         with self._lock:
             for rid in rids:
-                self._start[rid] = now
+                if rid not in self._start:
+                    self._start[rid] = now
+                    fresh.append(rid)
+        return fresh
 
     def forget(self, rids: Iterable[str]) -> None:
         with self._lock:

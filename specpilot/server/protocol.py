@@ -102,7 +102,8 @@ class _OpenAISampling(_Model):
 
     def unsupported_features(self) -> list[str]:
         bad = []
-        if self.logprobs:  # True (chat) or a positive count (completions)
+        # True (chat) or any count (completions: 0 asks for the chosen tokens' logprobs)
+        if self.logprobs is not None and self.logprobs is not False:
             bad.append("logprobs")
         for name in ("regex", "json_schema", "ebnf"):
             if getattr(self, name):

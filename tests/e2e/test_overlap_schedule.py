@@ -92,6 +92,26 @@ def test_steps_really_overlap(target, monkeypatch):
     assert order == ["launch", "launch", "read", "launch", "read", "launch", "read", "read"]
 
 
+def test_steps_overlap_with_a_queue_at_max_running(target, monkeypatch):
+    # requests waiting for a free place (--max-running-requests) do not stop the overlap
+    plain, over = engine(target, False, max_running_requests=2), engine(target, True,
+                                                                         max_running_requests=2)
+    ahead = {"n": 0}
+    nxt = over.scheduler._next_overlapped
+
+    def counted(prev):
+        out = nxt(prev)
+        ahead["n"] += out is not None and bool(over.scheduler.waiting)
+        return out
+
+    monkeypatch.setattr(over.scheduler, "_next_overlapped", counted)
+    ps = prompts(5, seed=21)
+    sp = SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True)
+    a, b = run_both((plain, over), ps, sp)
+    same(a, b)
+    assert ahead["n"] > 0
+
+
 def test_abort_while_a_step_is_in_flight(target, engines):
     ps = prompts(3, seed=9)
     sp = SamplingParams(temperature=0, max_new_tokens=8, ignore_eos=True)
@@ -99,10 +119,11 @@ def test_abort_while_a_step_is_in_flight(target, engines):
 
 
 def test_kv_pressure_falls_back_to_plain_steps(target):
-    # a pool too small for everyone: retraction happens in plain steps, outputs unchanged
-    ps = prompts(4, seed=11)
+    # a pool too small for everyone (40 + 64 spare slots; each request fits in 40): retraction
+    # happens in plain steps, outputs unchanged
+    ps = prompts(8, seed=11)
     sp = SamplingParams(temperature=0, max_new_tokens=16, ignore_eos=True)
-    engines = engine(target, False, max_total_tokens=70), engine(target, True, max_total_tokens=70)
+    engines = engine(target, False, max_total_tokens=40), engine(target, True, max_total_tokens=40)
     a, b = run_both(engines, ps, sp)
     same(a, b)
     assert all(e.scheduler.num_retractions > 0 for e in engines)  # the pressure was real

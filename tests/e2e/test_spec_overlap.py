@@ -107,6 +107,27 @@ def test_arrivals_sampling_and_abort(dense):
     abort_in_flight(over.scheduler, ps[:3], greedy, plain.generate(ps[:3], greedy), 3)
 
 
+def test_queue_at_max_running(dense):
+    # requests waiting for a free place (--max-running-requests 2) do not stop the lagged steps;
+    # each is admitted one step after a request ends, with the same outputs and verify steps
+    target, drafter, _, _ = dense
+    plain = stock(target, drafter, False, max_running_requests=2)
+    over = stock(target, drafter, True, max_running_requests=2)
+    queued = []  # steps queued behind an unread one while requests wait
+    nxt = over.scheduler._next_overlapped
+
+    def counted(prev):
+        out = nxt(prev)
+        queued.append(out is not None and bool(over.scheduler.waiting))
+        return out
+
+    over.scheduler._next_overlapped = counted
+    sp = SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True)
+    a, b = run_pair(plain, over, prompts(5, seed=13), sp)
+    assert any(queued)
+    assert [o.meta["spec_verify_ct"] for o in a] == [o.meta["spec_verify_ct"] for o in b]
+
+
 def test_context_limit_and_kv_pressure(tmp_path):
     target = make_tiny("qwen3", tmp_path / "t")
     drafter = make_drafter("dflash", tmp_path / "d")
@@ -115,11 +136,12 @@ def test_context_limit_and_kv_pressure(tmp_path):
     # requests that run into the context length (no queued step may pass it) ...
     kw = dict(context_length=48)
     run_pair(stock(target, drafter, False, **kw), stock(target, drafter, True, **kw), ps, sp)
-    # ... and a KV pool too small for all: retraction happens in plain steps
-    kw = dict(max_total_tokens=90)
+    # ... and a KV pool too small for all (60 + 64 spare slots; each request fits in 60):
+    # retraction happens in plain steps
+    kw = dict(max_total_tokens=60)
     a = stock(target, drafter, False, **kw)
     b = stock(target, drafter, True, **kw)
-    run_pair(a, b, ps, sp)
+    run_pair(a, b, prompts(6, seed=7), sp)
     assert b.scheduler.num_retractions > 0
 
 

@@ -50,3 +50,20 @@ def test_stock_greedy_equals_ar_every_block_size(target, drafters, kind):
         assert [o.output_ids for o in outs] == ref, (kind, b)
         assert all(o.meta["spec_verify_ct"] >= 1 for o in outs)
         assert eng.scheduler.alloc.used_tokens == 0
+
+
+def test_stock_request_as_long_as_the_pool(target, drafters):
+    """prompt + max_new_tokens == max_total_tokens (the server's clamp admits it): near the end
+    of the pool a verify block needs B slots past the request's tokens. The KV cache's spare
+    slots hold them, so stock finishes for length with ar's tokens (it was aborted before)."""
+    path, ref = target
+    prompt = prompts()[2]
+    for b in (4, 16):
+        eng = OfflineEngine(ServerArgs(model_path=path, device="cpu", max_running_requests=1,
+                                       max_total_tokens=len(prompt) + NEW,
+                                       speculative_draft_model_path=drafters["dflash"],
+                                       speculative_num_draft_tokens=b))
+        out = eng.generate([prompt], GREEDY)[0]
+        assert out.finish_reason == {"type": "length", "length": NEW}, (b, out.finish_reason)
+        assert out.output_ids == ref[2]
+        assert eng.scheduler.alloc.used_tokens == 0

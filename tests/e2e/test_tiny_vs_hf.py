@@ -6,6 +6,7 @@ import pytest
 
 from specpilot.config import ServerArgs
 from specpilot.core import SamplingParams
+from specpilot.engine.model_runner import SPARE_KV_SLOTS
 from specpilot.offline import OfflineEngine
 from tests.e2e.tiny_models import hf_greedy, make_tiny
 
@@ -50,9 +51,10 @@ def test_arrivals_while_decoding(tiny):
 
 def test_retraction_when_kv_runs_out(tiny):
     path, ref = tiny
-    # 6 requests need up to ~94 slots each; 200 slots force retractions during decode.
+    # 6 requests need up to ~94 slots each; 200 slots (the spare ones included) force
+    # retractions during decode.
     eng2 = OfflineEngine(ServerArgs(model_path=path, device="cpu", dtype="float32",
-                                    max_total_tokens=200, chunked_prefill_size=32))
+                                    max_total_tokens=200 - SPARE_KV_SLOTS, chunked_prefill_size=32))
     outs = eng2.generate(prompts(), GREEDY)
     assert [o.output_ids for o in outs] == ref
     assert eng2.scheduler.num_retractions > 0

@@ -239,6 +239,7 @@ BAD = [
     ("/v1/completions", {"prompt": [1] * 8192, "max_tokens": 1}, 400),
     ("/v1/completions", {"prompt": [10 ** 9], "max_tokens": 1}, 400),
     ("/v1/completions", {"prompt": "hi", "logprobs": 2}, 400),
+    ("/v1/completions", {"prompt": "hi", "logprobs": 0}, 400),
     ("/v1/completions", {"prompt": "hi", "n": 0}, 400),
     ("/v1/completions", {"prompt": "hi", "max_tokens": 0}, 400),
     ("/v1/completions", {"prompt": "hi", "top_k": 0}, 400),
@@ -283,6 +284,26 @@ def test_duplicate_rid_is_400(server, wait_idle):
         again = post(server, "/generate", dict(payload, stream=False), timeout=30)
         assert again.status_code == 400, again.text
     assert wait_idle(server.client)["kv_used_tokens"] == 0
+
+
+def test_duplicate_rid_leaves_the_running_requests_metrics(server, wait_idle):
+    def e2e_count():
+        text = httpx.get(server.url + "/metrics").text
+        return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+                   if s.name == "specpilot_e2e_request_latency_seconds_count")
+
+    wait_idle(server.client)
+    before = e2e_count()
+    payload = {"text": PROMPT, "rid": "dup-metrics", "stream": True,
+               "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}}
+    with httpx.stream("POST", server.url + "/generate", json=payload, timeout=TIMEOUT) as r:
+        lines = r.iter_lines()
+        next(lines)
+        again = post(server, "/generate", dict(payload, stream=False), timeout=30)
+        assert again.status_code == 400, again.text
+        assert any("[DONE]" in line for line in lines)  # the first one runs to its end
+    wait_idle(server.client)
+    assert e2e_count() == before + 1  # its latency recorded, the refused one's not
 
 
 # ---------------------------------------------------------------------------- api key

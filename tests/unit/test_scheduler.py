@@ -128,6 +128,58 @@ def test_retraction_recomputes_and_finishes():
     assert s.alloc.used_tokens == 0
 
 
+class SpecRunner(CountingRunner):
+    """A speculative engine whose drafts are all rejected: each DECODE step writes B KV rows per
+    request (the anchor and B - 1 drafts) and yields one token."""
+
+    def __init__(self, b, spare, **kw):
+        super().__init__(**kw)
+        self.info.decode_len, self.info.kv_spare_slots = b, spare
+
+    def forward(self, wb):
+        if wb.mode != ForwardMode.DECODE:
+            return super().forward(wb)
+        self.batches.append(wb)
+        n = wb.batch_size
+        return StepOutput([[(t + 1) % V] for t in wb.input_ids], num_accepted=[0] * n,
+                          num_proposed=self.info.decode_len - 1)
+
+
+@pytest.mark.parametrize("b", [2, 8, 16])
+def test_spec_request_as_long_as_the_pool_finishes(b):
+    # prompt + max_new_tokens == the pool (what the server's clamp admits); the last steps need
+    # B slots past the request's tokens: the spare slots hold them, nothing is aborted or lost
+    r = SpecRunner(b, spare=16, slots=40, ctx=64)
+    s = Scheduler(r, max_running_requests=1)
+    outs = run(s, [GenerateInput("a", [1] * 10, greedy(max_new_tokens=30, ignore_eos=True))])
+    final = outs["a"][-1]
+    assert final.finish_reason == {"type": "length", "length": 30}
+    assert final.output_ids == [k % V for k in range(2, 32)]
+    assert max(len(b.req_pool_indices) for b in r.batches) == 1
+    assert s.alloc.used_tokens == 0 and s.alloc.slots.capacity == 56
+    # a prompt longer than the pool is refused against num_kv_slots, not the spare
+    outs = run(s, [GenerateInput("b", [1] * 40, greedy())])
+    assert "the KV cache holds 40" in outs["b"][-1].error
+
+
+def test_spec_prefill_leaves_room_for_every_verify_block():
+    # a request is admitted only where the next DECODE step of all (B slots each) still fits:
+    # otherwise it would be prefilled, retracted at once and prefilled again
+    r = SpecRunner(8, spare=8, slots=30, ctx=64)
+    s = Scheduler(r)
+    outs = {}
+    s.set_output_callback(lambda o: outs.setdefault(o.rid, []).append(o))
+    s.add_request(GenerateInput("a", [1] * 10, greedy(max_new_tokens=12, ignore_eos=True)))
+    s.step()
+    s.add_request(GenerateInput("b", [2] * 16, greedy(max_new_tokens=4, ignore_eos=True)))
+    while not s.is_idle():
+        s.step()
+    assert s.num_retractions == 0
+    assert outs["a"][-1].output_ids == [k % V for k in range(2, 14)]
+    assert outs["b"][-1].output_ids == [3, 4, 5, 6]
+    assert s.alloc.used_tokens == 0
+
+
 def test_forward_failure_frees_and_forgets_the_batch():
     r = CountingRunner()
     calls = {"n": 0}
