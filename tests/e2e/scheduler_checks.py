@@ -19,3 +19,18 @@ def abort_in_flight(sched, ps, sp, ref, steps):
     assert outs["r1"].finish_reason["type"] == "abort"
     assert [outs[f"r{i}"].output_ids for i in (0, 2)] == [ref[0].output_ids, ref[2].output_ids]
     assert sched.alloc.used_tokens == 0
+
+
+def count_queued_while_waiting(sched, monkeypatch) -> list[bool]:
+    """Wraps sched._next_overlapped; the list it returns gets, per call, whether a step was
+    queued behind an unread one while requests were waiting."""
+    queued = []
+    nxt = sched._next_overlapped
+
+    def counted(prev):
+        out = nxt(prev)
+        queued.append(out is not None and bool(sched.waiting))
+        return out
+
+    monkeypatch.setattr(sched, "_next_overlapped", counted)
+    return queued

@@ -12,7 +12,7 @@ import pytest
 from specpilot.config import ServerArgs
 from specpilot.core import SamplingParams
 from specpilot.offline import OfflineEngine
-from tests.e2e.scheduler_checks import abort_in_flight
+from tests.e2e.scheduler_checks import abort_in_flight, count_queued_while_waiting
 from tests.e2e.tiny_drafters import make_drafter
 from tests.e2e.tiny_models import make_tiny
 
@@ -107,21 +107,13 @@ def test_arrivals_sampling_and_abort(dense):
     abort_in_flight(over.scheduler, ps[:3], greedy, plain.generate(ps[:3], greedy), 3)
 
 
-def test_queue_at_max_running(dense):
+def test_queue_at_max_running(dense, monkeypatch):
     # requests waiting for a free place (--max-running-requests 2) do not stop the lagged steps;
     # each is admitted one step after a request ends, with the same outputs and verify steps
     target, drafter, _, _ = dense
     plain = stock(target, drafter, False, max_running_requests=2)
     over = stock(target, drafter, True, max_running_requests=2)
-    queued = []  # steps queued behind an unread one while requests wait
-    nxt = over.scheduler._next_overlapped
-
-    def counted(prev):
-        out = nxt(prev)
-        queued.append(out is not None and bool(over.scheduler.waiting))
-        return out
-
-    over.scheduler._next_overlapped = counted
+    queued = count_queued_while_waiting(over.scheduler, monkeypatch)
     sp = SamplingParams(temperature=0, max_new_tokens=12, ignore_eos=True)
     a, b = run_pair(plain, over, prompts(5, seed=13), sp)
     assert any(queued)

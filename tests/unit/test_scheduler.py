@@ -155,7 +155,7 @@ def test_spec_request_as_long_as_the_pool_finishes(b):
     final = outs["a"][-1]
     assert final.finish_reason == {"type": "length", "length": 30}
     assert final.output_ids == [k % V for k in range(2, 32)]
-    assert max(len(b.req_pool_indices) for b in r.batches) == 1
+    assert max(len(wb.req_pool_indices) for wb in r.batches) == 1
     assert s.alloc.used_tokens == 0 and s.alloc.slots.capacity == 56
     # a prompt longer than the pool is refused against num_kv_slots, not the spare
     outs = run(s, [GenerateInput("b", [1] * 40, greedy())])
