@@ -13,7 +13,6 @@ runner then converts the linear layers back to W12 (`--weight-format auto` on su
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 
@@ -41,21 +40,11 @@ def load_hf_config(model_path: str):
 def checkpoint_files(model_path: str) -> dict[str, str]:
     """Tensor name -> safetensors file, from the index when sharded; for a W12 checkpoint its
     tensors' original names -> model.w12.safetensors."""
-    from specpilot.w12.convert import is_w12_checkpoint, w12_files
+    from specpilot.w12.convert import hf_weight_map, is_w12_checkpoint, w12_files
 
-    index = os.path.join(model_path, "model.safetensors.index.json")
-    if os.path.isfile(index):
-        with open(index) as f:
-            weight_map = json.load(f)["weight_map"]
-        return {name: os.path.join(model_path, fn) for name, fn in weight_map.items()}
-    if is_w12_checkpoint(model_path):
+    if is_w12_checkpoint(model_path):   # (never where a bf16 index or model.safetensors is)
         return w12_files(model_path)
-    single = os.path.join(model_path, "model.safetensors")
-    if not os.path.isfile(single):
-        raise FileNotFoundError(f"{model_path!r} has neither model.safetensors nor an index "
-                                f"(nor a W12 checkpoint: model.w12.safetensors or its shards)")
-    with safe_open(single, framework="pt") as f:
-        return {name: single for name in f.keys()}
+    return hf_weight_map(model_path)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,15 @@ def main(argv=None) -> int:
     k.add_argument("--threshold", type=float, default=ESC_THRESHOLD)
     k.add_argument("--quiet", action="store_true", help="only per-class and summary lines")
     a = ap.parse_args(argv)
+    try:
+        return _run(a)
+    except (FileNotFoundError, ValueError) as e:   # bad input: a message, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(a) -> int:
+    """Exit status: 0 lossless, 1 a tensor not bitwise identical (2: bad input, in main)."""
     if a.cmd == "convert":
         convert(a.hf_dir, a.out_dir, a.threshold, device=a.device, progress=not a.no_progress)
         if a.verify:

@@ -50,10 +50,30 @@ def tensor_class(name: str) -> str:
 
 
 def _hf_files(hf_dir: str) -> list:
-    files = sorted(f for f in os.listdir(hf_dir) if f.endswith(".safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no .safetensors files in {hf_dir}")
-    return [os.path.join(hf_dir, f) for f in files]
+    """The bf16 checkpoint's safetensors files, chosen as the loader chooses them (the shard
+    index's files, else model.safetensors: not every *.safetensors in the folder). A W12
+    checkpoint is refused: convert and check take the bf16 folder."""
+    if not os.path.isdir(hf_dir):
+        raise FileNotFoundError(f"{hf_dir}: no such folder")
+    if is_w12_checkpoint(hf_dir):
+        raise ValueError(f"{hf_dir} is a W12 checkpoint; convert and check take the bf16 "
+                         f"checkpoint it was made from")
+    return sorted(set(hf_weight_map(hf_dir).values()))
+
+
+def hf_weight_map(path: str) -> dict:
+    """Tensor name -> safetensors file of a Hugging Face checkpoint folder: its shard index's
+    map, else model.safetensors' tensors (other *.safetensors beside them are not read)."""
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index) as f:
+            return {name: os.path.join(path, fn) for name, fn in json.load(f)["weight_map"].items()}
+    single = os.path.join(path, "model.safetensors")
+    if not os.path.isfile(single):
+        raise FileNotFoundError(f"{path!r} has neither model.safetensors nor an index "
+                                f"(nor a W12 checkpoint: model.w12.safetensors or its shards)")
+    with safe_open(single, framework="pt") as f:
+        return {name: single for name in f.keys()}
 
 
 def count_hf_tensors(hf_dir: str) -> int:
@@ -83,6 +103,9 @@ def convert_tensor(name: str, t: torch.Tensor, threshold: float = ESC_THRESHOLD)
     if w is None:
         info.update(kind="raw", reason="escape threshold", escape_rate=rate)
         return None, info
+    if w.bits_per_weight >= 8 * t.element_size():   # K padded to PAD_K: no smaller than bf16
+        info.update(kind="raw", reason="no smaller than bf16")
+        return None, info
     info.update(kind="w12", base="row" if w.per_row else "tensor", escape_rate=w.escape_rate,
                 n_escapes=w.n_escapes, bits_per_weight=w.bits_per_weight)
     return w, info
@@ -103,6 +126,9 @@ def convert(hf_dir: str, out_dir: str, threshold: float = ESC_THRESHOLD, log=pri
     bar on stderr."""
     from tqdm import tqdm
 
+    _hf_files(hf_dir)   # the source checked before out_dir is touched (a typo must cost nothing)
+    if os.path.isdir(out_dir) and os.path.samefile(hf_dir, out_dir):
+        raise ValueError(f"{out_dir} is the source folder; write the W12 checkpoint elsewhere")
     os.makedirs(out_dir, exist_ok=True)
     for fn in os.listdir(out_dir):   # a previous conversion's files: not mixed with this one's
         if fn.startswith("model.w12") and (fn.endswith(".safetensors") or fn == W12_INDEX):
@@ -234,6 +260,7 @@ def check(hf_dir: str, threshold: float = ESC_THRESHOLD, log=print, verbose: boo
 
     Decoders: the CPU reference, the CPU SWAR emulation and, with CUDA and Triton, the GPU
     decode kernel; the first line says which."""
+    _hf_files(hf_dir)   # a bad folder fails before any output
     gpu_decode = _gpu_decoder()
     log(GPU_NOTE_ON if gpu_decode else GPU_NOTE)
     n_ok = n_tot = 0
@@ -274,7 +301,7 @@ def check(hf_dir: str, threshold: float = ESC_THRESHOLD, log=print, verbose: boo
     log("per class:")
     for k, c in classes.items():
         log(f"  {k:24s} n={c['n']:3d} params={c['numel']:>11d} kinds={','.join(sorted(c['kinds']))} "
-            f"esc_rate={c['esc'] / c['numel']:.2e} bits/w={c['bits'] / c['numel']:.3f}")
+            f"esc_rate={c['esc'] / max(1, c['numel']):.2e} bits/w={c['bits'] / max(1, c['numel']):.3f}")
     summ = {"ok": n_ok, "total": n_tot,
             "w12_params": w12_numel, "w12_escape_rate": w12_esc / max(1, w12_numel),
             "w12_bits_per_weight": w12_bits / max(1, w12_numel),

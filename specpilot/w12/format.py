@@ -21,6 +21,7 @@ Normative description: docs/w12.md. In short:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -83,7 +84,7 @@ def _u16(x: torch.Tensor) -> torch.Tensor:
 def _as_2d(x: torch.Tensor) -> torch.Tensor:
     if x.dim() == 1:
         return x.reshape(1, -1)
-    return x.reshape(x.shape[0], -1)
+    return x.reshape(x.shape[0], math.prod(x.shape[1:]))   # not -1: an empty tensor has no K
 
 
 def _row_chunks(N: int, K: int):
@@ -213,8 +214,8 @@ def row_slice(w: W12Tensor, r0: int, r1: int) -> W12Tensor:
     off = w.esc_off[t0:t1 + 1]
     esc = w.esc[int(off[0]):int(off[-1])]
     hb = w.hb if w.hb.numel() == 1 else w.hb[r0:r1]
-    return W12Tensor((r1 - r0,) + tuple(w.shape[1:]), w.L[r0:r1], w.H[r0:r1], hb,
-                     off - off[0], esc)
+    shape = tuple(w.shape) if len(w.shape) == 1 else (r1 - r0,) + tuple(w.shape[1:])  # 1-D: one row
+    return W12Tensor(shape, w.L[r0:r1], w.H[r0:r1], hb, off - off[0], esc)
 
 
 def decode_chunked(w: W12Tensor, device=None) -> torch.Tensor:
@@ -252,9 +253,10 @@ def _patch_and_finish(w: W12Tensor, word: torch.Tensor) -> torch.Tensor:
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Exact equality of bf16 bit patterns (NaN payloads and signed zeros included)."""
+    """Exact equality of bit patterns (NaN payloads and signed zeros included), for tensors of
+    any dtype and shape (0-d and odd-length byte tensors too): their raw bytes."""
     return a.shape == b.shape and a.dtype == b.dtype and torch.equal(
-        a.contiguous().view(torch.int16), b.contiguous().view(torch.int16))
+        a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
 
 
 def encode_auto(x: torch.Tensor, threshold: float = ESC_THRESHOLD):

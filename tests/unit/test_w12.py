@@ -145,6 +145,23 @@ def test_chunked_decode_equals_one_piece(monkeypatch, per_row):
     assert bitwise_equal(F.decode_chunked(w3), y) and F.decode_chunked(w3).shape == y.shape
     with pytest.raises(ValueError, match="multiple of"):
         F.row_slice(w, 10, 70)
+    z = (torch.randn(100) * 0.02).bfloat16()   # a 1-D tensor: one row, its shape kept
+    z[:7] = bits(EDGE)[:7]
+    assert bitwise_equal(F.decode_chunked(F.encode(z)), z)
+
+
+def test_bitwise_equal_any_dtype_and_empty_tensors():
+    """bitwise_equal compares raw bytes: 0-d, odd-length byte and bool tensors (a checkpoint's
+    scalars and masks); an empty weight encodes and decodes."""
+    import specpilot.w12.format as F
+    for t in (torch.tensor(1.5), torch.tensor([1, 2, 3], dtype=torch.uint8),
+              torch.tensor([True, False, True, True, False])):
+        assert bitwise_equal(t.clone(), t)
+    assert not bitwise_equal(torch.tensor([1, 2, 3], dtype=torch.uint8),
+                             torch.tensor([1, 2, 4], dtype=torch.uint8))
+    assert not bitwise_equal(bits([0x0000]), bits([0x8000]))   # +0 and -0 differ
+    e = torch.zeros(0, 70, dtype=torch.bfloat16)
+    assert bitwise_equal(F.decode(F.encode(e)), e) and F.decode(F.encode(e)).shape == e.shape
 
 
 def test_all_escape_and_threshold_fallback():
@@ -266,3 +283,79 @@ def test_cli_check(tmp_path, capsys):
     assert main(["check", str(tmp_path / "hf"), "--quiet"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "lossless: 7/7 tensors bitwise identical"
     assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "o"), "--verify"]) == 0
+
+
+def test_check_with_scalars_empty_and_narrow_tensors(tmp_path):
+    """check and convert --verify on a checkpoint with a 0-d scale, a byte mask of odd length,
+    an empty weight and a narrow-K conv weight: all lossless; the conv weight stays bf16 (W12
+    padded to 32 columns would be larger)."""
+    from specpilot.w12.__main__ import main
+    from specpilot.w12.convert import convert_tensor
+    t = _tiny_ckpt(tmp_path / "hf")
+    t.update({"model.layers.0.logit_scale": torch.tensor(0.5),
+              "model.layers.0.mask": torch.tensor([1, 0, 1], dtype=torch.uint8),
+              "model.layers.0.empty_proj.weight": torch.zeros(0, 70, dtype=torch.bfloat16),
+              "model.layers.0.conv1d.weight": (torch.randn(64, 1, 4) * 0.3).bfloat16()})
+    save_file(t, str(tmp_path / "hf" / "model.safetensors"))
+    w, info = convert_tensor("model.layers.0.conv1d.weight", t["model.layers.0.conv1d.weight"])
+    assert w is None and info["reason"] == "no smaller than bf16"
+    lines = []
+    s = check(str(tmp_path / "hf"), log=lines.append)
+    assert s["ok"] == s["total"] == len(t) == 11
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "o"), "--verify",
+                 "--no-progress"]) == 0
+    dec = load_w12(str(tmp_path / "o"))
+    assert set(dec) == set(t) and all(bitwise_equal(dec[n], v) for n, v in t.items())
+
+
+def test_convert_reads_what_the_loader_reads(tmp_path):
+    """Only the checkpoint's own files are converted: model.safetensors (or the shard index's
+    files), not another *.safetensors beside them (a consolidated copy, an adapter), which the
+    loader would refuse as unused tensors."""
+    from specpilot.models.loader import checkpoint_files
+    t = _tiny_ckpt(tmp_path / "hf")
+    save_file({"tok_embeddings.weight": torch.zeros(4, 4, dtype=torch.bfloat16)},
+              str(tmp_path / "hf" / "consolidated.safetensors"))
+    meta = convert(str(tmp_path / "hf"), str(tmp_path / "w12"), log=lambda *_: None)
+    assert set(meta["tensors"]) == set(t) == set(checkpoint_files(str(tmp_path / "w12")))
+    sh = tmp_path / "sharded"   # an index over two shards, and a stray file beside them
+    sh.mkdir()
+    names = sorted(t)
+    for i, part in enumerate((names[:3], names[3:])):
+        save_file({n: t[n] for n in part}, str(sh / f"model-0000{i + 1}-of-00002.safetensors"))
+    (sh / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        n: f"model-0000{1 if n in names[:3] else 2}-of-00002.safetensors" for n in names}}))
+    save_file({"extra.weight": torch.zeros(4, 4, dtype=torch.bfloat16)},
+              str(sh / "adapter.safetensors"))
+    meta = convert(str(sh), str(tmp_path / "w12s"), log=lambda *_: None)
+    assert set(meta["tensors"]) == set(t)
+
+
+def test_convert_bad_input_loses_nothing(tmp_path, capsys):
+    """A missing or empty source, a W12 folder as the source, or the source as the output: an
+    error before anything is written (a converted folder already there stays whole); the CLI
+    says `error: ...` and exits 2 (1 is kept for "not lossless")."""
+    import os
+
+    from specpilot.w12.__main__ import main
+    t = _tiny_ckpt(tmp_path / "hf")
+    out = tmp_path / "w12"
+    convert(str(tmp_path / "hf"), str(out), log=lambda *_: None)
+    before = sorted(os.listdir(out))
+    (tmp_path / "empty").mkdir()
+    for src, err in ((tmp_path / "typo", FileNotFoundError), (tmp_path / "empty", FileNotFoundError),
+                     (out, ValueError)):
+        with pytest.raises(err):
+            convert(str(src), str(out), log=lambda *_: None)
+        assert sorted(os.listdir(out)) == before
+    assert all(bitwise_equal(load_w12(str(out))[n], v) for n, v in t.items())
+    hf_before = sorted(os.listdir(tmp_path / "hf"))
+    with pytest.raises(ValueError, match="source folder"):
+        convert(str(tmp_path / "hf"), str(tmp_path / "hf" / "."), log=lambda *_: None)
+    assert sorted(os.listdir(tmp_path / "hf")) == hf_before
+    capsys.readouterr()
+    assert main(["convert", str(tmp_path / "typo"), str(tmp_path / "o2")]) == 2
+    assert main(["check", str(out)]) == 2
+    err = capsys.readouterr()
+    assert "error: " in err.err and "Traceback" not in err.err and "W12 checkpoint" in err.err
+    assert err.out == "" and not (tmp_path / "o2").exists()
