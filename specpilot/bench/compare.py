@@ -4,8 +4,10 @@
                                     [--out PNG] [--n-boot 2000]
 
 RUN names are folders under results/<setting>/ written by bench.sh (default: all of them). The
-baseline is --baseline, else the only `ar-*` run (several: the newest by its summary date).
-For every other run, per benchmark set and concurrency level (and `all`, the sets pooled):
+baseline is --baseline, else the newest `ar-*` run (by its summary date) whose bench options
+that shape the outputs (max_new_tokens, output_len, chat_template_kwargs) agree with the other
+runs'; a run whose options differ from the baseline's is left out, with a note on stderr.
+For every speculative run, per benchmark set and concurrency level (and `all`, the sets pooled):
     speedup   over the baseline on the same prompts: ratio of per-stream token rates with a
               95% paired bootstrap interval (specpilot.bench.stats.speedup)
     out tok/s wall-clock output throughput of the run (and of the baseline)
@@ -46,15 +48,29 @@ def acceptance_label(meta: dict) -> str:
     return "baseline"
 
 
+# bench options that change what a prompt's output is: runs compared prompt by prompt must agree
+PAIRED_OPTIONS = ("max_new_tokens", "output_len", "chat_template_kwargs")
+
+
+def option_diff(a: dict, b: dict) -> list[str]:
+    """The PAIRED_OPTIONS in which two runs differ, as 'key: a vs b'."""
+    oa, ob = a["meta"].get("options", {}), b["meta"].get("options", {})
+    return [f"{k}: {oa.get(k)} vs {ob.get(k)}" for k in PAIRED_OPTIONS if oa.get(k) != ob.get(k)]
+
+
 def pick_baseline(runs: dict, name: Optional[str]) -> str:
+    """--baseline, else the newest ar run whose options agree with every other run's (else the
+    newest ar run; compare() then leaves out the runs that differ from it)."""
     if name:
         if name not in runs:
             raise ValueError(f"baseline {name!r} is not among the runs {sorted(runs)}")
         return name
-    ars = [r for r in runs if runs[r]["meta"]["engine"] == "ar"]
+    ars = sorted((r for r in runs if runs[r]["meta"]["engine"] == "ar"),
+                 key=lambda r: runs[r]["meta"].get("date", ""), reverse=True)
     if not ars:
         raise ValueError("no ar-* run to compare with: run bench.sh <setting> ar-<run> <gpu> first")
-    return max(ars, key=lambda r: runs[r]["meta"].get("date", ""))
+    others = [r for r in runs.values() if r["meta"]["engine"] != "ar"]
+    return next((a for a in ars if not any(option_diff(runs[a], o) for o in others)), ars[0])
 
 
 def _paired(base: list[dict], run: list[dict], ds: str, c: int):
@@ -69,12 +85,20 @@ def _paired(base: list[dict], run: list[dict], ds: str, c: int):
             [b[k]["completion_tokens"] for k in keys], [b[k]["latency_s"] for k in keys])
 
 
-def compare(runs: dict, baseline: str, n_boot: int = 2000) -> list[dict]:
+def compare(runs: dict, baseline: str, n_boot: int = 2000, left_out: Optional[dict] = None) -> list[dict]:
+    """Rows of every speculative run against the baseline. Other ar runs are not compared; a
+    run whose PAIRED_OPTIONS differ from the baseline's is left out (in ``left_out``: name ->
+    the differences)."""
     base = runs[baseline]
     brows = {(r["dataset"], r["concurrency"]): r for r in base["rows"]}
     out = []
     for name, run in runs.items():
-        if name == baseline:
+        if name == baseline or run["meta"]["engine"] == "ar":
+            continue
+        diff = option_diff(run, base)
+        if diff:
+            if left_out is not None:
+                left_out[name] = diff
             continue
         for row in run["rows"]:
             ds, c = row["dataset"], row["concurrency"]
@@ -165,12 +189,20 @@ def speed(args) -> int:
     baseline = pick_baseline(runs, args.baseline)
     if len(runs) < 2:
         raise ValueError(f"nothing to compare with {baseline}: only that run is in {root}")
-    rows = compare(runs, baseline, args.n_boot)
+    left_out: dict = {}
+    rows = compare(runs, baseline, args.n_boot, left_out)
+    for name, diff in left_out.items():
+        print(f"[compare] {name} left out: its options differ from {baseline}'s "
+              f"({'; '.join(diff)}); name a matching ar run with --baseline", file=sys.stderr)
+    if not rows:
+        raise ValueError(f"nothing to compare with {baseline}: no speculative run with the same "
+                         f"options and prompts at the same concurrency")
     text = table(rows, baseline)
     print(f"{args.setting}: speedup over {baseline} (per-stream token rate, paired prompts, "
           f"95% bootstrap CI, {args.n_boot} resamples)")
     print(text)
     png = Path(args.out) if args.out else root / "compare_speed.png"
+    png.parent.mkdir(parents=True, exist_ok=True)
     (png.with_suffix(".json")).write_text(json.dumps(
         {"setting": args.setting, "baseline": baseline, "rows": rows}, indent=2) + "\n")
     plot(rows, args.setting, baseline, png)

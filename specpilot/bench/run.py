@@ -117,11 +117,12 @@ def options(args, setting) -> dict:
         if bad or not want:
             raise ValueError(f"--datasets {args.datasets!r}: choose from {b['datasets']}")
         o["datasets"] = want
-    for key, val in (("num_prompts", args.limit), ("max_new_tokens", args.max_new_tokens),
-                     ("warmup_requests", args.warmup)):
+    for key, flag, val, least in (("num_prompts", "--limit", args.limit, 1),
+                                  ("max_new_tokens", "--max-new-tokens", args.max_new_tokens, 1),
+                                  ("warmup_requests", "--warmup", args.warmup, 0)):
         if val is not None:
-            if val < (0 if key == "warmup_requests" else 1):
-                raise ValueError(f"--{key.replace('_', '-')} must be >= 1, got {val}")
+            if val < least:
+                raise ValueError(f"{flag} must be >= {least}, got {val}")
             o[key] = val
     o["concurrency"] = args.concurrency or o["concurrency"]
     o["output_len"] = args.output_len or o["output_len"]
@@ -163,7 +164,6 @@ def run(args) -> int:
     tokenizer = AutoTokenizer.from_pretrained(str(paths["target"]))
     jobs = make_jobs(tokenizer, opts)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "requests.jsonl").unlink(missing_ok=True)
     port = SV.BASE_PORT + args.gpu if args.port is None else args.port
     cmd, server = None, None
     if args.url:
@@ -183,6 +183,8 @@ def run(args) -> int:
         if (engine == "ar") != (spec is None):
             raise RuntimeError(f"the server at {url} runs speculative_algorithm={spec}, which is "
                                f"not engine {engine}")
+        for stale in ("requests.jsonl", "summary.json", "summary.txt", "scores.json", "scores.jsonl"):
+            (out / stale).unlink(missing_ok=True)  # --overwrite: only now that the server answers
         warm_pool = [j for js in jobs.values() for j in js]
         total = sum(len(js) for js in jobs.values()) * len(opts["concurrency"])
         durations, records = {}, []
@@ -249,7 +251,26 @@ def _trim_info(info: dict) -> dict:
     return {k: info.get(k) for k in keep if k in info}
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
+    import signal
+
+    # SIGTERM / SIGHUP (timeout, a closed terminal) end the run like Ctrl-C: the server started
+    # here is stopped, not left holding the port
+    old = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _main(argv)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv: Optional[list[str]]) -> int:
+    import httpx
+
     from specpilot.settings import SettingsError
 
     parser = build_parser()
@@ -262,6 +283,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (ValueError, SettingsError) as e:
         parser.print_usage(sys.stderr)
         print(f"bench.sh: error: {e}", file=sys.stderr)
+        return 2
+    except httpx.HTTPError as e:
+        print(f"bench.sh: error: the server did not answer: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     except (FileNotFoundError, RuntimeError) as e:
         print(f"bench.sh: error: {e}", file=sys.stderr)

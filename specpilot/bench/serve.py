@@ -21,11 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
+from urllib.parse import urlsplit
 
 BASE_PORT = 30000
 
@@ -84,6 +86,14 @@ class ServerProcess:
         self.proc: Optional[subprocess.Popen] = None
 
     def __enter__(self) -> "ServerProcess":
+        u = urlsplit(self.url)
+        try:   # a server left on the port would be benchmarked in place of this one
+            socket.create_connection((u.hostname, u.port), timeout=2).close()
+        except OSError:
+            pass
+        else:
+            raise RuntimeError(f"something already listens on {self.url}: stop it or pick "
+                               f"another --port (or pass --url to benchmark it on purpose)")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.argv, env=self.env, stdout=self._log,

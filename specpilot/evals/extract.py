@@ -47,7 +47,8 @@ def gsm8k_reference(answer: str) -> str:
 
 
 def gsm8k_prediction(text: str) -> Optional[str]:
-    hashes = re.findall(r"####\s*(" + _NUM + ")", text)
+    text = text.replace("{,}", ",")  # LaTeX thousands separator: 1{,}000
+    hashes = re.findall(r"####\s*\\?\$?\s*(" + _NUM + ")", text)
     if hashes:
         return hashes[-1]
     boxed = last_boxed(text)
@@ -79,6 +80,7 @@ def strip_math(s: str) -> str:
     s = s.replace("dfrac", "frac").replace("tfrac", "frac")
     s = s.replace("^\\circ", "").replace("^{\\circ}", "").replace("\\circ", "").replace("°", "")
     s = s.replace("\\%", "").replace("%", "").replace("\\$", "").replace("$", "")
+    s = re.sub(r"(\d)\s*\\(?:text|mbox)\{\s*[a-zA-Z ]+\}(\^\{?\d\}?)?$", r"\1", s)  # 5\text{ cm}^2 -> 5
     s = re.sub(r"\\text\{\s*([^{}]*)\}", r"\1", s)
     s = re.sub(r"\\(?:mbox|mathrm|textbf)\{([^{}]*)\}", r"\1", s)
     s = re.sub(r"\\[,;: ]", "", s)

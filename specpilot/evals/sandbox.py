@@ -10,7 +10,8 @@ environment (HOME and TMPDIR inside the directory). Before the program runs, the
     opening a file for writing, creating, removing, renaming or chmod-ing anything outside the
     directory; starting processes (subprocess, os.system, exec*, spawn*, fork); sockets
     (connect, bind); loading native code through ctypes.
-Status: "passed" (exit 0), "failed" (non-zero exit, e.g. a failed assert or a PermissionError),
+Status: "passed" (exit 0), "failed" (non-zero exit, e.g. a failed assert or a PermissionError;
+also a program that exits, e.g. exit() in its main block, before its end, where the tests are),
 "timeout" (wall clock over timeout_s), "memory" (MemoryError or killed by the memory limit).
 
 This is containment for sanity checks of model output (loops, memory blow-ups, stray writes),
@@ -74,7 +75,12 @@ def _hook(event, args):
 sys.addaudithook(_hook)
 del resource
 sys.argv = [program]
-exec(compile(src, program, "exec"), {"__name__": "__main__", "__file__": program})
+try:
+    exec(compile(src, program, "exec"), {"__name__": "__main__", "__file__": program})
+except SystemExit as e:
+    sys.stderr.write(f"sandbox: the program exited ({e.code!r}) before its end\n")
+    sys.stderr.flush()
+    os._exit(3)
 '''
 
 
@@ -94,8 +100,17 @@ def _tail(b: bytes | None, n: int = 2000) -> str:
     return (b or b"").decode("utf-8", "replace")[-n:]
 
 
+def _read_tail(path: Path, n: int = 8192) -> bytes:
+    """The last n bytes of a file the child wrote (its output goes to files, where the file-size
+    limit holds, not to pipes this process would have to drain into memory)."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - n))
+        return f.read()
+
+
 def run_python(code: str, timeout_s: float = 10.0, memory_mb: int = 512) -> SandboxResult:
     box = Path(tempfile.mkdtemp(prefix="specpilot-sandbox-"))
+    logs = Path(tempfile.mkdtemp(prefix="specpilot-sandbox-out-"))   # outside the box: untouchable
     try:
         prelude = box / ".prelude.py"
         prelude.write_text(PRELUDE)
@@ -105,17 +120,21 @@ def run_python(code: str, timeout_s: float = 10.0, memory_mb: int = 512) -> Sand
                "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"}
         argv = [sys.executable, "-I", str(prelude), str(box), str(program),
                 str(memory_mb << 20), str(int(timeout_s) + 1)]
-        proc = subprocess.Popen(argv, cwd=box, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        with open(logs / "stdout", "wb") as fo, open(logs / "stderr", "wb") as fe:
+            proc = subprocess.Popen(argv, cwd=box, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=fo, stderr=fe, start_new_session=True)
+        timed_out = False
         try:
-            out, err = proc.communicate(timeout=timeout_s)
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            timed_out = True
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            out, err = proc.communicate()
+            proc.wait()
+        out, err = _read_tail(logs / "stdout"), _read_tail(logs / "stderr")
+        if timed_out:
             return SandboxResult("timeout", None, _tail(out), _tail(err))
         rc = proc.returncode
         if rc == 0:
@@ -129,3 +148,4 @@ def run_python(code: str, timeout_s: float = 10.0, memory_mb: int = 512) -> Sand
         return SandboxResult(status, rc, _tail(out), _tail(err))
     finally:
         shutil.rmtree(box, ignore_errors=True)
+        shutil.rmtree(logs, ignore_errors=True)

@@ -13,8 +13,9 @@ says how many prompts got a different output at another level):
 Code always runs in a subprocess sandbox with time and memory limits (specpilot.evals.sandbox),
 never in this process. References come from specpilot.evals.datasets (data/evals/, then
 ../shared/data/evals/, then the hub when online). chat has no reference and is not scored.
-Writes scores.jsonl (one line per scored output) and scores.json (per set: n, correct,
-accuracy) in the run folder and prints the table. These are sanity checks of the pipeline, not
+A request that failed (an error in its record) counts as wrong, and each set says how many
+failed. Writes scores.jsonl (one line per scored output) and scores.json (per set: n, correct,
+accuracy, failed_requests) in the run folder and prints the table. These are sanity checks of the pipeline, not
 quality claims (few prompts, short outputs). Exit status: 0, or 2 on bad arguments / no data.
 """
 
@@ -38,6 +39,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def score_one(rec: dict, ref: dict, timeout_s: float, memory_mb: int) -> dict:
     ds, text = rec["dataset"], rec.get("text") or ""
     out = {"dataset": ds, "id": rec["id"]}
+    if rec.get("error"):
+        return {**out, "correct": False, "status": "request failed", "stderr": rec["error"]}
     if ds == "gsm8k":
         out.update(pred=X.gsm8k_prediction(text), answer=X.gsm8k_reference(ref["answer"]),
                    correct=X.gsm8k_correct(text, ref["answer"]))
@@ -74,8 +77,7 @@ def score_run(folder: Path, concurrency: Optional[int] = None, timeout_s: float 
     level = levels[0] if concurrency is None else concurrency
     if level not in levels:
         raise ValueError(f"--concurrency {level}: the run has levels {levels}")
-    todo = [r for r in records if r["concurrency"] == level and r["dataset"] in D.SCORED
-            and not r.get("error")]
+    todo = [r for r in records if r["concurrency"] == level and r["dataset"] in D.SCORED]
     refs = {ds: D.by_id(ds) for ds in sorted({r["dataset"] for r in todo})}
     missing = [r["id"] for r in todo if r["id"] not in refs[r["dataset"]]]
     if missing:
@@ -88,15 +90,17 @@ def score_run(folder: Path, concurrency: Optional[int] = None, timeout_s: float 
     for ds in sorted({s["dataset"] for s in scored}):
         xs = [s for s in scored if s["dataset"] == ds]
         ok = sum(1 for s in xs if s["correct"])
-        per_set[ds] = {"n": len(xs), "correct": ok, "accuracy": ok / len(xs)}
+        per_set[ds] = {"n": len(xs), "correct": ok, "accuracy": ok / len(xs),
+                       "failed_requests": sum(1 for s in xs if s.get("status") == "request failed")}
     return {"concurrency": level, "sets": per_set, "consistency": consistency(records, level),
             "scored": scored}
 
 
 def table(result: dict) -> str:
-    lines = [f"{'set':<10} {'n':>5} {'correct':>8} {'accuracy':>9}", "-" * 35]
+    lines = [f"{'set':<10} {'n':>5} {'correct':>8} {'accuracy':>9} {'failed req':>10}", "-" * 46]
     for ds, s in result["sets"].items():
-        lines.append(f"{ds:<10} {s['n']:>5} {s['correct']:>8} {s['accuracy']:>9.3f}")
+        lines.append(f"{ds:<10} {s['n']:>5} {s['correct']:>8} {s['accuracy']:>9.3f} "
+                     f"{s['failed_requests']:>10}")
     c = result["consistency"]
     lines.append(f"outputs at other concurrency levels identical to level {result['concurrency']}: "
                  f"{c['compared'] - c['different']}/{c['compared']}")

@@ -76,10 +76,10 @@ def main(argv: Optional[list[str]] = None,
         limit = v["num_prompts"] if args.limit is None else args.limit
         tokens = v["max_new_tokens"] if args.max_new_tokens is None else args.max_new_tokens
         threshold = v["near_tie_gap"] if args.threshold is None else args.threshold
-        datasets = v["datasets"] if not args.datasets else [d for d in args.datasets.split(",") if d]
+        datasets = v["datasets"] if args.datasets is None else [d.strip() for d in args.datasets.split(",") if d.strip()]
         if limit < 1 or tokens < 1 or threshold < 0:
             raise ValueError("--limit and --max-new-tokens must be >= 1, --threshold >= 0")
-        if any(d not in S.DATASETS for d in datasets):
+        if not datasets or any(d not in S.DATASETS for d in datasets):
             raise ValueError(f"--datasets: choose from {S.DATASETS}")
         if args.gpu is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)

@@ -40,6 +40,8 @@ def test_gsm8k_extraction():
     assert X.gsm8k_prediction("no numbers here") is None
     assert X.gsm8k_correct("#### 0.50", "#### .5")
     assert not X.gsm8k_correct("", ans)
+    assert X.gsm8k_prediction("#### $18\nThat is 3 more than before.") == "18"   # a $ after ####
+    assert X.gsm8k_correct("The total is \\boxed{1{,}800}.", ans)   # LaTeX thousands separator
 
 
 def test_math500_extraction():
@@ -56,6 +58,11 @@ def test_math500_extraction():
     assert X.math500_correct("\\boxed{\\sqrt2}", "\\sqrt{2}")
     assert not X.math500_correct("\\boxed{3}", "4")
     assert not X.math500_correct("the answer is 4", "4")  # no box, no answer
+    # a reference with its unit matches the bare number (four of MATH-500's references)
+    assert X.math500_correct("\\boxed{864}", "864 \\mbox{ inches}^2")
+    assert X.math500_correct("\\boxed{5.4}", "5.4 \\text{ cents}")
+    assert X.math500_correct("\\boxed{\\frac{270}{7}}", "\\frac{270}7\\text{ degrees}")
+    assert not X.math500_correct("\\boxed{865}", "864 \\mbox{ inches}^2")
 
 
 def test_code_extraction_and_programs():
@@ -94,3 +101,22 @@ def test_sandbox_contains_loops_memory_and_writes(tmp_path):
     r = run_python("import os\nopen('scratch.txt', 'w').write('ok')\nprint(os.getcwd())\n")
     assert r.passed  # writing inside its own folder is fine, and the folder is removed after
     assert not os.path.exists(r.stdout.strip())
+
+
+def test_sandbox_exit_before_the_tests_fails():
+    """A program that exits before its end (exit() in a main block, before the appended tests)
+    fails, whatever its exit code; one that reaches its end passes."""
+    tests = "\nassert f() == 2\n"
+    for stop in ("exit()", "import sys; sys.exit(0)", "quit()", "raise SystemExit"):
+        r = run_python(f"def f():\n    return 1\nif __name__ == '__main__':\n    {stop}\n{tests}")
+        assert r.status == "failed" and "exited" in r.stderr, stop
+    assert run_python("def f():\n    return 2\n" + tests).passed
+
+
+def test_sandbox_endless_output_is_bounded():
+    """Endless printing is stopped by the file-size limit on the child's output (not read into
+    this process): it fails in well under its time limit, keeping the last lines."""
+    t0 = time.monotonic()
+    r = run_python("while True:\n    print('x' * 4096)\n", timeout_s=20)
+    assert r.status == "failed" and time.monotonic() - t0 < 15
+    assert "File too large" in r.stderr and "x" * 100 in r.stdout
