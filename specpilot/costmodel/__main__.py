@@ -149,6 +149,17 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
             ap.error(f"--batch {a.batch!r}: give an integer or a comma list of integers")
         if min(a.batch) < 1:
             ap.error("--batch: every batch size must be >= 1")
+    if a.context < 0:
+        ap.error("--context must be >= 0")
+    if a.block is not None and a.block < 2:
+        ap.error("--block: the verify rows B must be >= 2 (the engine refuses fewer)")
+    if a.accept is not None and a.accept < 1:
+        ap.error("--accept: tau counts the bonus token, so it is >= 1")
+    for flag, v in (("--bw", a.bw), ("--flops", a.flops), ("--dtype-bytes", a.dtype_bytes)):
+        if v is not None and v <= 0:
+            ap.error(f"{flag} must be > 0")
+    if a.json and not Path(a.json).expanduser().resolve().parent.is_dir():
+        ap.error(f"--json {a.json}: its folder does not exist")
     if a.drafter and a.setting:
         ap.error("--drafter goes with --target; a setting names its own drafter")
     if a.engine == "stock" and not (a.drafter or a.setting):
@@ -186,6 +197,9 @@ def run(a: argparse.Namespace) -> list[dict]:
     ddir = config_dir(drafter, "drafter") if drafter else None
     shape = TargetShape.from_config(json.loads((tdir / "config.json").read_text()))
     dc = DraftConfig.from_path(str(ddir), shape.num_layers, shape.vocab) if ddir else None
+    if dc is not None and dc.hf.hidden_size != shape.hidden:
+        raise CostModelError(f"drafter hidden_size {dc.hf.hidden_size} differs from the target's "
+                             f"{shape.hidden}; the engine refuses this pair")
     engine, reports = None, []
     wf = "w12" if a.weight_format == "w12" else "bf16"
     for batch in batches:
@@ -197,7 +211,8 @@ def run(a: argparse.Namespace) -> list[dict]:
                 engine = build_measured(a, tdir, ddir, max(batches), planned)
             profile = measure(a, engine, batch)
             rates, rates_source = profile.rates, f"measured on {profile.device}"
-        rates = Rates(a.bw or rates.bw, a.flops or rates.flops)
+        rates = Rates(a.bw if a.bw is not None else rates.bw,
+                      a.flops if a.flops is not None else rates.flops)
         if a.bw or a.flops:
             rates_source += ", overridden by --bw/--flops"
         accepted, source = a.accept, "given"
@@ -208,6 +223,9 @@ def run(a: argparse.Namespace) -> list[dict]:
         elif accepted is None:
             source = "not given: every draft accepted, an upper bound"
         step = Step.for_engine(dc, batch, a.context, block, accepted, a.dtype_bytes, wf)
+        if not 1 <= step.accepted <= step.rows:
+            raise CostModelError(f"--accept {step.accepted:g}: tau must lie in [1, B = "
+                                 f"{step.rows:g}] (B verify rows emit at most B tokens)")
         reports.append(build_report(shape, dc, step, rates, profile, (tdir.name, ddir and ddir.name),
                                     source, rates_source))
         if a.engine == "final":

@@ -130,9 +130,24 @@ class DraftConfig:
             raise DraftConfigError(f"DSpark markov_head_type {markov_type!r} is not supported "
                                    "(only 'vanilla')")
         cap = get("final_logit_softcapping", None)
+        block = int(get("block_size", 16))
+        if block < (1 if ALGORITHMS[arch] == "DSPARK" else 2):
+            raise DraftConfigError(f"block_size {block} is too small: a block must propose at "
+                                   "least one token")
+        # tensors sized by the drafter's vocab are indexed by / added to the target's token ids
+        if (get("selector_rank", None) is not None and hf.vocab_size < target_vocab) or (
+                ALGORITHMS[arch] == "DSPARK" and hf.vocab_size != target_vocab):
+            raise DraftConfigError(f"drafter vocab_size {hf.vocab_size} does not match the "
+                                   f"target vocabulary (size {target_vocab})")
+        k, g = get("selector_top_k", None), get("conv_group_size", None)
+        if k is not None and not 1 <= int(k) <= target_vocab:
+            raise DraftConfigError(f"selector_top_k {k} must be in [1, {target_vocab}]")
+        if g is not None and (int(g) < 1 or hf.hidden_size % int(g)):
+            raise DraftConfigError(f"conv_group_size {g} must divide hidden_size "
+                                   f"{hf.hidden_size}")
         return cls(
             architecture=arch, algorithm=ALGORITHMS[arch], hf=hf,
-            block_size=int(get("block_size", 16)), mask_token_id=int(mask),
+            block_size=block, mask_token_id=int(mask),
             target_layer_ids=ids, layer_causal=causal, layer_window=window,
             output_multiplier=float(get("output_multiplier", 1.0)),
             final_logit_softcapping=None if cap is None else float(cap),

@@ -60,7 +60,8 @@ class StockSpecWorker:
         if algorithm is not None and algorithm.upper() != dc.algorithm:
             raise ValueError(f"--speculative-algorithm {algorithm} does not match the drafter "
                              f"checkpoint ({dc.architecture} is {dc.algorithm})")
-        self.num_draft_tokens = num_draft_tokens or dc.num_draft_tokens
+        self.num_draft_tokens = (dc.num_draft_tokens if num_draft_tokens is None
+                                 else num_draft_tokens)
         lo, hi = 2, runner.max_positions - runner.info.context_length
         if not lo <= self.num_draft_tokens <= hi:
             raise ValueError(f"--speculative-num-draft-tokens must be in [{lo}, {hi}]")

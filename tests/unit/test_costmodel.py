@@ -189,6 +189,40 @@ def test_cli_settings_ar_and_errors(tmp_path, capsys):
     assert "has no config under specpilot/model_configs" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args,msg", [
+    (["--accept", "0"], "tau counts the bonus token"), (["--accept", "0.5"], "tau counts"),
+    (["--block", "0"], "must be >= 2"), (["--block", "-3"], "must be >= 2"),
+    (["--bw", "0"], "--bw must be > 0"), (["--bw", "-1"], "--bw must be > 0"),
+    (["--dtype-bytes", "0"], "--dtype-bytes must be > 0"), (["--context", "-100"], ">= 0"),
+    (["--json", "/nonexistent/dir/x.json"], "its folder does not exist")])
+def test_cli_refuses_impossible_numbers(args, msg, capsys):
+    """Numbers no step can have are refused before any report (a zero tau divided by zero; a
+    negative block or bandwidth printed negative speedups; --bw 0 was taken as not given)."""
+    with pytest.raises(SystemExit) as e:
+        main(["--target", "qwen38-27b", "--drafter", "qwen38-27b-dflash2", *args])
+    assert e.value.code == 2 and msg in capsys.readouterr().err
+
+
+def test_cli_refuses_tau_above_the_block(capsys):
+    assert main(["--target", "qwen38-27b", "--drafter", "qwen38-27b-dflash2",
+                 "--accept", "20"]) == 2
+    assert "tau must lie in [1, B = 8]" in capsys.readouterr().err
+    assert main(["--target", "qwen38-27b", "--drafter", "qwen38-27b-dflash2",
+                 "--accept", "8"]) == 0   # every draft accepted: the edge is allowed
+
+
+def test_cli_refuses_a_drafter_of_another_width(tmp_path, capsys):
+    """A drafter whose hidden size is not the target's (the engine refuses the pair) is refused
+    by the cost model too, not reported."""
+    d = tmp_path / "wide"
+    d.mkdir()
+    cfg = json.loads((MODEL_CONFIGS / "qwen38-27b-dflash2" / "config.json").read_text())
+    cfg["hidden_size"] = 4096
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert main(["--target", "qwen38-27b", "--drafter", str(d), "--accept", "4"]) == 2
+    assert "drafter hidden_size 4096 differs from the target's 5120" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("target,layers,rows", [("qwen38-27b", 64, 8),
                                                 ("muse-glimmer-30b", 52, 16)])
 def test_shipped_dspark_drafters(target, layers, rows, tmp_path, capsys):

@@ -77,6 +77,32 @@ def test_config_refusals(tmp_path, target, edit, msg):
         load(path, target)
 
 
+def _flat(c, **kv):   # a key where the drafter's config keeps it (dflash_config or top level)
+    (c["dflash_config"] if "dflash_config" in c else c).update(kv)
+
+
+@pytest.mark.parametrize("kind,edit,msg", [
+    ("dflash", lambda c: _flat(c, block_size=1), "block_size 1 is too small"),
+    ("dflash", lambda c: _flat(c, block_size=0), "block_size 0 is too small"),
+    ("dspark", lambda c: _flat(c, block_size=0), "block_size 0 is too small"),
+    ("dspark", lambda c: c.update(vocab_size=300), "vocab_size 300 does not match"),
+    ("dspark", lambda c: c.update(vocab_size=128), "vocab_size 128 does not match"),
+    ("dflash2", lambda c: c.update(vocab_size=128), "vocab_size 128 does not match"),
+    ("dflash2", lambda c: _flat(c, selector_top_k=0), "selector_top_k 0 must be in"),
+    ("dflash2", lambda c: _flat(c, selector_top_k=1000), "selector_top_k 1000 must be in"),
+    ("dflash2", lambda c: _flat(c, conv_group_size=0), "conv_group_size 0 must divide"),
+])
+def test_config_refusals_block_vocab_selector(tmp_path, target, kind, edit, msg):
+    """Values that loaded and then aborted every request (a drafter vocabulary other than the
+    target's, a selector top-k of 0 or above the vocabulary) or failed far from their cause (a
+    block of 0 or 1 blamed on --speculative-num-draft-tokens, a group of 0 dividing by zero)
+    are refused at load, naming the key."""
+    path = make_drafter(kind, tmp_path)
+    edit_config(path, edit)
+    with pytest.raises(DraftConfigError, match=msg):
+        load(path, target)
+
+
 def test_fc_width_mismatch(tmp_path, target):
     path = make_drafter("dflash", tmp_path)
     t = load_file(os.path.join(path, "model.safetensors"))
@@ -102,3 +128,16 @@ def test_from_dict_flat_muse_keys():
            "target_layer_ids": [1]}
     dc = DraftConfig.from_dict(raw, num_target_layers=4, target_vocab=100)
     assert (dc.block_size, dc.mask_token_id, dc.target_layer_ids) == (16, 10, (1,))
+
+
+def test_num_draft_tokens_zero_is_refused_not_defaulted(tmp_path):
+    """--speculative-num-draft-tokens 0 is refused like 1 (it was taken as not given, the
+    drafter's block size silently used); not giving it uses the drafter's."""
+    from specpilot.config import ServerArgs
+    from specpilot.offline import OfflineEngine
+    t, d = make_tiny("qwen3", tmp_path / "t"), make_drafter("dflash", tmp_path / "d", block_size=8)
+    args = dict(model_path=t, device="cpu", max_total_tokens=1024, speculative_draft_model_path=d)
+    for n in (0, 1):
+        with pytest.raises(ValueError, match="--speculative-num-draft-tokens must be in"):
+            OfflineEngine(ServerArgs(**args, speculative_num_draft_tokens=n))
+    assert OfflineEngine(ServerArgs(**args)).worker.num_draft_tokens == 8
