@@ -21,15 +21,16 @@ from torch import nn
 def fused_linear(parts: list[nn.Linear]) -> nn.Linear:
     """One nn.Linear over the row-concatenation of the parts' weights (and biases)."""
     ref = parts[0]
-    if any(p.in_features != ref.in_features or p.weight.dtype != ref.weight.dtype
-           or (p.bias is None) != (ref.bias is None) for p in parts):
-        raise ValueError("fused projections need one input width, dtype and bias setting")
+    if any(p.in_features != ref.in_features or p.weight.dtype != ref.weight.dtype for p in parts):
+        raise ValueError("fused projections need one input width and dtype")
+    bias = any(p.bias is not None for p in parts)  # a part without one gets zeros (exact)
     out = nn.Linear(ref.in_features, sum(p.out_features for p in parts),
-                    bias=ref.bias is not None, device=ref.weight.device, dtype=ref.weight.dtype)
+                    bias=bias, device=ref.weight.device, dtype=ref.weight.dtype)
     with torch.no_grad():
         out.weight.copy_(torch.cat([p.weight for p in parts], dim=0))
         if out.bias is not None:
-            out.bias.copy_(torch.cat([p.bias for p in parts], dim=0))
+            out.bias.copy_(torch.cat([p.bias if p.bias is not None else
+                                      p.weight.new_zeros(p.out_features) for p in parts], dim=0))
     return out
 
 

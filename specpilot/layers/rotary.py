@@ -27,13 +27,20 @@ def rotary_dim(hf_config, head_dim: int) -> int:
     return int(head_dim * factor)
 
 
-def rope_frequencies(hf_config, head_dim: int) -> tuple[torch.Tensor, float]:
-    """Returns (inv_freq [rotary_dim/2] fp32, attention_scaling)."""
+def rope_frequencies(hf_config, head_dim: int,
+                     partial: bool = True) -> tuple[torch.Tensor, float]:
+    """Returns (inv_freq [rotary_dim/2] fp32, attention_scaling). partial=False: the family's
+    HF default RoPE rotates the whole head whatever partial_rotary_factor says (Llama, Qwen3,
+    Muse-Glimmer), and HF's other RoPE types cannot run a partial factor there: refused."""
     params = getattr(hf_config, "rope_parameters", None) or {}
     rope_type = params.get("rope_type", params.get("type", "default"))
+    if not partial and rope_type not in ("default", "proportional") \
+            and rotary_dim(hf_config, head_dim) != head_dim:
+        raise ValueError(f"partial_rotary_factor with RoPE type {rope_type!r} is not supported "
+                         "by this architecture")
     if rope_type == "default":
         base = params.get("rope_theta", getattr(hf_config, "rope_theta", 10000.0))
-        dim = rotary_dim(hf_config, head_dim)
+        dim = rotary_dim(hf_config, head_dim) if partial else head_dim
         inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
         return inv_freq, 1.0
     if rope_type in _LENGTH_DEPENDENT:
@@ -50,9 +57,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class RotaryEmbedding(nn.Module):
-    def __init__(self, hf_config, head_dim: int, max_positions: int):
+    def __init__(self, hf_config, head_dim: int, max_positions: int, partial: bool = True):
         super().__init__()
-        inv_freq, scaling = rope_frequencies(hf_config, head_dim)
+        inv_freq, scaling = rope_frequencies(hf_config, head_dim, partial)
         freqs = torch.arange(max_positions, dtype=torch.int64).float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)  # [max_positions, rotary_dim]
         self.rotary_dim = emb.shape[-1]  # < head_dim: the remaining channels pass through

@@ -58,7 +58,7 @@ class DecoderModel(nn.Module):
     def __init__(self, c, max_positions: int, qk_norm: bool):
         super().__init__()
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-        self.rotary_emb = RotaryEmbedding(c, head_dim, max_positions)
+        self.rotary_emb = RotaryEmbedding(c, head_dim, max_positions, partial=False)
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(
             DecoderLayer(c, i, self.rotary_emb, qk_norm) for i in range(c.num_hidden_layers))

@@ -181,7 +181,7 @@ class MuseTextModel(nn.Module):
         super().__init__()
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         plan = layer_plan(c)
-        self.rotary_emb = RotaryEmbedding(c, head_dim, max_positions)
+        self.rotary_emb = RotaryEmbedding(c, head_dim, max_positions, partial=False)
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
         self.embed_norm = MuseRMSNorm(None, c.rms_norm_eps, with_scale=False)
         self.layers = nn.ModuleList(

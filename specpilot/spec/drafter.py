@@ -173,7 +173,7 @@ class BlockDrafter(nn.Module):
                              f"{target_hidden}; it must share the target's embedding and head")
         self.dc = dc
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-        self.rotary_emb = RotaryEmbedding(c, head_dim, max_positions)
+        self.rotary_emb = RotaryEmbedding(c, head_dim, max_positions, partial=False)
         n_feat = len(dc.target_layer_ids)
         self.fc = nn.Linear(n_feat * target_hidden, c.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps)

@@ -63,6 +63,17 @@ def test_matches_transformers(target, ar_ref, chunk):
     assert outs == ref
 
 
+def test_attention_bias_and_partial_rotary_factor(tmp_path):
+    """attention_bias (q/k/v biased, the gate not: their fused projection gets zeros for the
+    gate's bias; loading failed on the mixed biases) and a partial_rotary_factor (ignored by
+    Muse's default RoPE, which rotates the whole head): transformers' greedy tokens."""
+    path = make_tiny_muse(tmp_path / "m", attention_bias=True, rope_parameters={
+        "rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5})
+    hf = load_hf_target(path)
+    ps = prompts()[2:]
+    assert run(engine(path), ps) == [hf_greedy_ids(hf, p, NEW) for p in ps]
+
+
 def test_text_only_layout(target, tmp_path):
     """The same weights as a flat `muse_glimmer_text` checkpoint (MuseGlimmerForCausalLM, tensors
     under `model.`): no vision tower, and no placeholder-id mapping."""

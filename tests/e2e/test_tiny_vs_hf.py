@@ -59,3 +59,19 @@ def test_retraction_when_kv_runs_out(tiny):
     assert [o.output_ids for o in outs] == ref
     assert eng2.scheduler.num_retractions > 0
     assert eng2.scheduler.alloc.used_tokens == 0
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_partial_rotary_factor_ignored_as_transformers_does(kind, tmp_path):
+    """Llama's and Qwen3's default RoPE rotates the whole head whatever partial_rotary_factor
+    says (only Qwen3.5 reads it): the same greedy tokens as transformers (a partial rotation
+    here diverged at the first token); with another RoPE type (which transformers cannot run
+    with a partial factor) the config is refused."""
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+    path = make_tiny(kind, tmp_path / "a", rope_parameters=rope)
+    ps = prompts(4)
+    assert [o.output_ids for o in engine(path).generate(ps, GREEDY)] == hf_greedy(path, ps, NEW)
+    path = make_tiny(kind, tmp_path / "b", rope_parameters=dict(rope, rope_type="linear",
+                                                                 factor=2.0))
+    with pytest.raises(ValueError, match="partial_rotary_factor with RoPE type 'linear'"):
+        engine(path)
