@@ -32,7 +32,8 @@ class SamplingError(ValueError):
 
 @dataclass
 class SamplingParams:
-    """SGLang's `sampling_params` names. temperature == 0 means greedy."""
+    """SGLang's `sampling_params` names. temperature == 0 (below 1e-5, as vLLM: dividing by less
+    overflows fp32) means greedy."""
 
     max_new_tokens: int = 128
     min_new_tokens: int = 0
@@ -101,7 +102,8 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0 or self.top_k == 1
+        # below ~1e-5 logits / temperature overflows fp32 (NaN probs): treat as greedy (vLLM)
+        return self.temperature < 1e-5 or self.top_k == 1
 
     @property
     def has_penalties(self) -> bool:

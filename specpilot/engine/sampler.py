@@ -15,7 +15,7 @@ Order of operations (fp32 throughout):
      divided by the penalty, logit < 0 multiplied), then frequency (`- f * count`) and presence
      (`- p * (count > 0)`), both over output tokens only;
   2. min_new_tokens: ids in `banned_until_min[i]` get -inf while steps[i] < min_new_tokens;
-  3. all rows greedy (temperature == 0 or top_k == 1) -> argmax (fast path);
+  3. all rows greedy (temperature < 1e-5 or top_k == 1) -> argmax (fast path);
   4. otherwise per row: greedy rows take argmax; the others divide by temperature, apply top-k,
      top-p (smallest set whose cumulative probability is >= top_p; the top token always stays),
      min-p (drop p < min_p * p_max) and sample with the exponential race argmax(p / E),
@@ -67,7 +67,7 @@ class SamplingBatch:
     all-greedy step, which only takes the argmax, copies nothing."""
 
     rows: list[tuple[float, float, float, float, float]]  # host, per row: temperature (1.0 on
-    # greedy rows: never divided by zero), greedy (1.0: temperature == 0 or top_k == 1), top_p
+    # greedy rows: never divided by zero), greedy (1.0: temperature < 1e-5 or top_k == 1), top_p
     # in (0, 1], top_k in [1, V] (V when off), min_p in [0, 1]
     device: torch.device | str
     repetition_penalty: Optional[torch.Tensor]  # [B] fp32, or None when no row has penalties
@@ -221,8 +221,10 @@ def _filtered_probs(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     if batch.has_top_p:
         # One descending sort serves both top-k and top-p.
         sorted_logits, order = logits.sort(dim=-1, descending=True)  # [B, V] each
-        rank = torch.arange(V, device=logits.device)[None, :]  # [1, V]
-        sorted_logits = sorted_logits.masked_fill(rank >= batch.top_k[:, None], neg_inf)
+        # top-k by value, as the top-k-only path below: ties with the k-th logit stay (a row
+        # must not depend on whether another row of its batch has top_p < 1)
+        kth = sorted_logits.gather(1, (batch.top_k.clamp(max=V) - 1)[:, None])  # [B, 1]
+        sorted_logits = sorted_logits.masked_fill(sorted_logits < kth, neg_inf)
         sorted_probs = sorted_logits.softmax(dim=-1)  # [B, V]
         mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # [B, V]
         # rank 0 has mass_before 0 < top_p, so the top token is always kept; rows with top_p == 1

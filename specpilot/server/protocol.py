@@ -93,6 +93,7 @@ class _OpenAISampling(_Model):
     no_stop_trim: Optional[bool] = None
     # present so that a truthy value can be rejected instead of silently ignored
     logprobs: Optional[Union[bool, int]] = None
+    logit_bias: Optional[dict[str, Union[int, float]]] = None
     regex: Optional[str] = None
     json_schema: Optional[str] = None
     ebnf: Optional[str] = None
@@ -105,6 +106,8 @@ class _OpenAISampling(_Model):
         # True (chat) or any count (completions: 0 asks for the chosen tokens' logprobs)
         if self.logprobs is not None and self.logprobs is not False:
             bad.append("logprobs")
+        if self.logit_bias:
+            bad.append("logit_bias")
         for name in ("regex", "json_schema", "ebnf"):
             if getattr(self, name):
                 bad.append(name)

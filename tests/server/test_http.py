@@ -240,6 +240,7 @@ BAD = [
     ("/v1/completions", {"prompt": [10 ** 9], "max_tokens": 1}, 400),
     ("/v1/completions", {"prompt": "hi", "logprobs": 2}, 400),
     ("/v1/completions", {"prompt": "hi", "logprobs": 0}, 400),
+    ("/v1/completions", {"prompt": "hi", "logit_bias": {"7042": -100}}, 400),   # not ignored
     ("/v1/completions", {"prompt": "hi", "n": 0}, 400),
     ("/v1/completions", {"prompt": "hi", "max_tokens": 0}, 400),
     ("/v1/completions", {"prompt": "hi", "top_k": 0}, 400),
@@ -248,6 +249,7 @@ BAD = [
     ("/v1/chat/completions", {"messages": "hi"}, 400),
     ("/v1/chat/completions", {"messages": [{"content": "no role"}]}, 400),
     ("/v1/chat/completions", {"messages": MSG, "logprobs": True}, 400),
+    ("/v1/chat/completions", {"messages": MSG, "logit_bias": {"7042": 100}}, 400),
     ("/v1/chat/completions", {"messages": MSG, "stream": "yes"}, 400),
     ("/v1/chat/completions", {"model": "no-such-model", "messages": MSG}, 404),
     ("/generate", {}, 400),

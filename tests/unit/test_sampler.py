@@ -270,3 +270,31 @@ def test_row_subset_keeps_each_rows_params():
     assert sub.generator_seeds == [sb.generator_seeds[2], sb.generator_seeds[0]]
     torch.testing.assert_close(sub.temperature, torch.tensor([0.9, 0.3]))
     assert sub.top_k.tolist() == [5, 2] and sub.greedy.tolist() == [False, False]
+
+
+def test_top_k_ties_do_not_depend_on_the_batch():
+    """top_k keeps every token tied with the k-th logit whether or not another row of the batch
+    has top_p < 1 (the sort path kept exactly k: a seeded row's tokens changed with its
+    neighbours; ties at the k-th logit are common in bf16)."""
+    from specpilot.engine.sampler import probs
+    row = torch.tensor([[5.0, 3.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    mine = SamplingParams(temperature=1.0, top_k=2, seed=7)
+    other = SamplingParams(temperature=1.0, top_p=0.9)
+    alone = probs(row, make([mine], vocab=8))[0]
+    assert alone[1] == alone[2] > 0 and alone[3:].sum() == 0   # both tied tokens kept
+    mixed = probs(torch.cat([row, row]), make([mine, other], vocab=8))[0]
+    torch.testing.assert_close(mixed, alone)
+    for s in range(50):
+        a = sample(row, make([mine], steps=[s], vocab=8))
+        m = sample(torch.cat([row, row]), make([mine, other], steps=[s, s], vocab=8))
+        assert a[0] == m[0], s
+
+
+def test_tiny_temperature_is_greedy():
+    """A temperature below 1e-5 is greedy (logits / 1e-38 overflowed to NaN probabilities and
+    token 0 was drawn)."""
+    logits = torch.zeros(3, V)
+    logits[:, 5], logits[:, 6] = 40.0, 39.0
+    for t in (1e-3, 1e-6, 1e-38, 1e-40):
+        assert SamplingParams(temperature=t).greedy == (t < 1e-5)
+        assert sample(logits, make([SamplingParams(temperature=t, seed=1)] * 3)).tolist() == [5] * 3
