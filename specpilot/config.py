@@ -89,6 +89,9 @@ class ServerArgs:
                       self.speculative_draft_weight_format != "same")
         if self.speculative_draft_model_path is None and any(spec_given):
             raise ValueError("speculative flags need --speculative-draft-model-path")
+        if self.speculative_num_draft_tokens is not None and self.speculative_num_draft_tokens < 2:
+            raise ValueError("--speculative-num-draft-tokens must be >= 2 (the anchor and at "
+                             "least one proposal)")
         algos = ("DFLASH", "DFLASH2", "DSPARK")
         if self.speculative_algorithm is not None and self.speculative_algorithm.upper() not in algos:
             raise ValueError(f"--speculative-algorithm must be one of {algos}")

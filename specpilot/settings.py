@@ -111,9 +111,16 @@ def list_settings(root: Optional[Path] = None) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / SETTING_FILE).is_file()) if root.is_dir() else []
 
 
+def caller_path(p) -> Path:
+    """A user-given path; relative ones are relative to the caller's directory, which the shell
+    scripts keep in $SPECPILOT_CALLER_CWD (they cd to the repo root before Python starts)."""
+    p = Path(p).expanduser()
+    return p if p.is_absolute() else Path(os.environ.get("SPECPILOT_CALLER_CWD") or ".") / p
+
+
 def find(name_or_path: str) -> Path:
     """The folder of a setting given by name (under settings_root()) or by path."""
-    p = Path(name_or_path).expanduser()
+    p = caller_path(name_or_path)
     if (p / SETTING_FILE).is_file():
         return p.resolve()
     q = settings_root() / name_or_path
@@ -128,6 +135,24 @@ def _server_flag_names() -> dict[str, bool]:
 
     return {"--" + f.name.replace("_", "-"): f.type in ("bool", bool)
             for f in dataclasses.fields(ServerArgs)}
+
+
+# flags a landed mechanism of `final` may not change: what is served, where, and the drafter
+FIXED_FLAGS = {"--port", "--model-path", "--device", "--speculative-algorithm",
+               "--speculative-draft-model-path"}
+
+
+def _check_flags(where: str, flags: dict, known: dict[str, bool], errors: list[str]) -> None:
+    """Each flag a server flag with a scalar value; a switch's value a bool (a quoted "false"
+    would render the switch on)."""
+    for flag, value in flags.items():
+        if flag not in known:
+            errors.append(f"{where}: {flag!r} is not a server flag "
+                          "(python -m specpilot.launch_server --help)")
+        elif isinstance(value, (dict, list)) or value is None:
+            errors.append(f"{where}.{flag}: must be a scalar")
+        elif known[flag] and not isinstance(value, bool):
+            errors.append(f"{where}.{flag}: a switch takes true or false, got {value!r}")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -235,7 +260,8 @@ def _engines(raw: Any, target: Optional[Model], drafter: Optional[Model], gpu: s
              errors: list[str]) -> dict:
     where = f"{SETTING_FILE}: engines"
     if not isinstance(raw, dict) or set(raw) != set(ENGINES):
-        errors.append(f"{where}: must define exactly {ENGINES}, got {sorted(raw or {})}")
+        got = sorted(map(str, raw)) if isinstance(raw, dict) else type(raw).__name__
+        errors.append(f"{where}: must define exactly {ENGINES}, got {got}")
         return {}
     known = _server_flag_names()
     out = {}
@@ -247,12 +273,7 @@ def _engines(raw: Any, target: Optional[Model], drafter: Optional[Model], gpu: s
             flags = {}
         for k in sorted(set(cfg) - {"flags", "note"}):
             errors.append(f"{where}.{eng}.{k}: unknown key")
-        for flag, value in flags.items():
-            if flag not in known:
-                errors.append(f"{where}.{eng}.flags: {flag!r} is not a server flag "
-                              "(python -m specpilot.launch_server --help)")
-            elif isinstance(value, (dict, list)) or value is None:
-                errors.append(f"{where}.{eng}.flags.{flag}: must be a scalar")
+        _check_flags(f"{where}.{eng}.flags", flags, known, errors)
         if "--port" in flags:
             errors.append(f"{where}.{eng}.flags: --port is not a setting (30000 + GPU index)")
         if flags.get("--model-path") != "{target}":
@@ -271,7 +292,8 @@ def _engines(raw: Any, target: Optional[Model], drafter: Optional[Model], gpu: s
                       f"({drafter.algorithm})")
     common = {k: v for k, v in stock.items() if k not in SPEC_FLAGS}
     if common != ar:
-        diff = sorted(set(common.items()) ^ set(ar.items()))
+        diff = sorted({(k, repr(v)) for k, v in common.items()}
+                      ^ {(k, repr(v)) for k, v in ar.items()})
         errors.append(f"{where}.stock.flags: must be ar's flags plus speculative flags only; "
                       f"differs in {diff}")
     fin = raw["final"] if isinstance(raw["final"], dict) else {}
@@ -289,6 +311,14 @@ def _engines(raw: Any, target: Optional[Model], drafter: Optional[Model], gpu: s
                 and isinstance(mech.get("flags", {}), dict)):
             errors.append(f"{where}.final.landed[{i}]: needs name (str) and flags (mapping)")
             continue
+        for k in sorted(set(mech) - {"name", "issue", "flags"}):
+            errors.append(f"{where}.final.landed[{i}].{k}: unknown key (known: name, issue, flags)")
+        if not mech.get("flags"):
+            errors.append(f"{where}.final.landed[{i}].flags: a landed mechanism needs its flags")
+        _check_flags(f"{where}.final.landed[{i}].flags", mech.get("flags", {}), known, errors)
+        for flag in sorted(set(mech.get("flags", {})) & FIXED_FLAGS):
+            errors.append(f"{where}.final.landed[{i}].flags: {flag} is fixed by the setting "
+                          "(stock's value)")
         flags.update(mech.get("flags", {}))
     note = str(fin.get("note", "")).strip()
     if not note:
@@ -333,7 +363,7 @@ def load(name_or_path: str) -> Setting:
         errors.append(f"{SETTING_FILE}: name: {raw.get('name')!r} must equal the folder name "
                       f"{folder.name!r}")
     gpu = raw.get("gpu")
-    if gpu not in GPUS:
+    if not isinstance(gpu, str) or gpu not in GPUS:
         errors.append(f"{SETTING_FILE}: gpu: {gpu!r} is not one of {list(GPUS)}")
     elif not folder.name.startswith(gpu.split("-")[0] + "_"):
         errors.append(f"{SETTING_FILE}: gpu: {gpu} but the name does not start with "

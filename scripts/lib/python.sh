@@ -8,4 +8,5 @@ else
     bash "$ROOT/scripts/setup_env.sh" "$VENV" >&2
     PY="$VENV/bin/python"
 fi
+export SPECPILOT_CALLER_CWD="${SPECPILOT_CALLER_CWD:-$PWD}"  # relative user paths stay the caller's
 cd "$ROOT"

@@ -33,8 +33,10 @@ def cache_root() -> Path:
 
 
 def local_dir_default(local_dir: Optional[str] = None) -> Optional[Path]:
+    from specpilot.settings import caller_path
+
     d = local_dir or os.environ.get("SPECPILOT_LOCAL_DIR")
-    return Path(d).expanduser().resolve() if d else None
+    return caller_path(d).resolve() if d else None
 
 
 def repo_folder(local_dir: Path, repo: str) -> Path:

@@ -155,7 +155,7 @@ def run(args) -> int:
     engine, run_name = parse_run(args.run)
     setting = S.load(args.setting)
     opts = options(args, setting)
-    out = Path(args.results) / setting.name / args.run
+    out = S.caller_path(args.results) / setting.name / args.run   # relative: the caller's
     if (out / "requests.jsonl").exists() and not args.overwrite:
         raise ValueError(f"{out} already holds a run; pick another run name or --overwrite")
     paths = resolve_paths(setting, local_dir=args.local_dir)

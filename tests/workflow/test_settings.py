@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -105,6 +106,15 @@ def _error(tmp_path, **changes) -> str:
     ({"bench__concurrency": []}, "bench.concurrency: must be a non-empty list"),
     ({"bench__datasets": ["gsm8k", "squad"]}, "bench.datasets: 'squad'"),
     ({"validate__near_tie_gap": -1}, "validate.near_tie_gap"),
+    # malformed values are named, not a TypeError traceback
+    ({"gpu": ["cpu"]}, "gpu: ['cpu'] is not one of"),
+    ({"engines": 5}, "engines: must define exactly ('ar', 'stock', 'final'), got int"),
+    ({"engines__ar__flags__--dtype": ["float32"]}, "ar.flags.--dtype: must be a scalar"),
+    # a quoted "false" rendered the switch on
+    ({"engines__ar__flags__--disable-cuda-graph": "false"},
+     "ar.flags.--disable-cuda-graph: a switch takes true or false, got 'false'"),
+    ({"engines__stock__flags__--speculative-num-draft-tokens": 0},
+     "--speculative-num-draft-tokens must be >= 2"),
 ])
 def test_loader_names_what_is_wrong(tmp_path, changes, expect):
     assert expect in _error(tmp_path, **changes)
@@ -126,6 +136,40 @@ def test_final_takes_the_landed_mechanisms_flags(tmp_path):
         engines__final__note="final = stock + W8")
     assert "final.landed[0]: needs name" in _error(
         tmp_path, engines__final__landed=[{"flags": {}}], engines__final__note="final = stock")
+    # a landed entry is checked as ar's and stock's flags are: a typo of its keys (final would
+    # silently equal stock), no flags, an unknown or abbreviated flag, a flag stock fixes
+    for landed, expect in (
+            ([{"name": "w12", "flag": {"--weight-format": "w12"}}], "landed[0].flag: unknown key"),
+            ([{"name": "w12", "flags": {}}], "landed[0].flags: a landed mechanism needs its flags"),
+            ([dict(w12, flags={"--weight": "w12"})], "'--weight' is not a server flag"),
+            ([dict(w12, flags={"--device": "cuda"})], "--device is fixed by the setting"),
+            ([dict(w12, flags={"--disable-cuda-graph": "no"})], "a switch takes true or false")):
+        assert expect in _error(tmp_path, engines__final__landed=landed,
+                                engines__final__note="final = stock + W12"), landed
+
+
+def test_serve_sh_takes_a_setting_path_relative_to_the_caller(tmp_path, script_env):
+    make_setting(tmp_path / "mysets", "cpu_demo_mine")
+    r = subprocess.run(["bash", str(REPO / "scripts" / "serve.sh"), "mysets/cpu_demo_mine", "ar",
+                        "0", "--dry-run"], cwd=tmp_path, env=script_env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and "launch_server" in r.stdout, r.stderr[-2000:]
+
+
+def test_relative_paths_are_the_callers(tmp_path, monkeypatch):
+    """The scripts cd to the repo root before Python starts; a relative setting path,
+    --local-dir or --results stays relative to where the user ran them
+    ($SPECPILOT_CALLER_CWD, which scripts/lib/python.sh exports)."""
+    from specpilot.bench.checkpoints import local_dir_default
+    folder = make_setting(tmp_path / "mysets", "cpu_demo_mine")
+    monkeypatch.setenv("SPECPILOT_CALLER_CWD", str(tmp_path))
+    monkeypatch.chdir(REPO)
+    assert S.find("mysets/cpu_demo_mine") == folder.resolve()
+    assert local_dir_default("models") == (tmp_path / "models").resolve()
+    assert S.caller_path("/abs/x") == Path("/abs/x")
+    monkeypatch.delenv("SPECPILOT_CALLER_CWD")   # run without the scripts: the working directory
+    monkeypatch.chdir(tmp_path)
+    assert S.find("mysets/cpu_demo_mine") == folder.resolve()
 
 
 def test_hub_model_errors(tmp_path):
