@@ -15,8 +15,9 @@ never in this process. References come from specpilot.evals.datasets (data/evals
 ../shared/data/evals/, then the hub when online). chat has no reference and is not scored.
 A request that failed (an error in its record) counts as wrong, and each set says how many
 failed. Writes scores.jsonl (one line per scored output) and scores.json (per set: n, correct,
-accuracy, failed_requests) in the run folder and prints the table. These are sanity checks of the pipeline, not
-quality claims (few prompts, short outputs). Exit status: 0, or 2 on bad arguments / no data.
+accuracy, failed_requests) in the run folder and prints the table. These are sanity checks of
+the pipeline, not quality claims (few prompts, short outputs). Exit status: 0, or 2 on bad
+arguments / no data.
 """
 
 from __future__ import annotations

@@ -49,16 +49,16 @@ def tensor_class(name: str) -> str:
     return parts[-1]
 
 
-def _hf_files(hf_dir: str) -> list:
-    """The bf16 checkpoint's safetensors files, chosen as the loader chooses them (the shard
-    index's files, else model.safetensors: not every *.safetensors in the folder). A W12
-    checkpoint is refused: convert and check take the bf16 folder."""
+def _source_map(hf_dir: str) -> dict:
+    """Tensor name -> file of the bf16 checkpoint to convert, as the loader reads it
+    (hf_weight_map: the shard index, else model.safetensors; not every *.safetensors in the
+    folder). A W12 checkpoint is refused: convert and check take the bf16 folder."""
     if not os.path.isdir(hf_dir):
         raise FileNotFoundError(f"{hf_dir}: no such folder")
     if is_w12_checkpoint(hf_dir):
         raise ValueError(f"{hf_dir} is a W12 checkpoint; convert and check take the bf16 "
                          f"checkpoint it was made from")
-    return sorted(set(hf_weight_map(hf_dir).values()))
+    return hf_weight_map(hf_dir)
 
 
 def hf_weight_map(path: str) -> dict:
@@ -76,20 +76,20 @@ def hf_weight_map(path: str) -> dict:
         return {name: single for name in f.keys()}
 
 
-def count_hf_tensors(hf_dir: str) -> int:
-    """How many tensors the folder's safetensors files hold (headers only)."""
-    n = 0
-    for fn in _hf_files(hf_dir):
+def _iter_tensors(wmap: dict):
+    """(name, tensor) of a name -> file map, one file open at a time."""
+    by_file: dict = {}
+    for name, fn in wmap.items():
+        by_file.setdefault(fn, []).append(name)
+    for fn in sorted(by_file):
         with safe_open(fn, framework="pt") as sf:
-            n += len(list(sf.keys()))
-    return n
+            for name in by_file[fn]:
+                yield name, sf.get_tensor(name)
 
 
 def iter_hf_tensors(hf_dir: str):
-    for fn in _hf_files(hf_dir):
-        with safe_open(fn, framework="pt") as sf:
-            for k in sf.keys():
-                yield k, sf.get_tensor(k)
+    """(name, tensor) of the bf16 checkpoint in hf_dir (the tensors _source_map names)."""
+    yield from _iter_tensors(_source_map(hf_dir))
 
 
 def convert_tensor(name: str, t: torch.Tensor, threshold: float = ESC_THRESHOLD):
@@ -126,7 +126,7 @@ def convert(hf_dir: str, out_dir: str, threshold: float = ESC_THRESHOLD, log=pri
     bar on stderr."""
     from tqdm import tqdm
 
-    _hf_files(hf_dir)   # the source checked before out_dir is touched (a typo must cost nothing)
+    wmap = _source_map(hf_dir)   # checked before out_dir is touched (a typo costs nothing)
     if os.path.isdir(out_dir) and os.path.samefile(hf_dir, out_dir):
         raise ValueError(f"{out_dir} is the source folder; write the W12 checkpoint elsewhere")
     os.makedirs(out_dir, exist_ok=True)
@@ -147,9 +147,9 @@ def convert(hf_dir: str, out_dir: str, threshold: float = ESC_THRESHOLD, log=pri
         weight_map.update({name: fn for name in cur_info})
         cur, cur_info, cur_bytes = OrderedDict(), {}, 0
 
-    bar = tqdm(total=count_hf_tensors(hf_dir) if progress else 0, unit="tensor",
+    bar = tqdm(total=len(wmap) if progress else 0, unit="tensor",
                desc="W12 convert", disable=not progress)
-    for name, t in iter_hf_tensors(hf_dir):
+    for name, t in _iter_tensors(wmap):
         w, info = convert_tensor(name, t.to(device) if device is not None else t, threshold)
         stored = {name: t.contiguous()} if w is None else {
             f"{name}.w12.{p}": getattr(w, p).cpu() for p in PARTS}
@@ -260,7 +260,7 @@ def check(hf_dir: str, threshold: float = ESC_THRESHOLD, log=print, verbose: boo
 
     Decoders: the CPU reference, the CPU SWAR emulation and, with CUDA and Triton, the GPU
     decode kernel; the first line says which."""
-    _hf_files(hf_dir)   # a bad folder fails before any output
+    wmap = _source_map(hf_dir)   # a bad folder fails before any output
     gpu_decode = _gpu_decoder()
     log(GPU_NOTE_ON if gpu_decode else GPU_NOTE)
     n_ok = n_tot = 0
@@ -268,7 +268,7 @@ def check(hf_dir: str, threshold: float = ESC_THRESHOLD, log=print, verbose: boo
     classes: dict = {}
     if verbose:
         log(f"{'tensor':60s} {'shape':>14s} {'kind':>10s} {'identical':>9s} {'esc_rate':>10s} {'bits/w':>7s}")
-    for name, t in iter_hf_tensors(hf_dir):
+    for name, t in _iter_tensors(wmap):
         w, info = convert_tensor(name, t, threshold)
         numel = t.numel()
         if w is None:
